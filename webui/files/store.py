@@ -1,0 +1,136 @@
+"""Managed-file store: content-addressed blobs on disk plus one metadata row per file.
+
+Blobs are streamed (never held whole in memory) and hashed as they are written; a file
+id (`wf_<16 hex>`) names metadata, not content, so two imports of the same bytes share a
+blob but keep their own names and projects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mimetypes
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import unicodedata
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from webui.errors import InvalidArguments
+from webui.store.models import ManagedFile
+
+CHUNK = 1024 * 1024
+FILE_ID_RE = re.compile(r"^wf_[0-9a-f]{16}$")
+
+
+def new_file_id() -> str:
+    return f"wf_{secrets.token_hex(8)}"
+
+
+def sanitize_name(name: str) -> str:
+    """A display name only: no directories, no control characters, bounded length."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(ch for ch in unicodedata.normalize("NFC", base) if unicodedata.category(ch)[0] != "C")
+    base = base.strip().lstrip(".") or "file"
+    return base[:200]
+
+
+class FileTooLarge(InvalidArguments):
+    code = "file_too_large"
+    status = 413
+
+
+class FileStore:
+    def __init__(self, engine: Engine, blob_dir: Path, *, max_bytes: int) -> None:
+        self.engine = engine
+        self.blob_dir = blob_dir
+        self.max_bytes = max_bytes
+
+    def _blob_path(self, sha: str) -> Path:
+        return self.blob_dir / sha[:2] / sha
+
+    def _store_stream(self, src: BinaryIO) -> tuple[Path, str, int]:
+        """Copy `src` into the blob store, hashing as it goes; refuse past max_bytes."""
+        self.blob_dir.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        size = 0
+        fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=self.blob_dir)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := src.read(CHUNK):
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise FileTooLarge(f"file is larger than {self.max_bytes} bytes")
+                    digest.update(chunk)
+                    out.write(chunk)
+            sha = digest.hexdigest()
+            final = self._blob_path(sha)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, final)
+            return final, sha, size
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def _record(self, **fields: Any) -> ManagedFile:
+        row = ManagedFile(id=new_file_id(), **fields)
+        with Session(self.engine, expire_on_commit=False) as s:
+            s.add(row)
+            s.commit()
+        return row
+
+    def import_path(self, *, project_id: str, path: Path, origin: str = "local-import") -> ManagedFile:
+        with path.open("rb") as src:
+            blob, sha, size = self._store_stream(src)
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        return self._record(
+            project_id=project_id,
+            name=sanitize_name(path.name),
+            mime_type=mime,
+            size=size,
+            sha256=sha,
+            origin=origin,
+            storage=str(blob),
+        )
+
+    def adopt(
+        self, *, project_id: str, tmp_path: Path, name: str, mime_type: str, run_id: str
+    ) -> ManagedFile:
+        """Take a file a worker wrote (ctx.files.create) into the store."""
+        try:
+            with tmp_path.open("rb") as src:
+                blob, sha, size = self._store_stream(src)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp_path.unlink()
+        return self._record(
+            project_id=project_id,
+            name=sanitize_name(name),
+            mime_type=mime_type,
+            size=size,
+            sha256=sha,
+            origin="output",
+            storage=str(blob),
+            run_id=run_id,
+        )
+
+    def get(self, file_id: str) -> ManagedFile | None:
+        if not FILE_ID_RE.match(file_id):
+            return None
+        with Session(self.engine, expire_on_commit=False) as s:
+            return s.get(ManagedFile, file_id)
+
+    def copy_to(self, row: ManagedFile, dest: Path) -> None:
+        shutil.copyfile(row.storage, dest)
+
+
+def worker_view(row: ManagedFile) -> dict[str, Any]:
+    """How a file travels to a worker (becomes a ctx ManagedFile)."""
+    return {"id": row.id, "path": row.storage, "name": row.name, "mime_type": row.mime_type, "size": row.size}

@@ -1,0 +1,183 @@
+"""Pending interactions: one stored object per question, answerable through any channel.
+
+Channels (inline elicitation, InputRequiredResult rounds, the browser) only deliver the
+question and submit answers here. The rules live in one place: answers are validated
+against the stored schema; the first valid answer wins; the identical answer again is
+accepted; a different one is a conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from webui.audit.log import AuditLog
+from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
+from webui.store.models import Interaction, utcnow
+
+ACTIONS = ("accept", "decline", "cancel")
+
+
+@dataclass(frozen=True)
+class Answer:
+    interaction_id: str
+    run_id: str | None
+    action: str
+    content: dict[str, Any] | None
+    repeated: bool = False
+
+
+AnswerListener = Callable[[Interaction, Answer], Awaitable[None]]
+
+
+def answer_digest(action: str, content: dict[str, Any] | None) -> str:
+    canon = json.dumps({"action": action, "content": content}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def new_interaction_id() -> str:
+    return f"int_{secrets.token_hex(8)}"
+
+
+class InteractionService:
+    def __init__(self, engine: Engine, audit: AuditLog) -> None:
+        self.engine = engine
+        self.audit = audit
+        self._listeners: list[AnswerListener] = []
+
+    def on_answer(self, listener: AnswerListener) -> None:
+        self._listeners.append(listener)
+
+    def create(
+        self,
+        *,
+        run_id: str | None,
+        kind: str,
+        title: str,
+        message: str | None,
+        requested_schema: dict[str, Any],
+        fields: list[dict[str, Any]],
+        blockers: list[str],
+        project_id: str | None = None,
+        actor: str | None = None,
+    ) -> Interaction:
+        row = Interaction(
+            id=new_interaction_id(),
+            run_id=run_id,
+            kind=kind,
+            title=title,
+            message=message,
+            requested_schema=requested_schema,
+            fields=fields,
+            blockers=blockers,
+        )
+        with Session(self.engine, expire_on_commit=False) as s:
+            s.add(row)
+            self.audit.record(
+                s,
+                "interaction.requested",
+                project_id=project_id,
+                run_id=run_id,
+                actor=actor,
+                outcome="pending",
+                details={"interactionId": row.id, "kind": kind},
+            )
+            s.commit()
+        return row
+
+    def get(self, interaction_id: str) -> Interaction:
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(Interaction, interaction_id)
+        if row is None:
+            raise NotFound(f"interaction {interaction_id!r} not found")
+        return row
+
+    def pending_for_run(self, run_id: str) -> Interaction | None:
+        with Session(self.engine, expire_on_commit=False) as s:
+            stmt = (
+                select(Interaction)
+                .where(Interaction.run_id == run_id, Interaction.status == "pending")
+                .order_by(col(Interaction.created_at).desc())
+            )
+            return s.exec(stmt).first()
+
+    def close_for_run(self, run_id: str) -> None:
+        """The run ended: its unanswered questions can no longer be answered."""
+        with Session(self.engine) as s:
+            for row in s.exec(
+                select(Interaction).where(Interaction.run_id == run_id, Interaction.status == "pending")
+            ):
+                row.status = "closed"
+                s.add(row)
+            s.commit()
+
+    def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
+        if action not in ACTIONS:
+            raise InvalidAnswer(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
+        if action != "accept":
+            return None
+        content = {} if content is None else content
+        if not isinstance(content, dict):
+            raise InvalidAnswer("an accepted answer must be an object of field values")
+        validator = Draft202012Validator(
+            row.requested_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
+        problems = sorted(validator.iter_errors(content), key=lambda e: list(e.absolute_path))
+        if problems:
+            parts = []
+            for err in problems:
+                where = ".".join(str(p) for p in err.absolute_path)
+                parts.append(f"{where}: {err.message}" if where else err.message)
+            raise InvalidAnswer("invalid answer: " + "; ".join(parts))
+        return content
+
+    async def answer(
+        self,
+        interaction_id: str,
+        *,
+        action: str,
+        content: Any = None,
+        actor: str | None = None,
+        channel: str,
+    ) -> Answer:
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(Interaction, interaction_id)
+            if row is None:
+                raise NotFound(f"interaction {interaction_id!r} not found")
+            clean = self._validate(row, action, content)
+            digest = answer_digest(action, clean)
+            if row.status == "answered":
+                if row.answer_digest == digest:
+                    return Answer(row.id, row.run_id, action, clean, repeated=True)
+                raise InteractionConflict(f"interaction {row.id} already has a different answer")
+            if row.status != "pending":
+                raise InteractionClosed(f"interaction {row.id} can no longer be answered")
+            row.status = "answered"
+            row.action = action
+            row.answer = clean
+            row.answer_digest = digest
+            row.answered_by = actor
+            row.channel = channel
+            row.answered_at = utcnow()
+            s.add(row)
+            self.audit.record(
+                s,
+                "interaction.answered",
+                run_id=row.run_id,
+                actor=actor,
+                outcome=action,
+                details={"interactionId": row.id, "channel": channel},
+            )
+            s.commit()
+        result = Answer(row.id, row.run_id, action, clean)
+        for listener in self._listeners:
+            await listener(row, result)
+        return result

@@ -1,0 +1,37 @@
+"""What a request is bound to: which project (and version), which principal, which
+transport. The HTTP gateway puts one in the ASGI scope; stdio sets the ContextVar once."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webui.mcp.catalog import Catalog
+
+current_binding: contextvars.ContextVar[Binding] = contextvars.ContextVar("steamharness_mcp_binding")
+
+
+@dataclass(frozen=True)
+class Binding:
+    catalog: Catalog
+    principal: str  # what sealed request state is bound to (never a raw key)
+    transport: str  # "stdio" | "http"
+    actor: str | None = None
+    target: str | None = None
+    version: str | None = None
+    session_id: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    related: Mapping[str, str] = field(default_factory=dict)
+    answer_hint: str | None = None  # where a person can answer an interaction_required run
+
+
+def binding_of(ctx: Any) -> Binding:
+    request = getattr(ctx, "request", None)
+    if request is not None:
+        state = getattr(request, "scope", {}).get("state") or {}
+        found = state.get("mcp_binding")
+        if isinstance(found, Binding):
+            return found
+    return current_binding.get()

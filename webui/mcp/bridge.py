@@ -1,0 +1,274 @@
+"""tools/call -> run -> result, and interaction <-> elicitation, for both protocol eras.
+
+The bridge never executes workflow code: it validates arguments, resolves file params,
+asks the RunService for a run, and follows that run's updates. When the run waits for a
+person it delivers the stored Interaction through the best channel the client has:
+  - 2025-era sessions with form elicitation: inline `elicitation/create` on this call;
+  - 2026-07-28: an `InputRequiredResult` whose (sealed) state names the run and question;
+  - otherwise, or when the form cannot be an MCP form: the `interaction_required` result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, InvalidArguments, NotFound
+from webui.files.store import FileStore, worker_view
+from webui.interactions.service import InteractionService
+from webui.mcp.binding import Binding
+from webui.mcp.results import error_result, final_result, interaction_required_result
+from webui.runs.service import RunRequest, RunService, RunUpdate
+from webui.store.models import Interaction, ManagedFile
+from webui.workflows.project import Entrypoint, Param
+from webui.workflows.schema import validate_arguments
+
+log = logging.getLogger(__name__)
+
+INVALID_PARAMS = -32602
+MAX_INLINE_ATTEMPTS = 3
+URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+BASE64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, message)
+
+
+class CallBridge:
+    def __init__(self, *, runs: RunService, interactions: InteractionService, files: FileStore) -> None:
+        self.runs = runs
+        self.interactions = interactions
+        self.files = files
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        ep = b.catalog.entrypoint(params.name)
+        if ep is None:
+            raise _invalid(f"Unknown tool: {params.name}")
+        if params.request_state:
+            run_id = await self._resume_from_state(ep, params)
+        else:
+            try:
+                args = validate_arguments(b.catalog.schemas[ep.id], params.arguments, tool=ep.id)
+                worker_params, stored = self._resolve_files(b, ep, args)
+            except InvalidArguments as exc:
+                raise _invalid(exc.message) from None
+            run_id = await self.runs.start(
+                RunRequest(
+                    project=b.catalog.project,
+                    entrypoint=ep,
+                    params=worker_params,
+                    stored_params=stored,
+                    source="mcp",
+                    transport=b.transport,
+                    actor=b.actor,
+                    session_id=b.session_id,
+                    project_version=b.version,
+                    env=dict(b.env),
+                    related=dict(b.related),
+                )
+            )
+        return await self._follow(ctx, b, ep, run_id)
+
+    # ------------------------------------------------------------------ following a run
+    async def _follow(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        keep_run = False
+        finished = False
+        try:
+            async with self.runs.watch(run_id) as updates:
+                while True:
+                    update: RunUpdate = await updates.get()
+                    if update.kind == "final":
+                        finished = True
+                        return final_result(run_id, ep, update.status, update.output, update.error)
+                    if update.kind == "progress" and update.progress is not None:
+                        await self._progress(ctx, update.progress)
+                    elif update.kind == "waiting" and update.interaction is not None:
+                        delivered = await self._deliver(ctx, b, ep, run_id, update.interaction)
+                        if delivered is not None:
+                            keep_run = True  # the run waits for the answer, on the same runId
+                            return delivered
+        except NotFound:
+            finished = True
+            return error_result(run_id, ep, "failed", "internal", "The run is no longer available.")
+        finally:
+            if not keep_run and not finished and self.runs.is_live(run_id):
+                # The client went away mid-call (cancelled, disconnected, session closed).
+                with anyio.CancelScope(shield=True):
+                    await self.runs.cancel(run_id, reason="The MCP client cancelled the tool call.")
+
+    async def _progress(self, ctx: ServerRequestContext[Any, Any], progress: dict[str, Any]) -> None:
+        done = progress.get("done")
+        if not isinstance(done, int | float):
+            return
+        total = progress.get("total")
+        message = progress.get("message")
+        try:
+            await ctx.session.report_progress(
+                float(done),
+                float(total) if isinstance(total, int | float) else None,
+                str(message) if message is not None else None,
+            )
+        except Exception:  # progress is best effort; it must never fail the call
+            log.debug("progress notification not delivered", exc_info=True)
+
+    async def _deliver(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str, ia: Interaction
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """Deliver one question. Returns a result to end this call with, or None when the
+        answer was taken inline and the run goes on."""
+        if ia.blockers:
+            return interaction_required_result(
+                run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=b.answer_hint
+            )
+        if not _supports_form_elicitation(ctx):
+            return interaction_required_result(
+                run_id,
+                ep,
+                ia,
+                reason="the client did not declare form elicitation",
+                answer_hint=b.answer_hint,
+            )
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return _input_required(run_id, ia)
+        message = _elicit_message(ia)
+        for _ in range(MAX_INLINE_ATTEMPTS):
+            result = await ctx.session.elicit_form(
+                message, ia.requested_schema, related_request_id=ctx.request_id
+            )
+            try:
+                await self.interactions.answer(
+                    ia.id,
+                    action=result.action,
+                    content=result.content,
+                    actor=b.actor,
+                    channel="mcp-elicitation",
+                )
+                return None
+            except InvalidAnswer as exc:
+                message = f"{exc.message}\n\n{_elicit_message(ia)}"
+            except (InteractionClosed, InteractionConflict):
+                return None  # answered elsewhere first, or the run ended: follow the run
+        return interaction_required_result(
+            run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=b.answer_hint
+        )
+
+    async def _resume_from_state(self, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
+        """A 2026-07-28 retry: the state was unsealed (and bound-checked) by the boundary."""
+        try:
+            state = json.loads(params.request_state or "")
+            run_id = str(state["runId"])
+            interaction_id = str(state["interactionId"])
+        except (ValueError, KeyError, TypeError):
+            raise _invalid("Invalid or expired requestState") from None
+        response = (params.input_responses or {}).get(interaction_id)
+        if isinstance(response, types.ElicitResult):
+            try:
+                await self.interactions.answer(
+                    interaction_id,
+                    action=response.action,
+                    content=response.content,
+                    channel="mcp-input-required",
+                )
+            except (InteractionClosed, InteractionConflict, NotFound):
+                pass  # answered elsewhere or run over: the run's own outcome tells the rest
+            except InvalidAnswer as exc:
+                raise _invalid(exc.message) from None
+        return run_id
+
+    # ------------------------------------------------------------------ files
+    def _resolve_files(
+        self, b: Binding, ep: Entrypoint, args: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        worker = dict(args)
+        stored = dict(args)
+        for param in ep.params:
+            if param.type != "file" or param.name not in args:
+                continue
+            value = args[param.name]
+            values = value if isinstance(value, list) else [value]
+            rows = [self._file_row(b, ep, param, v) for v in values]
+            views = [{"$file": worker_view(r)} for r in rows]
+            ids = [{"id": r.id, "name": r.name} for r in rows]
+            worker[param.name] = views if isinstance(value, list) else views[0]
+            stored[param.name] = ids if isinstance(value, list) else ids[0]
+        return worker, stored
+
+    def _file_row(self, b: Binding, ep: Entrypoint, param: Param, value: Any) -> ManagedFile:
+        prefix = f"Invalid arguments for tool '{ep.id}': param '{param.name}'"
+        project_id = b.catalog.project.id
+        if b.catalog.file_mode == "server":
+            file_id = value.get("id") if isinstance(value, dict) else None
+            row = self.files.get(str(file_id)) if file_id else None
+            if row is None or row.project_id != project_id or row.origin == "local-import":
+                raise InvalidArguments(f"{prefix}: unknown file id {file_id!r} for this project")
+            return row
+        path = _check_local_path(prefix, value, self.files.max_bytes)
+        return self.files.import_path(project_id=project_id, path=path)
+
+
+def _check_local_path(prefix: str, value: Any, max_bytes: int) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArguments(f"{prefix}: expected an absolute path to a local file")
+    if value.startswith("data:"):
+        raise InvalidArguments(f"{prefix}: Base64/data: content is not accepted; pass an absolute file path")
+    if URL_RE.match(value):
+        raise InvalidArguments(f"{prefix}: URLs are not accepted; pass an absolute file path")
+    if not value.startswith("/"):
+        if BASE64_RE.fullmatch(value):
+            raise InvalidArguments(f"{prefix}: Base64 content is not accepted; pass an absolute file path")
+        raise InvalidArguments(f"{prefix}: relative paths are not accepted; pass an absolute file path")
+    path = Path(value)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InvalidArguments(f"{prefix}: no such file: {value}") from None
+    except OSError as exc:
+        raise InvalidArguments(f"{prefix}: cannot read {value}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidArguments(f"{prefix}: {value} is not a regular file")
+    if st.st_size > max_bytes:
+        raise InvalidArguments(f"{prefix}: {value} is larger than the {max_bytes // (1024 * 1024)} MB limit")
+    if not os.access(path, os.R_OK):
+        raise InvalidArguments(f"{prefix}: {value} is not readable")
+    return path
+
+
+def _supports_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = ctx.session.client_capabilities
+    el = caps.elicitation if caps is not None else None
+    # A bare `elicitation: {}` means form (the 2025-06-18 shape).
+    return el is not None and (el.form is not None or el.url is None)
+
+
+def _elicit_message(ia: Interaction) -> str:
+    return f"{ia.title}\n\n{ia.message}" if ia.message else ia.title
+
+
+def _input_required(run_id: str, ia: Interaction) -> types.InputRequiredResult:
+    return types.InputRequiredResult(
+        input_requests={
+            ia.id: types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=_elicit_message(ia), requested_schema=ia.requested_schema
+                )
+            )
+        },
+        # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
+        request_state=json.dumps({"runId": run_id, "interactionId": ia.id}),
+    )

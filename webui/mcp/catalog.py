@@ -1,0 +1,56 @@
+"""Structure report -> MCP tools. Fixed for a session: built once per (project, version)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from webui.workflows.project import Entrypoint, Project
+from webui.workflows.schema import FileMode, input_schema
+
+# What a successful result carries; errors are exempt from output-schema checks.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "runId": {"type": "string"},
+        "status": {"type": "string"},
+        "entrypointId": {"type": "string"},
+        "entrypointTitle": {"type": "string"},
+        "output": {},
+    },
+    "required": ["runId", "status", "entrypointId", "entrypointTitle"],
+}
+
+
+def server_name(project: Project) -> str:
+    return f"workflow-{project.id}"
+
+
+@dataclass
+class Catalog:
+    project: Project
+    file_mode: FileMode
+    tools: list[types.Tool] = field(default_factory=list)
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, project: Project, *, file_mode: FileMode) -> Catalog:
+        catalog = cls(project=project, file_mode=file_mode)
+        for ep in project.entrypoints:
+            schema = input_schema(ep.params, file_mode=file_mode)
+            catalog.schemas[ep.id] = schema
+            catalog.tools.append(
+                types.Tool(
+                    name=ep.id,
+                    title=ep.title,
+                    description=ep.description,
+                    input_schema=schema,
+                    output_schema=OUTPUT_SCHEMA,
+                )
+            )
+        return catalog
+
+    def entrypoint(self, name: str) -> Entrypoint | None:
+        return self.project.entrypoint(name)

@@ -1,0 +1,67 @@
+"""Run outcome -> CallToolResult (R-RES-1, R-RES-2). The same object goes into text
+content (as JSON) and structuredContent; never the report, stdout, stderr or secrets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+
+from webui.store.models import Interaction
+from webui.workflows.project import Entrypoint
+
+
+def tool_result(payload: dict[str, Any], *, is_error: bool) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+        is_error=is_error,
+    )
+
+
+def _base(run_id: str | None, ep: Entrypoint, status: str) -> dict[str, Any]:
+    payload: dict[str, Any] = {}
+    if run_id is not None:
+        payload["runId"] = run_id
+    payload.update({"status": status, "entrypointId": ep.id, "entrypointTitle": ep.title})
+    return payload
+
+
+def final_result(
+    run_id: str, ep: Entrypoint, status: str, output: Any, error: dict[str, Any] | None
+) -> types.CallToolResult:
+    payload = _base(run_id, ep, status)
+    if status == "success":
+        payload["output"] = output
+        return tool_result(payload, is_error=False)
+    err = dict(error or {"code": "internal", "message": "The run failed."})
+    clean: dict[str, Any] = {"code": str(err.get("code", "internal"))}
+    if "errCode" in err:
+        clean["errCode"] = err["errCode"]
+    clean["message"] = str(err.get("message", ""))
+    payload["error"] = clean
+    return tool_result(payload, is_error=True)
+
+
+def error_result(
+    run_id: str | None, ep: Entrypoint, status: str, code: str, message: str
+) -> types.CallToolResult:
+    payload = _base(run_id, ep, status)
+    payload["error"] = {"code": code, "message": message}
+    return tool_result(payload, is_error=True)
+
+
+def interaction_required_result(
+    run_id: str, ep: Entrypoint, interaction: Interaction, *, reason: str, answer_hint: str | None
+) -> types.CallToolResult:
+    payload = _base(run_id, ep, "waiting_for_input")
+    where = answer_hint or "The run keeps waiting; answer it from a client that supports form elicitation."
+    payload["error"] = {
+        "code": "interaction_required",
+        "message": f"The run is waiting for input this client cannot provide here ({reason}). {where}",
+        "interactionId": interaction.id,
+        "title": interaction.title,
+        "fields": interaction.fields,
+    }
+    return tool_result(payload, is_error=True)

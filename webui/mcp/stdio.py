@@ -1,0 +1,97 @@
+"""`steamharness mcp DIR`: one project's entrypoints as MCP tools over stdio (R-STDIO-*).
+
+stdout carries JSON-RPC only: the SDK's stdio_server points fd 1 at stderr while it
+serves, worker output is captured into the run log (and echoed to stderr), and stdout is
+flushed inside the stdio context so nothing buffered reaches the wire after it."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from dotenv import dotenv_values
+from mcp.server.stdio import stdio_server
+
+from webui.errors import ConfigError
+from webui.mcp.binding import Binding, current_binding
+from webui.mcp.bridge import CallBridge
+from webui.mcp.catalog import Catalog, server_name
+from webui.mcp.server import build_server
+from webui.services import open_services, request_state_key
+from webui.settings import Settings
+from webui.workflows.project import Project
+
+AUTH_FILE = "workflow-auth.json"
+AUTH_ENV = ("STEAMHARNESS_SERVER_URL", "STEAMHARNESS_SERVER_ADMIN_KEY")
+
+
+def saved_auth_env(auth_dir: Path) -> dict[str, str]:
+    """Server URL and key saved by the CLI; explicit environment variables win over these."""
+    path = auth_dir / AUTH_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read saved auth: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: saved auth must be a JSON object")
+    aliases = {
+        "STEAMHARNESS_SERVER_URL": ("STEAMHARNESS_SERVER_URL", "serverUrl", "server_url"),
+        "STEAMHARNESS_SERVER_ADMIN_KEY": ("STEAMHARNESS_SERVER_ADMIN_KEY", "adminKey", "admin_key", "apiKey"),
+    }
+    env: dict[str, str] = {}
+    for name, keys in aliases.items():
+        for key in keys:
+            if isinstance(raw.get(key), str) and raw[key]:
+                env[name] = raw[key]
+                break
+    return env
+
+
+def worker_environment(project: Project, auth_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Saved auth < the project's .env < the explicit process environment."""
+    env = saved_auth_env(auth_dir)
+    dotenv = project.root / ".env"
+    if dotenv.is_file():
+        env.update({k: v for k, v in dotenv_values(dotenv).items() if v is not None})
+    env.update(environ)
+    return env
+
+
+async def serve_stdio(settings: Settings, project: Project, related: dict[str, str]) -> None:
+    env = worker_environment(project, settings.resolved_auth_dir, os.environ)
+    async with open_services(settings, echo=sys.stderr) as svc:
+        catalog = Catalog.build(project, file_mode="local")
+        current_binding.set(
+            Binding(
+                catalog=catalog,
+                principal=f"stdio:{project.id}",
+                transport="stdio",
+                actor=f"local:{getpass.getuser()}",
+                env=env,
+                related=related,
+                version=project.version,
+            )
+        )
+        bridge = CallBridge(runs=svc.runs, interactions=svc.interactions, files=svc.files)
+        server = build_server(
+            name=server_name(project),
+            version=project.version or "0.0.0",
+            title=project.name,
+            description=project.description or None,
+            bridge=bridge,
+            state_key=request_state_key(settings),
+            state_ttl=settings.request_state_ttl_seconds,
+        )
+        logging.getLogger(__name__).info("serving %s over stdio", server_name(project))
+        async with stdio_server() as (read_stream, write_stream):
+            try:
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            finally:
+                sys.stdout.flush()

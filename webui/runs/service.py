@@ -1,0 +1,516 @@
+"""RunService: the only component that starts, resumes, cancels or finishes runs.
+
+A run is persisted first (queued), then executed by a freshly forked worker. The service
+drives the worker's messages: log lines and progress become run events; `ask`/`approve`
+become stored Interactions and the run waits (its time limit paused) until
+`InteractionService.answer` resumes it on the same worker. Watchers (the MCP call bridge,
+later the browser) subscribe to a run's live events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from webui.audit.log import AuditLog
+from webui.errors import NotFound, SteamharnessError
+from webui.files.store import FileStore, worker_view
+from webui.interactions.service import Answer, InteractionService
+from webui.runs.pool import Worker, WorkerPool
+from webui.store import kv as kv_store
+from webui.store import runs as run_store
+from webui.store.models import Interaction, KVEntry, PersistentValue, Run, utcnow
+from webui.workflows.project import Entrypoint, Project, parse_params
+from webui.workflows.schema import elicitation_schema, field_summary, form_blockers
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 3600.0
+EXIT_WAIT_SECONDS = 10.0
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d}-{secrets.token_hex(6)}"
+
+
+@dataclass
+class RunRequest:
+    """Everything a run needs; built by a transport, executed the same way for all."""
+
+    project: Project
+    entrypoint: Entrypoint
+    params: dict[str, Any]  # for the worker (files as {"$file": {...}} markers)
+    stored_params: dict[str, Any]  # for the record (files by id)
+    source: str = "mcp"
+    transport: str | None = None
+    actor: str | None = None
+    session_id: str | None = None
+    project_version: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    related: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunUpdate:
+    """What a watcher receives: `progress`, `waiting` (with the interaction), `running`, `final`."""
+
+    kind: str
+    run_id: str
+    status: str
+    interaction: Interaction | None = None
+    progress: dict[str, Any] | None = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass
+class _Live:
+    request: RunRequest
+    run_id: str
+    status: str = "queued"
+    worker: Worker | None = None
+    # interaction id -> the worker's rpc id blocked on it
+    pending: dict[str, int] = field(default_factory=dict)
+    waiting_on: Interaction | None = None
+    watchers: set[asyncio.Queue[RunUpdate]] = field(default_factory=set)
+    terminating: tuple[str, dict[str, Any]] | None = None
+    remaining: float = DEFAULT_TIMEOUT_SECONDS
+    timer: asyncio.TimerHandle | None = None
+    timer_started: float = 0.0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class RunService:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        pool: WorkerPool,
+        interactions: InteractionService,
+        files: FileStore,
+        audit: AuditLog,
+        kv_engine: Engine,
+        values_engine: Engine,
+        file_create_dir: Path,
+        max_concurrent_runs: int,
+        kill_grace_seconds: float,
+        echo: TextIO | None = None,
+    ) -> None:
+        self.engine = engine
+        self.pool = pool
+        self.interactions = interactions
+        self.files = files
+        self.audit = audit
+        self.kv_engine = kv_engine
+        self.values_engine = values_engine
+        self.file_create_dir = file_create_dir
+        self.kill_grace_seconds = kill_grace_seconds
+        self.echo = echo
+        self.owner = run_store.process_owner_token()
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self._live: dict[str, _Live] = {}
+        interactions.on_answer(self._on_answer)
+
+    # ----------------------------------------------------------------- lifecycle
+    def recover(self) -> list[str]:
+        """At start-up: runs orphaned by a dead process are marked interrupted (R-RUN-5)."""
+        ids = run_store.interrupt_orphans(self.engine)
+        for run_id in ids:
+            self.interactions.close_for_run(run_id)
+        return ids
+
+    async def shutdown(self) -> None:
+        """Stop every live run; nothing is left running or waiting forever."""
+        for live in list(self._live.values()):
+            await self._terminate(
+                live,
+                "failed",
+                {"code": "interrupted", "message": "The server stopped while this run was active."},
+                grace=0.0,
+            )
+
+    # ----------------------------------------------------------------- API
+    async def start(self, request: RunRequest) -> str:
+        run_id = new_run_id()
+        ep = request.entrypoint
+        run = Run(
+            id=run_id,
+            project_id=request.project.id,
+            project_version=request.project_version,
+            entrypoint_id=ep.id,
+            entrypoint_title=ep.title,
+            source=request.source,
+            transport=request.transport,
+            actor=request.actor,
+            session_id=request.session_id,
+            status="queued",
+            params=request.stored_params,
+            owner=self.owner,
+        )
+
+        def audit(s: Session) -> None:
+            self.audit.record(
+                s,
+                "run.created",
+                actor=request.actor,
+                project_id=request.project.id,
+                version=request.project_version,
+                session_id=request.session_id,
+                tool=ep.id,
+                run_id=run_id,
+                outcome="queued",
+                source=request.source,
+            )
+
+        run_store.create_run(self.engine, run=run, audit=audit)
+        live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
+        self._live[run_id] = live
+        live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
+        return run_id
+
+    def is_live(self, run_id: str) -> bool:
+        return run_id in self._live
+
+    def live_worker_pid(self, run_id: str) -> int | None:
+        live = self._live.get(run_id)
+        return live.worker.pid if live and live.worker else None
+
+    @contextlib.asynccontextmanager
+    async def watch(self, run_id: str) -> AsyncIterator[asyncio.Queue[RunUpdate]]:
+        """A queue of this run's updates, starting with where it stands now."""
+        queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
+        live = self._live.get(run_id)
+        if live is None:
+            run = run_store.get_run(self.engine, run_id=run_id)
+            if run is None:
+                raise NotFound(f"run {run_id!r} not found")
+            if run.status not in run_store.FINAL_STATUSES:
+                raise NotFound(f"run {run_id!r} is not driven by this process")
+            queue.put_nowait(self._final_update(run))
+            yield queue
+            return
+        if live.waiting_on is not None:
+            queue.put_nowait(RunUpdate("waiting", run_id, live.status, interaction=live.waiting_on))
+        live.watchers.add(queue)
+        try:
+            yield queue
+        finally:
+            live.watchers.discard(queue)
+
+    async def cancel(self, run_id: str, *, reason: str = "The run was cancelled.") -> None:
+        live = self._live.get(run_id)
+        if live is None:
+            return
+        await self._terminate(live, "cancelled", {"code": "cancelled", "message": reason})
+
+    # ----------------------------------------------------------------- driving
+    async def _drive(self, live: _Live) -> None:
+        try:
+            async with self._slots:
+                if live.terminating is None:
+                    await self._run_worker(live)
+        except Exception:
+            log.exception("run %s: the run service failed", live.run_id)
+            if live.terminating is None:
+                live.terminating = (
+                    "failed",
+                    {"code": "internal", "message": "The run failed inside the server."},
+                )
+        finally:
+            await self._finish(live)
+
+    async def _run_worker(self, live: _Live) -> None:
+        req = live.request
+        self._set_status(live, "running", started_at=utcnow())
+        spec = {
+            "runId": live.run_id,
+            "entrypointId": req.entrypoint.id,
+            "params": req.params,
+            "root": str(req.project.root),
+            "handler": req.entrypoint.handler,
+            "fileCreateDir": str(self.file_create_dir / req.project.id),
+            "env": req.env,
+            "related": req.related,
+        }
+        worker = await self.pool.spawn(spec)
+        live.worker = worker
+        if live.terminating is not None:  # cancelled while the fork was under way
+            worker.kill()
+        self._start_timer(live)
+        while True:
+            msg = await worker.recv()
+            if msg is None:
+                break
+            kind = msg.get("type")
+            if kind == "output":
+                self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
+            elif kind == "log":
+                self._record_output(live, "log", str(msg.get("text", "")))
+            elif kind == "progress":
+                self._on_progress(live, msg)
+            elif kind == "rpc":
+                await self._on_rpc(live, worker, msg)
+            elif kind == "done":
+                live.terminating = live.terminating or ("success", {"output": msg.get("output")})
+            elif kind == "failed":
+                err_code = msg.get("errCode")
+                live.terminating = live.terminating or (
+                    "failed",
+                    {"code": "business_error", "errCode": err_code, "message": str(msg.get("message", ""))},
+                )
+            elif kind == "error":
+                live.terminating = live.terminating or (
+                    "failed",
+                    {"code": "handler_error", "message": str(msg.get("message", "The handler failed."))},
+                )
+        self._stop_timer(live)
+        status = await worker.wait_exit(EXIT_WAIT_SECONDS)
+        worker.close()
+        if live.terminating is None:
+            reason = status.describe() if status else "the worker process stopped unexpectedly"
+            live.terminating = ("failed", {"code": "handler_error", "message": f"The run crashed: {reason}."})
+
+    async def _finish(self, live: _Live) -> None:
+        self._stop_timer(live)
+        status, detail = live.terminating or (
+            "failed",
+            {"code": "internal", "message": "The run ended without an outcome."},
+        )
+        output = detail.get("output") if status == "success" else None
+        error = None if status == "success" else detail
+        req = live.request
+
+        def audit(s: Session) -> None:
+            self.audit.record(
+                s,
+                "run.finished",
+                actor=req.actor,
+                project_id=req.project.id,
+                version=req.project_version,
+                session_id=req.session_id,
+                tool=req.entrypoint.id,
+                run_id=live.run_id,
+                outcome=status,
+                source=req.source,
+                details={"code": error.get("code")} if error else None,
+            )
+
+        run_store.update_run(
+            self.engine,
+            run_id=live.run_id,
+            status=status,
+            output=output,
+            error=error,
+            finished_at=utcnow(),
+            event_text=status,
+            audit=audit,
+        )
+        self.interactions.close_for_run(live.run_id)
+        live.status = status
+        live.waiting_on = None
+        self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
+        self._live.pop(live.run_id, None)
+        live.done.set()
+
+    async def _terminate(
+        self, live: _Live, status: str, error: dict[str, Any], *, grace: float | None = None
+    ) -> None:
+        if live.done.is_set():
+            return
+        if live.terminating is None:
+            live.terminating = (status, error)
+        grace = self.kill_grace_seconds if grace is None else grace
+        worker = live.worker
+        if worker is not None:
+            if grace > 0:
+                worker.kill(signal.SIGTERM)
+                exited = await worker.wait_exit(grace)
+                if exited is None:
+                    worker.kill(signal.SIGKILL)
+            else:
+                worker.kill(signal.SIGKILL)
+        # Wait for the driver to record the outcome (it sees the worker's socket close).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(live.done.wait(), EXIT_WAIT_SECONDS + grace)
+
+    # ----------------------------------------------------------------- time limit
+    def _start_timer(self, live: _Live) -> None:
+        loop = asyncio.get_running_loop()
+        live.timer_started = loop.time()
+        live.timer = loop.call_later(max(live.remaining, 0.0), self._on_timeout, live)
+
+    def _stop_timer(self, live: _Live) -> None:
+        if live.timer is not None:
+            live.timer.cancel()
+            live.timer = None
+            live.remaining -= asyncio.get_running_loop().time() - live.timer_started
+
+    def _on_timeout(self, live: _Live) -> None:
+        live.timer = None
+        limit = live.request.entrypoint.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        error = {"code": "timeout", "message": f"The run exceeded its time limit of {limit:g} s."}
+        asyncio.get_running_loop().create_task(self._terminate(live, "timeout", error))
+
+    # ----------------------------------------------------------------- worker messages
+    def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
+        live.status = status
+        run_store.update_run(self.engine, run_id=live.run_id, status=status, event_text=status, **changes)
+
+    def _record_output(self, live: _Live, stream: str, text: str) -> None:
+        if not text:
+            return
+        run_store.add_event(
+            self.engine, run_id=live.run_id, kind=stream, text=text, source=live.request.source
+        )
+        if self.echo is not None:
+            # stdio: project logs and worker output go to stderr, never the protocol stream
+            for line in text.splitlines():
+                self.echo.write(f"[{live.run_id} {stream}] {line}\n")
+            self.echo.flush()
+
+    def _on_progress(self, live: _Live, msg: dict[str, Any]) -> None:
+        data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}
+        run_store.add_event(
+            self.engine, run_id=live.run_id, kind="progress", data=data, source=live.request.source
+        )
+        self._publish(live, RunUpdate("progress", live.run_id, live.status, progress=data))
+
+    async def _on_rpc(self, live: _Live, worker: Worker, msg: dict[str, Any]) -> None:
+        rid = int(msg["id"])
+        op = str(msg.get("op"))
+        args = msg.get("args") or {}
+        try:
+            if op in ("ask", "approve"):
+                self._open_interaction(live, rid, op, args)
+                return
+            result = self._serve_rpc(live, op, args)
+        except SteamharnessError as exc:
+            await worker.send({"type": "reply", "id": rid, "ok": False, "error": exc.message})
+            return
+        except Exception:
+            log.exception("run %s: rpc %s failed", live.run_id, op)
+            await worker.send({"type": "reply", "id": rid, "ok": False, "error": f"{op} failed"})
+            return
+        await worker.send({"type": "reply", "id": rid, "ok": True, "result": result})
+
+    def _serve_rpc(self, live: _Live, op: str, args: dict[str, Any]) -> Any:
+        project_id = live.request.project.id
+        stores: dict[str, tuple[Engine, type[KVEntry] | type[PersistentValue]]] = {
+            "kv": (self.kv_engine, KVEntry),
+            "values": (self.values_engine, PersistentValue),
+        }
+        family, _, verb = op.partition(".")
+        if family in stores:
+            engine, table = stores[family]
+            key = str(args.get("key"))
+            if verb == "get":
+                found, value = kv_store.get_value(engine, table, project_id=project_id, key=key)
+                return {"found": found, "value": value}
+            if verb == "set":
+                kv_store.set_value(engine, table, project_id=project_id, key=key, value=args.get("value"))
+                return None
+            if verb == "delete":
+                return kv_store.delete_value(engine, table, project_id=project_id, key=key)
+        if op == "files.create":
+            create_dir = (self.file_create_dir / project_id).resolve()
+            tmp = Path(str(args.get("tmp_path"))).resolve()
+            if tmp.parent != create_dir:
+                raise SteamharnessError("files.create: the file must be written by ctx.files.create")
+            row = self.files.adopt(
+                project_id=project_id,
+                tmp_path=tmp,
+                name=str(args.get("name") or "output"),
+                mime_type=str(args.get("mime_type") or "application/octet-stream"),
+                run_id=live.run_id,
+            )
+            run_store.add_event(
+                self.engine,
+                run_id=live.run_id,
+                kind="file",
+                data={"id": row.id, "name": row.name, "size": row.size},
+                source=live.request.source,
+            )
+            return worker_view(row)
+        raise SteamharnessError(f"unknown operation {op!r}")
+
+    def _open_interaction(self, live: _Live, rid: int, op: str, args: dict[str, Any]) -> None:
+        if op == "ask":
+            params = parse_params(args.get("fields") or [], where="ctx.ask() fields")
+            title = str(args.get("title") or "Input needed")
+            schema = elicitation_schema(params)
+            fields = field_summary(params)
+            blockers = form_blockers(params)
+            kind = "form"
+            message = args.get("message")
+        else:
+            action = str(args.get("action") or "this action")
+            title = f"Approve: {action}"
+            schema = {"type": "object", "properties": {}}
+            fields, blockers, kind = [], [], "approval"
+            parts = [f"The workflow asks for approval to: {action}."]
+            if args.get("message"):
+                parts.append(str(args["message"]))
+            if args.get("details") is not None:
+                parts.append(f"Details: {args['details']}")
+            message = "\n".join(parts)
+        row = self.interactions.create(
+            run_id=live.run_id,
+            kind=kind,
+            title=title,
+            message=str(message) if message is not None else None,
+            requested_schema=schema,
+            fields=fields,
+            blockers=blockers,
+            project_id=live.request.project.id,
+            actor=live.request.actor,
+        )
+        live.pending[row.id] = rid
+        live.waiting_on = row
+        self._stop_timer(live)  # a person thinking is not the handler running
+        self._set_status(live, "waiting_for_input")
+        self._publish(live, RunUpdate("waiting", live.run_id, live.status, interaction=row))
+
+    async def _on_answer(self, row: Interaction, answer: Answer) -> None:
+        live = self._live.get(row.run_id or "")
+        if live is None or answer.repeated or row.id not in live.pending:
+            return
+        rid = live.pending.pop(row.id)
+        live.waiting_on = None
+        if answer.action == "cancel":
+            await self._terminate(
+                live, "cancelled", {"code": "cancelled", "message": "The person cancelled the run."}
+            )
+            return
+        self._set_status(live, "running")
+        self._start_timer(live)
+        self._publish(live, RunUpdate("running", live.run_id, live.status))
+        assert live.worker is not None
+        await live.worker.send(
+            {
+                "type": "reply",
+                "id": rid,
+                "ok": True,
+                "result": {"action": answer.action, "content": answer.content},
+            }
+        )
+
+    # ----------------------------------------------------------------- watchers
+    def _publish(self, live: _Live, update: RunUpdate) -> None:
+        for queue in list(live.watchers):
+            queue.put_nowait(update)
+
+    @staticmethod
+    def _final_update(run: Run) -> RunUpdate:
+        return RunUpdate("final", run.id, run.status, output=run.output, error=run.error)

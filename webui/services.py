@@ -1,0 +1,85 @@
+"""The long-lived services, built once per process from Settings and torn down in
+reverse order. Both transports (stdio now, the HTTP app later) use this one builder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from sqlalchemy.engine import Engine
+
+from webui.audit.log import AuditLog
+from webui.files.store import FileStore
+from webui.interactions.service import InteractionService
+from webui.runs.pool import WorkerPool
+from webui.runs.service import RunService
+from webui.settings import Settings
+from webui.store.db import make_engine, sqlite_url
+
+
+@dataclass
+class Services:
+    settings: Settings
+    engine: Engine
+    audit: AuditLog
+    files: FileStore
+    interactions: InteractionService
+    pool: WorkerPool
+    runs: RunService
+
+
+def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
+    if directory is None:
+        return main
+    return make_engine(sqlite_url(directory / filename))
+
+
+def request_state_key(settings: Settings) -> bytes:
+    """The AES key that seals 2026-07-28 request state, persisted so resumption survives a
+    restart. Created on first use, readable by the owner only."""
+    path = settings.keys_dir / "request-state.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    settings.keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = os.urandom(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url)
+    audit = AuditLog()
+    files = FileStore(engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes)
+    interactions = InteractionService(engine, audit)
+    pool = WorkerPool()
+    runs = RunService(
+        engine=engine,
+        pool=pool,
+        interactions=interactions,
+        files=files,
+        audit=audit,
+        kv_engine=_side_engine(engine, settings.kv_store_dir, "kv.sqlite3"),
+        values_engine=_side_engine(engine, settings.persistent_value_store_dir, "values.sqlite3"),
+        file_create_dir=settings.resolved_file_create_store_dir,
+        max_concurrent_runs=settings.max_concurrent_runs,
+        kill_grace_seconds=settings.kill_grace_seconds,
+        echo=echo,
+    )
+    runs.recover()
+    await pool.start()
+    try:
+        yield Services(settings, engine, audit, files, interactions, pool, runs)
+    finally:
+        await runs.shutdown()
+        await pool.close()
+        engine.dispose()

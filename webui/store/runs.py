@@ -1,0 +1,127 @@
+"""Queries for runs and their timeline."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from webui.store.models import Run, RunEvent, utcnow
+
+ACTIVE_STATUSES = ("queued", "running", "waiting_for_input")
+FINAL_STATUSES = ("success", "failed", "cancelled", "timeout")
+
+
+def _proc_start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # Field 22 (starttime) comes after the parenthesised command name, which may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_owner_token(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_proc_start_time(pid) or '?'}"
+
+
+def owner_alive(token: str) -> bool:
+    pid_s, _, start = token.partition(":")
+    try:
+        pid = int(pid_s)
+    except ValueError:
+        return False
+    current = _proc_start_time(pid)
+    if current is None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return start == "?"
+    return current == start
+
+
+def get_run(engine: Engine, *, run_id: str) -> Run | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(Run, run_id)
+
+
+def create_run(engine: Engine, *, run: Run, audit: Callable[[Session], Any] | None = None) -> Run:
+    with Session(engine, expire_on_commit=False) as s:
+        s.add(run)
+        s.flush()
+        s.add(RunEvent(run_id=run.id, kind="state", text="queued", source=run.source))
+        if audit is not None:
+            audit(s)
+        s.commit()
+    return run
+
+
+def update_run(
+    engine: Engine,
+    *,
+    run_id: str,
+    event_text: str | None = None,
+    audit: Callable[[Session], Any] | None = None,
+    **changes: Any,
+) -> Run | None:
+    with Session(engine, expire_on_commit=False) as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            return None
+        for key, value in changes.items():
+            setattr(run, key, value)
+        s.add(run)
+        if event_text is not None:
+            s.add(RunEvent(run_id=run_id, kind="state", text=event_text, source=run.source))
+        if audit is not None:
+            audit(s)
+        s.commit()
+        return run
+
+
+def add_event(
+    engine: Engine,
+    *,
+    run_id: str,
+    kind: str,
+    text: str | None = None,
+    data: dict[str, Any] | None = None,
+    source: str = "mcp",
+) -> None:
+    with Session(engine) as s:
+        s.add(RunEvent(run_id=run_id, kind=kind, text=text, data=data, source=source))
+        s.commit()
+
+
+def list_events(engine: Engine, *, run_id: str) -> list[RunEvent]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.exec(select(RunEvent).where(RunEvent.run_id == run_id).order_by(col(RunEvent.id))))
+
+
+def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_alive) -> list[str]:
+    """Runs whose driving process is gone can never finish: mark them, with the reason."""
+    interrupted: list[str] = []
+    with Session(engine) as s:
+        stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES))
+        for run in s.exec(stmt):
+            if run.owner and alive(run.owner):
+                continue
+            run.status = "failed"
+            run.error = {
+                "code": "interrupted",
+                "message": "The process running this run stopped before it finished.",
+            }
+            run.finished_at = utcnow()
+            s.add(run)
+            s.add(RunEvent(run_id=run.id, kind="state", text="failed", data={"reason": "interrupted"}))
+            interrupted.append(run.id)
+        s.commit()
+    return interrupted

@@ -1,0 +1,266 @@
+"""JSON Schemas derived from workflow params (R-WF-5, R-INT-2).
+
+Three consumers, three shapes:
+- `input_schema`: the MCP tool `inputSchema`, full JSON Schema 2020-12, closed objects;
+- `elicitation_schema`: the much smaller subset MCP form elicitation allows (flat primitives,
+  string-only enums);
+- `form_blockers` / `field_summary`: when a form does not fit that subset, the tool answers
+  `interaction_required` with a summary instead of eliciting.
+Arguments are validated here once, with formats checked, so handlers only see valid input.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from webui.errors import InvalidArguments
+from webui.workflows.project import Option, Param
+
+FileMode = Literal["local", "server"]
+
+_SCALAR_TYPES: Final = {
+    "string": "string",
+    "positional": "string",
+    "checkboxes": "string",
+    "number": "number",
+    "boolean": "boolean",
+}
+_MAX_MESSAGE: Final = 200
+
+_LOCAL_FILE_HINT: Final = "Absolute path to a local file"
+_LOCAL_FILES_HINT: Final = "Absolute paths to local files"
+_SERVER_FILE_HINT: Final = (
+    'An uploaded file of this project, as {"id": "wf_..."} (upload with POST .../files)'
+)
+_SERVER_FILES_HINT: Final = (
+    'Uploaded files of this project, each as {"id": "wf_..."} (upload with POST .../files)'
+)
+
+
+# --------------------------------------------------------------------------- input schema
+
+
+def _option_titles_needed(options: Sequence[Option]) -> bool:
+    """Titled choices only when some option has a label; otherwise a plain enum is clearer."""
+    return any(o.label is not None for o in options)
+
+
+def _file_item_schema(file_mode: FileMode) -> dict[str, Any]:
+    """Local runs take a path the host imports; server runs take an uploaded file's id only."""
+    if file_mode == "local":
+        return {"type": "string"}
+    return {
+        "type": "object",
+        "properties": {"id": {"type": "string"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+
+
+def _item_schema(param: Param, file_mode: FileMode) -> dict[str, Any]:
+    """Schema of one value (the whole value, or one array element for multiple params)."""
+    if param.type == "file":
+        return _file_item_schema(file_mode)
+    schema: dict[str, Any] = {"type": _SCALAR_TYPES[param.type]}
+    if param.format is not None:
+        schema["format"] = param.format
+    return schema
+
+
+def _file_description(param: Param, file_mode: FileMode) -> str:
+    """File params always explain what to send, since a model cannot guess path vs id."""
+    if file_mode == "local":
+        hint = _LOCAL_FILES_HINT if param.multiple else _LOCAL_FILE_HINT
+    else:
+        hint = _SERVER_FILES_HINT if param.multiple else _SERVER_FILE_HINT
+    return f"{param.description} ({hint})" if param.description else hint
+
+
+def _param_input_schema(param: Param, file_mode: FileMode) -> dict[str, Any]:
+    """One property of the tool input schema."""
+    item = _item_schema(param, file_mode)
+    if param.options:
+        if _option_titles_needed(param.options):
+            key = "anyOf" if param.multiple else "oneOf"
+            item[key] = [{"const": o.value, "title": o.title} for o in param.options]
+        else:
+            item["enum"] = [o.value for o in param.options]
+    schema: dict[str, Any] = {"type": "array", "items": item} if param.multiple else item
+    if param.title is not None:
+        schema["title"] = param.title
+    if param.type == "file":
+        schema["description"] = _file_description(param, file_mode)
+    elif param.description is not None:
+        schema["description"] = param.description
+    if param.has_default:
+        schema["default"] = param.default
+    return schema
+
+
+def input_schema(params: Sequence[Param], *, file_mode: FileMode) -> dict[str, Any]:
+    """The MCP tool `inputSchema` (R-WF-5): a closed object, one property per param."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {p.name: _param_input_schema(p, file_mode) for p in params},
+    }
+    required = [p.name for p in params if p.required]
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_key: str) -> Draft202012Validator:
+    """Compiled validator per distinct schema; tool calls are a hot path."""
+    return Draft202012Validator(json.loads(schema_key), format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _path(error: ValidationError) -> str:
+    """`limit`, `tags[1]`, `document.id`: where in the arguments the problem is."""
+    text = ""
+    for part in error.absolute_path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _short(text: str) -> str:
+    """Keep one error readable even when the offending value is huge."""
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _message(error: ValidationError) -> str:
+    """jsonschema's message, but naming the allowed values for titled choices.
+
+    `oneOf`/`anyOf` of consts would otherwise read "is not valid under any of the given
+    schemas", which tells nobody what to send.
+    """
+    subschemas = error.validator_value
+    if error.validator in ("oneOf", "anyOf") and isinstance(subschemas, list):
+        consts = [s["const"] for s in subschemas if isinstance(s, dict) and "const" in s]
+        if consts and len(consts) == len(subschemas):
+            return f"{error.instance!r} is not one of {consts!r}"
+    return error.message
+
+
+def _describe(errors: Iterable[ValidationError]) -> list[str]:
+    """One `path: message` entry per problem, in a stable order."""
+    lines: list[tuple[str, int, str]] = []
+    for error in errors:
+        path = _path(error)
+        message = _short(_message(error))
+        # Missing required params first: usually the most useful thing to fix.
+        rank = 0 if error.validator == "required" else 1
+        lines.append((path, rank, f"{path}: {message}" if path else message))
+    lines.sort(key=lambda entry: entry[:2])
+    seen: list[str] = []
+    for _, _, line in lines:
+        if line not in seen:
+            seen.append(line)
+    return seen
+
+
+def validate_arguments(
+    schema: dict[str, Any], arguments: dict[str, Any] | None, *, tool: str
+) -> dict[str, Any]:
+    """Check tool arguments against the tool's input schema, or raise `InvalidArguments`.
+
+    Defaults are not injected: the handler receives what the caller sent, and the schema
+    already advertises the defaults.
+    """
+    args: Any = {} if arguments is None else arguments
+    if not isinstance(args, dict):
+        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: arguments must be an object")
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    problems = _describe(validator.iter_errors(args))
+    if problems:
+        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: " + "; ".join(problems))
+    return dict(args)
+
+
+# --------------------------------------------------------------------------- elicitation
+
+
+def _is_string_choice(param: Param) -> bool:
+    """MCP multi-select forms only carry string enums."""
+    return bool(param.options) and all(isinstance(o.value, str) for o in param.options)
+
+
+def form_blockers(params: Sequence[Param]) -> list[str]:
+    """Why this form cannot go through standard MCP elicitation (R-INT-2); empty = it can.
+
+    Elicitation forms are flat primitives: no files, and arrays only as multi-selects over
+    static string options.
+    """
+    reasons: list[str] = []
+    for param in params:
+        if param.type == "file":
+            reasons.append(f"{param.name!r} is a file field")
+        elif param.multiple and not param.options:
+            reasons.append(f"{param.name!r} is a multi-value field without static options")
+        elif param.multiple and not _is_string_choice(param):
+            reasons.append(f"{param.name!r} is a multi-value field whose options are not strings")
+    return reasons
+
+
+def _elicitation_property(param: Param) -> dict[str, Any]:
+    """One MCP `PrimitiveSchemaDefinition`, or a string placeholder for unrepresentable fields."""
+    schema: dict[str, Any]
+    if param.type == "file" or (param.multiple and not _is_string_choice(param)):
+        schema = {"type": "string"}
+    elif param.multiple:
+        if _option_titles_needed(param.options):
+            items: dict[str, Any] = {"anyOf": [{"const": o.value, "title": o.title} for o in param.options]}
+        else:
+            items = {"type": "string", "enum": [o.value for o in param.options]}
+        schema = {"type": "array", "items": items}
+    else:
+        schema = {"type": _SCALAR_TYPES[param.type]}
+        if param.format is not None:
+            schema["format"] = param.format
+        if param.options:
+            if schema["type"] == "string" and _option_titles_needed(param.options):
+                schema["oneOf"] = [{"const": o.value, "title": o.title} for o in param.options]
+            else:
+                schema["enum"] = [o.value for o in param.options]
+    schema["title"] = param.title or param.name
+    if param.description is not None:
+        schema["description"] = param.description
+    if param.has_default and param.type != "file" and not form_blockers([param]):
+        schema["default"] = param.default
+    return schema
+
+
+def elicitation_schema(params: Sequence[Param]) -> dict[str, Any]:
+    """The `requestedSchema` of an MCP form elicitation for `ctx.ask` fields.
+
+    Callers check `form_blockers` first; unrepresentable fields still get a string
+    placeholder so this never fails on a form it was handed by mistake.
+    """
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {p.name: _elicitation_property(p) for p in params},
+    }
+    required = [p.name for p in params if p.required]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def field_summary(params: Sequence[Param]) -> list[dict[str, Any]]:
+    """The `fields` of an `interaction_required` result: enough to know what is asked."""
+    return [
+        {"name": p.name, "type": p.type, "required": p.required, "title": p.title or p.name} for p in params
+    ]
