@@ -278,9 +278,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     try:
         func = _load_handler(spec["root"], spec["handler"])
         ctx = Context(chan, spec)
-        output = func(ctx)
-        json.dumps(output, default=_json_default)  # fail here, not in the run service
-        outcome = {"type": "done", "output": output}
+        outcome = {"type": "done", "output": func(ctx)}
     except WorkflowFailure as exc:
         outcome = {"type": "failed", "errCode": exc.err_code, "message": exc.message}
     except SystemExit as exc:
@@ -288,6 +286,10 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     except BaseException as exc:
         traceback.print_exc()
         outcome = {"type": "error", "message": f"The handler raised {type(exc).__name__}."}
+    try:
+        json.dumps(outcome, default=_json_default)  # fail here, not in the run service
+    except (TypeError, ValueError) as exc:
+        outcome = {"type": "error", "message": f"The handler's output is not JSON-serialisable: {exc}"}
 
     # Let the log reach the run service before the outcome does.
     with contextlib.suppress(Exception):
@@ -298,9 +300,6 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     os.dup2(null, 2)
     for t in forwarders:
         t.join(timeout=5)
-    try:
-        chan.send(outcome)
-    except TypeError as exc:
-        chan.send({"type": "error", "message": f"The handler's output is not JSON-serialisable: {exc}"})
+    chan.send(outcome)
     sock.shutdown(socket.SHUT_WR)
     return 0

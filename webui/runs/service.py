@@ -283,6 +283,8 @@ class RunService:
             live.terminating = ("failed", {"code": "handler_error", "message": f"The run crashed: {reason}."})
 
     async def _finish(self, live: _Live) -> None:
+        if live.done.is_set():
+            return
         self._stop_timer(live)
         status, detail = live.terminating or (
             "failed",
@@ -333,7 +335,13 @@ class RunService:
             live.terminating = (status, error)
         grace = self.kill_grace_seconds if grace is None else grace
         worker = live.worker
-        if worker is not None:
+        if worker is None and live.task is not None:
+            # Still queued (or forking): no process to stop. A task cancelled before its
+            # first step never runs its `finally`, so record the outcome here too.
+            live.task.cancel()
+            await asyncio.wait([live.task], timeout=EXIT_WAIT_SECONDS)
+            await self._finish(live)
+        elif worker is not None:
             if grace > 0:
                 worker.kill(signal.SIGTERM)
                 exited = await worker.wait_exit(grace)
