@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import anyio
 
 
@@ -22,10 +20,3 @@ async def wait_until_gone(pids: list[int], timeout: float = 10.0) -> None:
     with anyio.fail_after(timeout):
         while not all(process_gone(p) for p in pids):
             await anyio.sleep(0.02)
-
-
-def kill_quietly(pid: int) -> None:
-    try:
-        os.kill(pid, 9)
-    except ProcessLookupError:
-        pass

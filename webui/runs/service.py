@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 import signal
@@ -471,7 +472,7 @@ class RunService:
             if args.get("message"):
                 parts.append(str(args["message"]))
             if args.get("details") is not None:
-                parts.append(f"Details: {args['details']}")
+                parts.append(f"Details: {json.dumps(args['details'], ensure_ascii=False, default=str)}")
             message = "\n".join(parts)
         row = self.interactions.create(
             run_id=live.run_id,
