@@ -41,16 +41,28 @@ def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
 def request_state_key(settings: Settings) -> bytes:
     """The AES key that seals 2026-07-28 request state, persisted so resumption survives a
     restart. Created on first use, readable by the owner only."""
-    path = settings.keys_dir / "request-state.key"
+    return persistent_secret(settings, "request-state.key")
+
+
+def persistent_secret(settings: Settings, name: str) -> bytes:
+    """32 random bytes kept under the data dir's keys folder (mode 0600)."""
+    path = settings.keys_dir / name
     try:
         return path.read_bytes()
     except FileNotFoundError:
         pass
     settings.keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = os.urandom(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = path.with_name(f".{name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(key)
+    try:
+        os.link(tmp, path)  # atomic: the first process to create it wins
+    except FileExistsError:
+        key = path.read_bytes()
+    finally:
+        os.unlink(tmp)
     return key
 
 

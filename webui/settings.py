@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "admin", "test"})
 
 
 def default_data_dir() -> Path:
@@ -30,11 +32,36 @@ class Settings(BaseSettings):
     server_url: str | None = None
     server_admin_key: SecretStr | None = None
 
+    host: str = "127.0.0.1"
+    port: int = 8000
+    projects_dirs: list[Path] = Field(default_factory=list)
+    session_idle_timeout_seconds: float = Field(default=1800.0, gt=0)
+    # Host/Origin checks against DNS rebinding; loopback is always allowed.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    public_url: str | None = None
+    max_running_per_project: int | None = Field(default=None, ge=1)
+    max_queued_per_project: int | None = Field(default=100, ge=0)
+    shutdown_grace_seconds: float = 5.0
+
     max_concurrent_runs: int = Field(default=8, ge=1)
     # SIGTERM first, SIGKILL after this many seconds, for timeouts and cancellation.
     kill_grace_seconds: float = Field(default=2.0, ge=0)
     max_file_bytes: int = 50 * 1024 * 1024
     request_state_ttl_seconds: float = 3600.0
+
+    @field_validator("server_admin_key")
+    @classmethod
+    def _refuse_placeholder_admin_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        raw = value.get_secret_value()
+        if len(raw) < 24 or raw.lower() in PLACEHOLDER_SECRETS:
+            raise ValueError(
+                "STEAMHARNESS_SERVER_ADMIN_KEY is too weak: use at least 24 random characters"
+                " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return value
 
     # Derived locations: each one an option of its own, defaulting under the data dir.
     @property
@@ -56,3 +83,7 @@ class Settings(BaseSettings):
     @property
     def keys_dir(self) -> Path:
         return self.data_dir / "keys"
+
+    @property
+    def versions_dir(self) -> Path:
+        return self.data_dir / "versions"

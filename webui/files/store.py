@@ -16,6 +16,7 @@ import secrets
 import shutil
 import tempfile
 import unicodedata
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -46,38 +47,82 @@ class FileTooLarge(InvalidArguments):
     status = 413
 
 
+class BlobWriter:
+    """One incoming blob: a private temp file, hashed as written, moved into place by
+    content hash on commit."""
+
+    def __init__(self, store: FileStore) -> None:
+        store.blob_dir.mkdir(parents=True, exist_ok=True)
+        self._store = store
+        self._digest = hashlib.sha256()
+        self.size = 0
+        fd, self._tmp = tempfile.mkstemp(prefix=".incoming-", dir=store.blob_dir)
+        self._out = os.fdopen(fd, "wb")
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self._store.max_bytes:
+            raise FileTooLarge(f"file is larger than the {self._store.max_bytes // (1024 * 1024)} MB limit")
+        self._digest.update(chunk)
+        self._out.write(chunk)
+
+    def commit(self) -> tuple[Path, str, int]:
+        self._out.close()
+        sha = self._digest.hexdigest()
+        final = self._store.blob_path(sha)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self._tmp, final)
+        return final, sha, self.size
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._out.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
+
+
 class FileStore:
     def __init__(self, engine: Engine, blob_dir: Path, *, max_bytes: int) -> None:
         self.engine = engine
         self.blob_dir = blob_dir
         self.max_bytes = max_bytes
 
-    def _blob_path(self, sha: str) -> Path:
+    def blob_path(self, sha: str) -> Path:
         return self.blob_dir / sha[:2] / sha
 
     def _store_stream(self, src: BinaryIO) -> tuple[Path, str, int]:
         """Copy `src` into the blob store, hashing as it goes; refuse past max_bytes."""
-        self.blob_dir.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
-        size = 0
-        fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=self.blob_dir)
+        blob = BlobWriter(self)
         try:
-            with os.fdopen(fd, "wb") as out:
-                while chunk := src.read(CHUNK):
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise FileTooLarge(f"file is larger than {self.max_bytes} bytes")
-                    digest.update(chunk)
-                    out.write(chunk)
-            sha = digest.hexdigest()
-            final = self._blob_path(sha)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, final)
-            return final, sha, size
+            while chunk := src.read(CHUNK):
+                blob.write(chunk)
+            return blob.commit()
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            blob.abort()
             raise
+
+    async def store_upload(
+        self, *, project_id: str, chunks: AsyncIterator[bytes], name: str, mime_type: str | None
+    ) -> ManagedFile:
+        """A streamed HTTP upload: never whole in memory, nothing left behind on failure."""
+        blob = BlobWriter(self)
+        try:
+            async for chunk in chunks:
+                blob.write(chunk)
+            path, sha, size = blob.commit()
+        except BaseException:
+            blob.abort()
+            raise
+        clean = sanitize_name(name)
+        return self._record(
+            project_id=project_id,
+            name=clean,
+            mime_type=(mime_type or mimetypes.guess_type(clean)[0] or "application/octet-stream")[:200],
+            size=size,
+            sha256=sha,
+            origin="upload",
+            storage=str(path),
+        )
 
     def _record(self, **fields: Any) -> ManagedFile:
         row = ManagedFile(id=new_file_id(), **fields)

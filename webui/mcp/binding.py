@@ -4,11 +4,12 @@ transport. The HTTP gateway puts one in the ASGI scope; stdio sets the ContextVa
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from webui.mcp.catalog import Catalog
+from webui.runs.service import RunLimits
 
 current_binding: contextvars.ContextVar[Binding] = contextvars.ContextVar("steamharness_mcp_binding")
 
@@ -24,7 +25,10 @@ class Binding:
     session_id: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     related: Mapping[str, str] = field(default_factory=dict)
-    answer_hint: str | None = None  # where a person can answer an interaction_required run
+    answer_hint: str | None = None  # where a person can answer; "{interactionId}" is filled in
+    # Re-checked before every tool call: the run gate, queue limits, a changed draft.
+    # Raises RunRefused; returns the limits the new run is admitted under.
+    preflight: Callable[[], RunLimits] | None = None
 
 
 def binding_of(ctx: Any) -> Binding:

@@ -29,7 +29,7 @@ from webui.files.store import FileStore, worker_view
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding
 from webui.mcp.results import error_result, final_result, interaction_required_result
-from webui.runs.service import RunRequest, RunService, RunUpdate
+from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
 from webui.store.models import Interaction, ManagedFile
 from webui.workflows.project import Entrypoint, Param
 from webui.workflows.schema import validate_arguments
@@ -66,22 +66,42 @@ class CallBridge:
                 worker_params, stored = self._resolve_files(b, ep, args)
             except InvalidArguments as exc:
                 raise _invalid(exc.message) from None
-            run_id = await self.runs.start(
-                RunRequest(
-                    project=b.catalog.project,
-                    entrypoint=ep,
-                    params=worker_params,
-                    stored_params=stored,
-                    source="mcp",
-                    transport=b.transport,
-                    actor=b.actor,
-                    session_id=b.session_id,
-                    project_version=b.version,
-                    env=dict(b.env),
-                    related=dict(b.related),
-                )
-            )
+            try:
+                limits = b.preflight() if b.preflight is not None else RunLimits()
+                run_id = await self._start(ctx, b, ep, worker_params, stored, limits)
+            except RunRefused as exc:
+                return error_result(None, ep, "failed", exc.code, exc.message)
         return await self._follow(ctx, b, ep, run_id)
+
+    async def _start(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        worker_params: dict[str, Any],
+        stored: dict[str, Any],
+        limits: RunLimits,
+    ) -> str:
+        state = getattr(getattr(ctx, "request", None), "scope", {}).get("state")
+        tracked = state.get("mcp_http_runs") if isinstance(state, dict) else None
+        return await self.runs.start(
+            RunRequest(
+                project=b.catalog.project,
+                entrypoint=ep,
+                params=worker_params,
+                stored_params=stored,
+                source="mcp",
+                transport=b.transport,
+                actor=b.actor,
+                session_id=b.session_id,
+                project_version=b.version,
+                env=dict(b.env),
+                related=dict(b.related),
+                limits=limits,
+                # HTTP: the gateway cancels these if the client drops this POST mid-call
+                on_created=tracked.append if isinstance(tracked, list) else None,
+            )
+        )
 
     # ------------------------------------------------------------------ following a run
     async def _follow(
@@ -132,18 +152,14 @@ class CallBridge:
     ) -> types.CallToolResult | types.InputRequiredResult | None:
         """Deliver one question. Returns a result to end this call with, or None when the
         answer was taken inline and the run goes on."""
+        hint = b.answer_hint.replace("{interactionId}", ia.id) if b.answer_hint else None
         if ia.blockers:
             return interaction_required_result(
-                run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=b.answer_hint
+                run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=hint
             )
         if not _supports_form_elicitation(ctx):
-            return interaction_required_result(
-                run_id,
-                ep,
-                ia,
-                reason="the client did not declare form elicitation",
-                answer_hint=b.answer_hint,
-            )
+            reason = "the client did not declare form elicitation"
+            return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return _input_required(run_id, ia)
         message = _elicit_message(ia)
@@ -165,7 +181,7 @@ class CallBridge:
             except (InteractionClosed, InteractionConflict):
                 return None  # answered elsewhere first, or the run ended: follow the run
         return interaction_required_result(
-            run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=b.answer_hint
+            run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=hint
         )
 
     async def _resume_from_state(self, ep: Entrypoint, params: types.CallToolRequestParams) -> str:

@@ -13,8 +13,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
-from webui.mcp.binding import binding_of
+from webui.mcp.binding import binding_of, current_binding
 from webui.mcp.bridge import CallBridge
+from webui.mcp.catalog import server_name
 from webui.mcp.results import error_result
 
 log = logging.getLogger(__name__)
@@ -22,16 +23,65 @@ log = logging.getLogger(__name__)
 REQUEST_STATE_AUDIENCE = "steamharness-workflow-mcp"
 
 
-def build_server(
-    *,
-    name: str,
-    version: str,
-    title: str | None,
-    description: str | None,
-    bridge: CallBridge,
-    state_key: bytes,
-    state_ttl: float,
-) -> Server[Any]:
+class WorkflowServer(Server[Any]):
+    """One `Server` for every project: its identity (`workflow-<id>`, version, title)
+    comes from the binding of the connection or request being served."""
+
+    _fallback: dict[str, Any]
+
+    def _identity(self, field: str) -> Any:
+        binding = current_binding.get(None)
+        if binding is None:
+            return self.__dict__.setdefault("_fallback", {}).get(field)
+        project = binding.catalog.project
+        return {
+            "name": server_name(project),
+            "version": binding.version or project.version or "0.0.0",
+            "title": project.name,
+            "description": project.description or None,
+        }[field]
+
+    def _set_fallback(self, field: str, value: Any) -> None:
+        self.__dict__.setdefault("_fallback", {})[field] = value
+
+    @property
+    def name(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._identity("name")
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._set_fallback("name", value)
+
+    @property
+    def version(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._identity("version")
+
+    @version.setter
+    def version(self, value: str) -> None:
+        self._set_fallback("version", value)
+
+    @property
+    def title(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._identity("title")
+
+    @title.setter
+    def title(self, value: str | None) -> None:
+        self._set_fallback("title", value)
+
+    @property
+    def description(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._identity("description")
+
+    @description.setter
+    def description(self, value: str | None) -> None:
+        self._set_fallback("description", value)
+
+    @property
+    def _server_info_stamp_source(self) -> dict[str, Any]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -52,11 +102,8 @@ def build_server(
                 raise MCPError(-32603, "Internal error") from None
             return error_result(None, ep, "failed", "internal", "The call failed inside the server.")
 
-    server: Server[Any] = Server(
-        name,
-        version=version,
-        title=title,
-        description=description,
+    server = WorkflowServer(
+        "steamharness-workflow",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         # Our schemas declare no x-mcp-header params: skip the SDK's header validation lookup.

@@ -11,10 +11,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
-from dotenv import dotenv_values
 from mcp.server.stdio import stdio_server
 
 from webui.errors import ConfigError
@@ -22,6 +20,7 @@ from webui.mcp.binding import Binding, current_binding
 from webui.mcp.bridge import CallBridge
 from webui.mcp.catalog import Catalog, server_name
 from webui.mcp.server import build_server
+from webui.runs.env import worker_env
 from webui.services import open_services, request_state_key
 from webui.settings import Settings
 from webui.workflows.project import Project
@@ -54,18 +53,8 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
     return env
 
 
-def worker_environment(project: Project, auth_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
-    """Saved auth < the project's .env < the explicit process environment."""
-    env = saved_auth_env(auth_dir)
-    dotenv = project.root / ".env"
-    if dotenv.is_file():
-        env.update({k: v for k, v in dotenv_values(dotenv).items() if v is not None})
-    env.update(environ)
-    return env
-
-
 async def serve_stdio(settings: Settings, project: Project, related: dict[str, str]) -> None:
-    env = worker_environment(project, settings.resolved_auth_dir, os.environ)
+    env = worker_env(project.root, os.environ, saved_auth_env(settings.resolved_auth_dir))
     async with open_services(settings, echo=sys.stderr) as svc:
         catalog = Catalog.build(project, file_mode="local")
         current_binding.set(
@@ -81,10 +70,6 @@ async def serve_stdio(settings: Settings, project: Project, related: dict[str, s
         )
         bridge = CallBridge(runs=svc.runs, interactions=svc.interactions, files=svc.files)
         server = build_server(
-            name=server_name(project),
-            version=project.version or "0.0.0",
-            title=project.name,
-            description=project.description or None,
             bridge=bridge,
             state_key=request_state_key(settings),
             state_ttl=settings.request_state_ttl_seconds,

@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,25 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d}-{secrets.token_hex(6)}"
 
 
+class RunRefused(SteamharnessError):
+    """Preflight said no: no run is created. `code` is the R-RES-2 error code."""
+
+    status = 429
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """The project's run gate and queue limits, read fresh before every start."""
+
+    gate_open: bool = True
+    max_running: int | None = None
+    max_queued: int | None = None
+
+
 @dataclass
 class RunRequest:
     """Everything a run needs; built by a transport, executed the same way for all."""
@@ -60,6 +79,10 @@ class RunRequest:
     project_version: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     related: dict[str, str] = field(default_factory=dict)
+    limits: RunLimits = field(default_factory=RunLimits)
+    # Called with the new run id inside the same step that creates it (e.g. the HTTP
+    # gateway registers runs of a POST so a dropped connection can cancel them).
+    on_created: Callable[[str], None] | None = None
 
 
 @dataclass
@@ -120,7 +143,8 @@ class RunService:
         self.kill_grace_seconds = kill_grace_seconds
         self.echo = echo
         self.owner = run_store.process_owner_token()
-        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self.max_concurrent_runs = max_concurrent_runs
+        self._admission = asyncio.Condition()
         self._live: dict[str, _Live] = {}
         interactions.on_answer(self._on_answer)
 
@@ -143,7 +167,39 @@ class RunService:
             )
 
     # ----------------------------------------------------------------- API
+    def _counts(self, project_id: str | None = None) -> tuple[int, int]:
+        """(holding a worker, queued) among live runs, for one project or all."""
+        holding = queued = 0
+        for live in self._live.values():
+            if project_id is not None and live.request.project.id != project_id:
+                continue
+            if live.status == "queued":
+                queued += 1
+            else:
+                holding += 1
+        return holding, queued
+
+    def preflight(self, request: RunRequest) -> None:
+        limits = request.limits
+        if not limits.gate_open:
+            raise RunRefused("run_gate_closed", "The project's run gate is closed; no new runs are accepted.")
+        if limits.max_queued is not None:
+            holding, queued = self._counts(request.project.id)
+            would_queue = limits.max_running is not None and holding >= limits.max_running
+            if would_queue and queued >= limits.max_queued:
+                raise RunRefused(
+                    "queue_limit",
+                    f"The project already has {holding} active and {queued} queued runs; try again later.",
+                )
+
+    def _may_run_now(self, live: _Live) -> bool:
+        if self._counts()[0] >= self.max_concurrent_runs:
+            return False
+        limit = live.request.limits.max_running
+        return limit is None or self._counts(live.request.project.id)[0] < limit
+
     async def start(self, request: RunRequest) -> str:
+        self.preflight(request)
         run_id = new_run_id()
         ep = request.entrypoint
         run = Run(
@@ -178,6 +234,8 @@ class RunService:
         run_store.create_run(self.engine, run=run, audit=audit)
         live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
         self._live[run_id] = live
+        if request.on_created is not None:
+            request.on_created(run_id)
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
         return run_id
 
@@ -219,9 +277,14 @@ class RunService:
     # ----------------------------------------------------------------- driving
     async def _drive(self, live: _Live) -> None:
         try:
-            async with self._slots:
+            async with self._admission:
+                await self._admission.wait_for(
+                    lambda: live.terminating is not None or self._may_run_now(live)
+                )
                 if live.terminating is None:
-                    await self._run_worker(live)
+                    live.status = "running"  # holds its slot from here
+            if live.terminating is None:
+                await self._run_worker(live)
         except Exception:
             log.exception("run %s: the run service failed", live.run_id)
             if live.terminating is None:
@@ -326,6 +389,11 @@ class RunService:
         self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
         self._live.pop(live.run_id, None)
         live.done.set()
+        asyncio.get_running_loop().create_task(self._wake_queue())
+
+    async def _wake_queue(self) -> None:
+        async with self._admission:
+            self._admission.notify_all()
 
     async def _terminate(
         self, live: _Live, status: str, error: dict[str, Any], *, grace: float | None = None

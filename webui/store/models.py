@@ -22,7 +22,80 @@ class ProjectRecord(SQLModel, table=True):
     id: str = Field(primary_key=True)
     name: str
     root: str
+    run_gate_open: bool = True
+    max_running: int | None = None  # None: the server-wide default
+    max_queued: int | None = None
     registered_at: datetime = Field(default_factory=utcnow)
+
+
+class ProjectVersion(SQLModel, table=True):
+    """An immutable published snapshot of a project's draft."""
+
+    __tablename__ = "project_versions"  # pyright: ignore[reportAssignmentType]
+
+    project_id: str = Field(primary_key=True, foreign_key="projects.id")
+    version: str = Field(primary_key=True)
+    status: str = "online"  # online | offline
+    revision: str
+    snapshot_dir: str
+    published_by: str | None = None
+    published_at: datetime = Field(default_factory=utcnow)
+
+
+class Account(SQLModel, table=True):
+    __tablename__ = "accounts"  # pyright: ignore[reportAssignmentType]
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    password_hash: str | None = None
+    is_admin: bool = False
+    disabled: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ApiKey(SQLModel, table=True):
+    """An account API key. Only a hash of the secret is stored; the raw key is shown once."""
+
+    __tablename__ = "api_keys"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)  # key_<hex>, also the public part of the raw key
+    account_id: int = Field(foreign_key="accounts.id", index=True)
+    name: str | None = None
+    secret_hash: str
+    scopes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # None: every project the account may run; otherwise only these project ids.
+    projects: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    created_at: datetime = Field(default_factory=utcnow)
+    revoked_at: datetime | None = None
+
+
+class ProjectCredential(SQLModel, table=True):
+    """Embed tokens and webhook secrets: real credentials for their own endpoints, which
+    the MCP endpoint recognises in order to refuse them by name."""
+
+    __tablename__ = "project_credentials"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)
+    project_id: str = Field(foreign_key="projects.id", index=True)
+    kind: str  # embed_token | webhook_secret
+    secret_hash: str = Field(index=True, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class McpSession(SQLModel, table=True):
+    """A 2025-era Streamable HTTP session and what it is bound to (never a raw key)."""
+
+    __tablename__ = "mcp_sessions"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)
+    credential: str  # keyed fingerprint of the credential
+    actor: str
+    project_id: str = Field(index=True)
+    target: str
+    resolved: str  # exact version, or draft revision
+    created_at: datetime = Field(default_factory=utcnow)
+    closed_at: datetime | None = None
+    close_reason: str | None = None
 
 
 class Run(SQLModel, table=True):
@@ -149,12 +222,17 @@ class AuditEvent(SQLModel, table=True):
 
 
 __all__ = [
+    "Account",
+    "ApiKey",
     "AuditEvent",
     "Interaction",
     "KVEntry",
     "ManagedFile",
+    "McpSession",
     "PersistentValue",
+    "ProjectCredential",
     "ProjectRecord",
+    "ProjectVersion",
     "Run",
     "RunEvent",
 ]

@@ -1,0 +1,132 @@
+"""create_app(settings): the only place the server is wired together.
+
+The lifespan owns the long-lived pieces and tears them down in reverse order: services
+(store, worker pool, run and interaction services), the project registry, the MCP
+session manager and the gateway's janitor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from webui.auth.keys import Authenticator, AuthError
+from webui.errors import SteamharnessError
+from webui.mcp.bridge import CallBridge
+from webui.mcp.http import McpGateway
+from webui.mcp.openapi import add_mcp_operations
+from webui.mcp.server import build_server
+from webui.runs.env import server_base_env
+from webui.services import open_services, persistent_secret, request_state_key
+from webui.settings import Settings
+from webui.store import sessions as session_store
+from webui.web import api
+from webui.workflows.registry import ProjectRegistry
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def security_settings(settings: Settings) -> TransportSecuritySettings:
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*LOOPBACK_HOSTS, *settings.allowed_hosts],
+        allowed_origins=[*LOOPBACK_ORIGINS, *settings.allowed_origins],
+    )
+
+
+class _GatewayEndpoint:
+    """The route's ASGI endpoint; the gateway itself is built by the lifespan."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app.state.gateway(scope, receive, send)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_services(settings) as services:
+            registry = ProjectRegistry(services.engine, settings.versions_dir)
+            for projects_dir in settings.projects_dirs:
+                for folder, reason in registry.register_dir(projects_dir):
+                    log.warning("not serving %s: %s", folder, reason)
+            session_store.close_all_open(services.engine, reason="server restarted")
+            admin_key = settings.server_admin_key.get_secret_value() if settings.server_admin_key else None
+            authenticator = Authenticator(
+                services.engine,
+                admin_key=admin_key,
+                fingerprint_secret=persistent_secret(settings, "fingerprint.key"),
+            )
+            bridge = CallBridge(runs=services.runs, interactions=services.interactions, files=services.files)
+            server = build_server(
+                bridge=bridge,
+                state_key=request_state_key(settings),
+                state_ttl=settings.request_state_ttl_seconds,
+            )
+            manager = StreamableHTTPSessionManager(
+                app=server,
+                json_response=False,  # SSE keeps the back-channel elicitation needs
+                stateless=False,
+                session_idle_timeout=settings.session_idle_timeout_seconds,
+                security_settings=security_settings(settings),
+            )
+            gateway = McpGateway(
+                manager=manager,
+                authenticator=authenticator,
+                registry=registry,
+                runs=services.runs,
+                audit=services.audit,
+                idle_timeout=settings.session_idle_timeout_seconds,
+                default_max_running=settings.max_running_per_project,
+                default_max_queued=settings.max_queued_per_project,
+                env=server_base_env(os.environ),
+            )
+            app.state.services = services
+            app.state.registry = registry
+            app.state.authenticator = authenticator
+            app.state.gateway = gateway
+            async with manager.run(), anyio.create_task_group() as tg:
+                tg.start_soon(gateway.reap)
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+                    gateway.close_all("shutdown")
+
+    app = FastAPI(
+        title="steamharness MCP",
+        summary="Workflow projects served as MCP servers",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.include_router(api.router)
+    app.router.routes.append(Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
+    add_mcp_operations(app)
+
+    @app.exception_handler(SteamharnessError)
+    async def _known_error(request: Request, exc: SteamharnessError) -> JSONResponse:
+        headers: dict[str, Any] = {}
+        if isinstance(exc, AuthError):
+            headers["WWW-Authenticate"] = 'Bearer realm="steamharness"'
+        return JSONResponse(
+            {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status, headers=headers
+        )
+
+    return app

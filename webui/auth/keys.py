@@ -1,0 +1,157 @@
+"""API keys, the server admin key, and who a Bearer credential is.
+
+Raw keys look like `shk_<12 hex>_<secret>`: the middle part is the key's public id (the
+row is found by primary key, no scan), the secret is compared by SHA-256 in constant
+time. Only hashes are stored; the raw key is shown once, when created. Embed tokens
+(`she_`) and webhook secrets (`shw_`) are credentials of their own endpoints and are
+refused by name on the MCP endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine
+
+from webui.errors import SteamharnessError
+from webui.store import accounts as account_store
+from webui.store.models import ApiKey, ProjectCredential
+
+KEY_PREFIX = "shk_"
+CREDENTIAL_PREFIXES = {"embed_token": "she_", "webhook_secret": "shw_"}
+SCOPES = ("runs.create", "runs.read")
+DEFAULT_SCOPES = ("runs.create",)
+
+
+class AuthError(SteamharnessError):
+    """No usable credential: HTTP 401."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(SteamharnessError):
+    """A credential without the permission or scope needed: HTTP 403."""
+
+    code = "forbidden"
+    status = 403
+
+
+def sha256_hex(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: str  # admin | key
+    actor: str  # what the audit log names: "admin" or "user:<name>"
+    fingerprint: str  # keyed fingerprint of the credential: sessions bind to it
+    key_id: str | None = None
+    account_id: int | None = None
+    scopes: frozenset[str] = frozenset()
+    projects: frozenset[str] | None = None  # None: all projects
+
+    def may_run(self, project_id: str) -> bool:
+        return self.kind == "admin" or (
+            "runs.create" in self.scopes and (self.projects is None or project_id in self.projects)
+        )
+
+    def may_read(self, project_id: str) -> bool:
+        if self.kind == "admin":
+            return True
+        in_scope = bool(self.scopes & {"runs.create", "runs.read"})
+        return in_scope and (self.projects is None or project_id in self.projects)
+
+    def require_run(self, project_id: str) -> None:
+        if self.kind == "admin":
+            return
+        if self.projects is not None and project_id not in self.projects:
+            raise Forbidden("this API key has no run permission on this project")
+        if "runs.create" not in self.scopes:
+            raise Forbidden("this API key lacks the runs.create scope")
+
+
+def new_api_key(
+    *, account_id: int, name: str | None, scopes: list[str], projects: list[str] | None
+) -> tuple[str, ApiKey]:
+    """Returns (raw key, row). The raw key exists only in the return value."""
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown:
+        raise SteamharnessError(f"unknown scope {unknown[0]!r} (known: {', '.join(SCOPES)})")
+    public = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    row = ApiKey(
+        id=f"key_{public}",
+        account_id=account_id,
+        name=name,
+        secret_hash=sha256_hex(secret),
+        scopes=sorted(set(scopes)),
+        projects=sorted(set(projects)) if projects else None,
+    )
+    return f"{KEY_PREFIX}{public}_{secret}", row
+
+
+def new_project_credential(*, project_id: str, kind: str) -> tuple[str, ProjectCredential]:
+    raw = f"{CREDENTIAL_PREFIXES[kind]}{secrets.token_urlsafe(32)}"
+    row = ProjectCredential(
+        id=f"cred_{secrets.token_hex(6)}", project_id=project_id, kind=kind, secret_hash=sha256_hex(raw)
+    )
+    return raw, row
+
+
+class Authenticator:
+    """Bearer credential -> Principal. Reads the key row on every call: a revocation made
+    by any process sharing the store takes effect on the very next request."""
+
+    def __init__(self, engine: Engine, *, admin_key: str | None, fingerprint_secret: bytes) -> None:
+        self.engine = engine
+        self._admin_hash = sha256_hex(admin_key) if admin_key else None
+        self._secret = fingerprint_secret
+
+    def fingerprint(self, raw: str) -> str:
+        return hmac.new(self._secret, raw.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def from_header(self, header: str | None) -> Principal:
+        if header is None or not header.strip():
+            raise AuthError("missing Authorization: Bearer <API key>")
+        scheme, _, raw = header.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            raise AuthError("only Authorization: Bearer <API key> is accepted")
+        raw = raw.strip()
+        if not raw:
+            raise AuthError("empty Bearer credential")
+        return self.authenticate(raw)
+
+    def authenticate(self, raw: str) -> Principal:
+        if self._admin_hash is not None and hmac.compare_digest(sha256_hex(raw), self._admin_hash):
+            return Principal(kind="admin", actor="admin", fingerprint=self.fingerprint(raw))
+        if raw.startswith(KEY_PREFIX):
+            public, sep, secret = raw[len(KEY_PREFIX) :].partition("_")
+            found = account_store.key_with_account(self.engine, key_id=f"key_{public}") if sep else None
+            if found is not None:
+                key, account = found
+                if hmac.compare_digest(sha256_hex(secret), key.secret_hash):
+                    if key.revoked_at is not None:
+                        raise AuthError("this API key has been revoked")
+                    if account.disabled:
+                        raise AuthError("this account is disabled")
+                    return Principal(
+                        kind="key",
+                        actor=f"user:{account.name}",
+                        fingerprint=self.fingerprint(raw),
+                        key_id=key.id,
+                        account_id=account.id,
+                        scopes=frozenset(key.scopes),
+                        projects=frozenset(key.projects) if key.projects is not None else None,
+                    )
+            raise AuthError("invalid API key")
+        for kind, prefix in CREDENTIAL_PREFIXES.items():
+            if raw.startswith(prefix) and account_store.find_project_credential(
+                self.engine, secret_hash=sha256_hex(raw)
+            ):
+                label = kind.replace("_", " ")
+                raise AuthError(f"a {label} cannot authenticate the MCP endpoint; use an API key")
+        raise AuthError("invalid API key")

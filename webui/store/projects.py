@@ -1,0 +1,76 @@
+"""Queries for registered projects and their published versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from webui.store.models import ProjectRecord, ProjectVersion
+
+
+def get_project(engine: Engine, *, project_id: str) -> ProjectRecord | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(ProjectRecord, project_id)
+
+
+def list_projects(engine: Engine) -> list[ProjectRecord]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.exec(select(ProjectRecord).order_by(col(ProjectRecord.name))))
+
+
+def upsert_project(engine: Engine, *, project_id: str, name: str, root: str) -> tuple[ProjectRecord, bool]:
+    """Register (or refresh) a project; returns (row, created)."""
+    with Session(engine, expire_on_commit=False) as s:
+        row = s.get(ProjectRecord, project_id)
+        created = row is None
+        if row is None:
+            row = ProjectRecord(id=project_id, name=name, root=root)
+        else:
+            row.name, row.root = name, root
+        s.add(row)
+        s.commit()
+        return row, created
+
+
+def update_project(engine: Engine, *, project_id: str, **changes: Any) -> ProjectRecord | None:
+    with Session(engine, expire_on_commit=False) as s:
+        row = s.get(ProjectRecord, project_id)
+        if row is None:
+            return None
+        for key, value in changes.items():
+            setattr(row, key, value)
+        s.add(row)
+        s.commit()
+        return row
+
+
+def list_versions(engine: Engine, *, project_id: str) -> list[ProjectVersion]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.exec(select(ProjectVersion).where(ProjectVersion.project_id == project_id)))
+
+
+def get_version(engine: Engine, *, project_id: str, version: str) -> ProjectVersion | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(ProjectVersion, (project_id, version))
+
+
+def add_version(engine: Engine, *, row: ProjectVersion) -> ProjectVersion:
+    with Session(engine, expire_on_commit=False) as s:
+        s.add(row)
+        s.commit()
+        return row
+
+
+def set_version_status(
+    engine: Engine, *, project_id: str, version: str, status: str
+) -> ProjectVersion | None:
+    with Session(engine, expire_on_commit=False) as s:
+        row = s.get(ProjectVersion, (project_id, version))
+        if row is None:
+            return None
+        row.status = status
+        s.add(row)
+        s.commit()
+        return row

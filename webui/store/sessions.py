@@ -1,0 +1,45 @@
+"""Queries for MCP sessions (the durable side of the gateway's binding table)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from webui.store.models import McpSession, utcnow
+
+
+def add_session(engine: Engine, *, row: McpSession, audit: Callable[[Session], Any] | None = None) -> None:
+    with Session(engine) as s:
+        s.add(row)
+        if audit is not None:
+            audit(s)
+        s.commit()
+
+
+def close_session(
+    engine: Engine, *, session_id: str, reason: str, audit: Callable[[Session], Any] | None = None
+) -> None:
+    with Session(engine) as s:
+        row = s.get(McpSession, session_id)
+        if row is not None and row.closed_at is None:
+            row.closed_at = utcnow()
+            row.close_reason = reason
+            s.add(row)
+        if audit is not None:
+            audit(s)
+        s.commit()
+
+
+def close_all_open(engine: Engine, *, reason: str) -> int:
+    """At start-up: sessions of a previous process are gone with it."""
+    with Session(engine) as s:
+        rows = list(s.exec(select(McpSession).where(col(McpSession.closed_at).is_(None))))
+        for row in rows:
+            row.closed_at = utcnow()
+            row.close_reason = reason
+            s.add(row)
+        s.commit()
+        return len(rows)

@@ -1,0 +1,152 @@
+"""JSON API: file uploads for tool params, runs, and answering interactions."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlmodel import Session
+
+from webui.auth.keys import Forbidden
+from webui.errors import NotFound
+from webui.files.store import FileTooLarge
+from webui.store import runs as run_store
+from webui.store.models import ManagedFile, Run
+from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep
+
+router = APIRouter(prefix="/api", tags=["api"])
+
+
+def file_json(row: ManagedFile) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "mimeType": row.mime_type,
+        "size": row.size,
+        "sha256": row.sha256,
+        "createdAt": row.created_at.isoformat(),
+    }
+
+
+@router.post(
+    "/workflows/{project_id}/files",
+    summary="Upload a file for a tool's file param",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+    responses={413: {"description": "Larger than 50 MB; nothing stored"}},
+)
+async def upload_file(
+    project_id: str,
+    request: Request,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    registry: RegistryDep,
+    file_name: str = Query(alias="fileName", min_length=1, max_length=1000),
+    mime_type: str | None = Query(default=None, alias="mimeType", max_length=200),
+) -> JSONResponse:
+    registry.record(project_id)
+    principal.require_run(project_id)
+    limit = services.files.max_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise FileTooLarge(f"file is larger than the {limit // (1024 * 1024)} MB limit")
+    row = await services.files.store_upload(
+        project_id=project_id, chunks=request.stream(), name=file_name, mime_type=mime_type
+    )
+    with Session(services.engine) as s:
+        services.audit.record(
+            s,
+            "file.uploaded",
+            actor=principal.actor,
+            project_id=project_id,
+            outcome="ok",
+            details={"fileId": row.id, "size": row.size},
+        )
+        s.commit()
+    return JSONResponse({"data": [file_json(row)]}, status_code=201)
+
+
+def run_json(run: Run, services: Any, *, full: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "runId": run.id,
+        "projectId": run.project_id,
+        "version": run.project_version,
+        "entrypointId": run.entrypoint_id,
+        "entrypointTitle": run.entrypoint_title,
+        "source": run.source,
+        "status": run.status,
+        "createdAt": run.created_at.isoformat(),
+        "startedAt": run.started_at.isoformat() if run.started_at else None,
+        "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
+        "params": run.params,
+    }
+    if run.status == "success":
+        data["output"] = run.output
+    elif run.error is not None:
+        data["error"] = run.error
+    pending = services.interactions.pending_for_run(run.id)
+    if pending is not None:
+        data["interaction"] = {
+            "interactionId": pending.id,
+            "kind": pending.kind,
+            "title": pending.title,
+            "message": pending.message,
+            "fields": pending.fields,
+            "requestedSchema": pending.requested_schema,
+        }
+    if full:
+        data["events"] = [
+            {
+                "kind": e.kind,
+                "source": e.source,
+                "text": e.text,
+                "data": e.data,
+                "at": e.created_at.isoformat(),
+            }
+            for e in run_store.list_events(services.engine, run_id=run.id)
+        ]
+    return data
+
+
+@router.get("/runs/{run_id}", summary="A run's status, output or error, and any pending interaction")
+async def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
+    run = run_store.get_run(services.engine, run_id=run_id)
+    if run is None or not principal.may_read(run.project_id):
+        raise NotFound(f"run {run_id!r} not found")
+    return {"data": run_json(run, services, full=principal.kind == "admin")}
+
+
+class AnswerBody(BaseModel):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+@router.post(
+    "/interactions/{interaction_id}/answer", summary="Answer a pending interaction (resumes its run)"
+)
+async def answer_interaction(
+    interaction_id: str, body: AnswerBody, principal: PrincipalDep, services: ServicesDep
+) -> dict[str, Any]:
+    ia = services.interactions.get(interaction_id)
+    run = run_store.get_run(services.engine, run_id=ia.run_id) if ia.run_id else None
+    if run is None or not principal.may_read(run.project_id):
+        raise NotFound(f"interaction {interaction_id!r} not found")
+    if not principal.may_run(run.project_id):
+        raise Forbidden("answering needs run permission on the project (runs.create)")
+    answer = await services.interactions.answer(
+        interaction_id, action=body.action, content=body.content, actor=principal.actor, channel="api"
+    )
+    return {
+        "data": {
+            "interactionId": answer.interaction_id,
+            "runId": answer.run_id,
+            "action": answer.action,
+            "repeated": answer.repeated,
+        }
+    }

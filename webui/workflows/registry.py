@@ -1,0 +1,158 @@
+"""Registered projects, published versions and target resolution.
+
+A project's working tree is its draft; publishing copies the draft into the data dir as
+an immutable version snapshot. Resolving a target gives the exact thing a session is
+pinned to: a version number, or the draft's content revision at that moment.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from webui.errors import NotFound, ProjectError, SteamharnessError
+from webui.store import projects as project_store
+from webui.store.models import ProjectRecord, ProjectVersion
+from webui.workflows.project import Project, load_project
+from webui.workflows.targets import SKIP_DIRS, RevisionHasher, Target, check_version, version_key
+
+
+class VersionExists(SteamharnessError):
+    code = "version_exists"
+    status = 409
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a target resolved to. `key` names the exact catalog (version or revision)."""
+
+    project: Project
+    target: Target
+    version: str | None  # exact version, None for the draft
+    revision: str
+
+    @property
+    def key(self) -> str:
+        return self.version or self.revision
+
+
+class ProjectRegistry:
+    def __init__(self, engine: Engine, versions_dir: Path) -> None:
+        self.engine = engine
+        self.versions_dir = versions_dir
+        self.hasher = RevisionHasher()
+        self._loaded: dict[tuple[str, str], Project] = {}
+
+    # ------------------------------------------------------------------ registration
+    def register(self, root: Path) -> tuple[Project, bool]:
+        """Register a project folder; registering the same folder again is harmless."""
+        project = load_project(root.expanduser().resolve())
+        existing = project_store.get_project(self.engine, project_id=project.id)
+        if existing is not None and Path(existing.root) != project.root and Path(existing.root).is_dir():
+            raise ProjectError(
+                f"{project.root}/package.json: id {project.id} is already registered for {existing.root}"
+            )
+        _, created = project_store.upsert_project(
+            self.engine, project_id=project.id, name=project.name, root=str(project.root)
+        )
+        return project, created
+
+    def register_dir(self, projects_dir: Path) -> list[tuple[Path, str]]:
+        """Register every workflow project directly under `projects_dir`.
+
+        Returns the folders that were skipped with the reason (not workflows, broken)."""
+        skipped: list[tuple[Path, str]] = []
+        if not projects_dir.is_dir():
+            raise ProjectError(f"{projects_dir}: projects dir does not exist")
+        for child in sorted(projects_dir.iterdir()):
+            if not child.is_dir() or not (child / "package.json").is_file():
+                continue
+            try:
+                self.register(child)
+            except ProjectError as exc:
+                skipped.append((child, exc.message))
+        return skipped
+
+    def record(self, project_id: str) -> ProjectRecord:
+        row = project_store.get_project(self.engine, project_id=project_id)
+        if row is None:
+            raise NotFound(f"project {project_id!r} is not registered")
+        return row
+
+    def draft(self, project_id: str) -> Project:
+        return load_project(Path(self.record(project_id).root))
+
+    # ------------------------------------------------------------------ versions
+    def publish(
+        self, project_id: str, version: str | None = None, *, actor: str | None = None
+    ) -> ProjectVersion:
+        project = self.draft(project_id)
+        label = check_version(version or project.version or "")
+        if project_store.get_version(self.engine, project_id=project_id, version=label) is not None:
+            raise VersionExists(f"project {project_id} already has version {label}; versions are immutable")
+        dest = self.versions_dir / project_id / label
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{label}.incoming")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(project.root, tmp, ignore=shutil.ignore_patterns(*SKIP_DIRS, "*.pyc"))
+        load_project(tmp)  # the snapshot must load on its own
+        tmp.rename(dest)
+        row = ProjectVersion(
+            project_id=project_id,
+            version=label,
+            revision=self.hasher.revision(dest),
+            snapshot_dir=str(dest),
+            published_by=actor,
+        )
+        return project_store.add_version(self.engine, row=row)
+
+    def set_online(self, project_id: str, version: str, online: bool) -> ProjectVersion:
+        self.record(project_id)
+        row = project_store.set_version_status(
+            self.engine, project_id=project_id, version=version, status="online" if online else "offline"
+        )
+        if row is None:
+            raise NotFound(f"project {project_id} has no version {version}")
+        return row
+
+    def online_versions(self, project_id: str) -> list[ProjectVersion]:
+        rows = [
+            v for v in project_store.list_versions(self.engine, project_id=project_id) if v.status == "online"
+        ]
+        return sorted(rows, key=lambda v: version_key(v.version), reverse=True)
+
+    # ------------------------------------------------------------------ resolution
+    def resolve(self, project_id: str, target: Target) -> Resolved:
+        record = self.record(project_id)
+        if target.kind == "draft":
+            root = Path(record.root)
+            project = load_project(root)
+            return Resolved(project, target, None, self.hasher.revision(root))
+        if target.kind == "latest":
+            online = self.online_versions(project_id)
+            if not online:
+                raise NotFound(
+                    f"project {project_id} has no online version (publish one, or use target=draft)"
+                )
+            row = online[0]
+        else:
+            assert target.version is not None
+            found = project_store.get_version(self.engine, project_id=project_id, version=target.version)
+            if found is None or found.status != "online":
+                raise NotFound(f"project {project_id} has no online version {target.version}")
+            row = found
+        return Resolved(self._load_version(row), target, row.version, row.revision)
+
+    def _load_version(self, row: ProjectVersion) -> Project:
+        key = (row.project_id, row.version)
+        if key not in self._loaded:  # snapshots are immutable: load each once
+            self._loaded[key] = load_project(Path(row.snapshot_dir))
+        return self._loaded[key]
+
+    def draft_revision(self, project_id: str) -> str:
+        return self.hasher.revision(Path(self.record(project_id).root))
