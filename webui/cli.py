@@ -98,7 +98,11 @@ def mcp_command(
             "auth_dir": _absolute("--auth-dir", auth_dir),
         }
         related = _related(related_project or [])
-        settings = Settings.model_validate({k: v for k, v in options.items() if v is not None})
+        values: dict[str, object] = {k: v for k, v in options.items() if v is not None}
+        # The admin key in this environment is for handlers to call a server with; the
+        # stdio host itself never accepts it, so it is not validated as a server secret.
+        values["server_admin_key"] = None
+        settings = Settings.model_validate(values)
         project = load_project(workflow_dir.expanduser().resolve())
     except SteamharnessError as exc:
         fail(exc.message)

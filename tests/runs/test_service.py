@@ -141,7 +141,7 @@ async def test_cancelling_kills_the_worker_and_its_subprocesses(svc: Services, t
     assert run is not None and run.status == "cancelled"
     assert run.error == {"code": "cancelled", "message": "stop"}
     await wait_until_gone([int(pids["worker"]), int(pids["grandchild"])])
-    assert svc.pool.live_pids() == set()
+    assert svc.pool.busy_pids() == set()
 
 
 async def test_a_run_waits_for_input_and_resumes_on_the_same_worker(svc: Services, torture: Project) -> None:

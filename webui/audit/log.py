@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import insert
 from sqlmodel import Session
 
 from webui.store.models import AuditEvent
@@ -19,8 +20,6 @@ def _scrub(details: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class AuditLog:
-    def record(self, session: Session, event: str, **fields: Any) -> AuditEvent:
+    def record(self, session: Session, event: str, **fields: Any) -> None:
         details = _scrub(fields.pop("details", None))
-        row = AuditEvent(event=event, details=details, **fields)
-        session.add(row)
-        return row
+        session.execute(insert(AuditEvent).values(event=event, details=details, **fields))

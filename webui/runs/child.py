@@ -70,6 +70,8 @@ class Channel:
         self._next_id = 0
         self._replies: dict[int, dict[str, Any]] = {}
         self._cond = threading.Condition()
+        self._started = threading.Event()
+        self._start: dict[str, Any] | None = None
 
     def send(self, msg: dict[str, Any]) -> None:
         data = (json.dumps(msg, separators=(",", ":"), default=_json_default) + "\n").encode()
@@ -89,6 +91,12 @@ class Channel:
             raise RuntimeError(reply.get("error") or f"{op} failed")
         return reply.get("result")
 
+    def wait_start(self) -> dict[str, Any]:
+        """Block until the run service hands this (fresh, idle) worker its run."""
+        self._started.wait()
+        assert self._start is not None
+        return self._start
+
     def read_forever(self) -> None:
         """Deliver replies; when the run service goes away, take the whole run down."""
         buf = b""
@@ -101,7 +109,10 @@ class Channel:
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     msg = json.loads(line)
-                    if msg.get("type") == "reply":
+                    if msg.get("type") == "start":
+                        self._start = msg["spec"]
+                        self._started.set()
+                    elif msg.get("type") == "reply":
                         with self._cond:
                             self._replies[int(msg["id"])] = msg
                             self._cond.notify_all()
@@ -250,10 +261,10 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(sock_path)
     chan = Channel(sock)
-    chan.send({"type": "hello", "token": cmd["token"], "pid": os.getpid()})
     threading.Thread(target=chan.read_forever, name="run-channel", daemon=True).start()
 
-    spec: dict[str, Any] = cmd["spec"]
+    # Everything that does not depend on the run is set up before saying hello, while
+    # this worker is still a spare: the run itself starts with no set-up cost.
     # stdout/stderr of the handler (and of anything it spawns) become run log entries.
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -268,6 +279,8 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
         forwarders.append(t)
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8", line_buffering=True)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), encoding="utf-8", line_buffering=True)
+    chan.send({"type": "hello", "token": cmd["token"], "pid": os.getpid()})
+    spec = chan.wait_start()
 
     os.chdir(spec["root"])
     os.environ.clear()

@@ -81,12 +81,13 @@ class Worker:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._writer.close()
+        self.pool.release(self.pid)
 
 
 class WorkerPool:
     """Owns the zygote. `spawn()` hands back a connected `Worker` in a few milliseconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, spares: int = 2) -> None:
         self._dir: str | None = None
         self._sock_path = ""
         self._server: asyncio.AbstractServer | None = None
@@ -97,6 +98,13 @@ class WorkerPool:
         self._live: set[int] = set()
         self._lock = asyncio.Lock()
         self._ready: asyncio.Future[None] | None = None
+        self._spares_wanted = spares
+        self._spares: list[Worker] = []
+        self._forking = 0
+        self._closing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._unwatched: set[int] = set()
+        self._unclaimed: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
         # A short private directory: Unix socket paths are limited to ~100 bytes.
@@ -107,6 +115,7 @@ class WorkerPool:
             self._on_connect, path=self._sock_path, limit=STREAM_LIMIT
         )
         await self._ensure_zygote()
+        self._replenish()
 
     async def _ensure_zygote(self) -> asyncio.subprocess.Process:
         async with self._lock:
@@ -114,9 +123,11 @@ class WorkerPool:
                 return self._zygote
             self._zygote = await asyncio.create_subprocess_exec(
                 sys.executable,
+                "-P",  # never import from the current directory ahead of the stdlib and webui
                 "-m",
                 "webui.runs.zygote",
                 self._sock_path,
+                cwd=self._dir,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=None,  # diagnostics: the server's stderr (never the stdio MCP stream)
@@ -138,6 +149,10 @@ class WorkerPool:
             elif msg.get("type") == "exit":
                 pid = int(msg["pid"])
                 self._live.discard(pid)
+                if pid in self._unwatched:
+                    self._unwatched.discard(pid)
+                    self._exits.pop(pid, None)
+                    continue
                 fut = self._exits.setdefault(pid, asyncio.get_running_loop().create_future())
                 if not fut.done():
                     fut.set_result(ExitStatus(code=msg.get("code"), signal=msg.get("signal")))
@@ -149,6 +164,7 @@ class WorkerPool:
                 fut.set_result(ExitStatus(code=None, signal=None))
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._unclaimed.add(writer)
         try:
             line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_SECONDS)
             hello = json.loads(line)
@@ -156,12 +172,14 @@ class WorkerPool:
         except (TimeoutError, ValueError, ConnectionError):
             fut = None
             hello = {}
+        self._unclaimed.discard(writer)
         if fut is None or fut.done():
             writer.close()
             return
         fut.set_result((int(hello["pid"]), reader, writer))
 
-    async def spawn(self, spec: dict[str, Any]) -> Worker:
+    async def _fork(self) -> Worker:
+        """A fresh child, forked from the zygote and connected, that has run nothing yet."""
         zygote = await self._ensure_zygote()
         assert zygote.stdin is not None
         token = secrets.token_hex(16)
@@ -169,14 +187,49 @@ class WorkerPool:
         fut: asyncio.Future[tuple[int, asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
         self._hellos[token] = fut
         try:
-            zygote.stdin.write((json.dumps({"token": token, "spec": spec}) + "\n").encode())
+            zygote.stdin.write((json.dumps({"token": token}) + "\n").encode())
             await zygote.stdin.drain()
             pid, reader, writer = await asyncio.wait_for(fut, HELLO_TIMEOUT_SECONDS)
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                orphan_pid, _, orphan_writer = fut.result()
+                orphan_writer.close()  # the child sees EOF and exits
+                self._live.discard(orphan_pid)
+            raise
         finally:
             self._hellos.pop(token, None)
         self._live.add(pid)
         self._exits.setdefault(pid, loop.create_future())
         return Worker(self, pid, reader, writer)
+
+    def _replenish(self) -> None:
+        while self._spares_wanted > len(self._spares) + self._forking:
+            self._forking += 1
+            task = asyncio.get_running_loop().create_task(self._fork_spare())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _fork_spare(self) -> None:
+        try:
+            worker = await self._fork()
+        except Exception:
+            log.warning("could not fork a spare worker", exc_info=True)
+            return
+        finally:
+            self._forking -= 1
+        if self._closing:
+            worker.kill()
+            worker.close()
+            return
+        self._spares.append(worker)
+
+    async def spawn(self, spec: dict[str, Any]) -> Worker:
+        """Hand a run to a fresh worker: a spare forked ahead of time when there is one
+        (so a run starts without waiting for a fork), else one forked now."""
+        worker = self._spares.pop(0) if self._spares else await self._fork()
+        self._replenish()
+        await worker.send({"type": "start", "spec": spec})
+        return worker
 
     async def wait_exit(self, pid: int, timeout: float) -> ExitStatus | None:
         fut = self._exits.get(pid)
@@ -190,10 +243,30 @@ class WorkerPool:
             if fut.done():
                 self._exits.pop(pid, None)
 
+    def release(self, pid: int) -> None:
+        """Nobody will wait for this worker's exit status any more."""
+        fut = self._exits.get(pid)
+        if fut is None or fut.done():
+            self._exits.pop(pid, None)
+        else:
+            self._unwatched.add(pid)
+
     def live_pids(self) -> set[int]:
         return set(self._live)
 
+    def busy_pids(self) -> set[int]:
+        """Workers that were handed a run (spares waiting for one are not)."""
+        return self._live - {w.pid for w in self._spares}
+
     async def close(self) -> None:
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for spare in self._spares:
+            spare.kill()
+            spare.close()
+        self._spares.clear()
         for pid in list(self._live):
             for kill in (os.killpg, os.kill):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -211,5 +284,8 @@ class WorkerPool:
                 await asyncio.wait_for(self._zygote_reader, 2)
         if self._server is not None:
             self._server.close()
+        for writer in list(self._unclaimed):
+            writer.close()
+        self._unclaimed.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)

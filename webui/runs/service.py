@@ -113,6 +113,7 @@ class _Live:
     timer: asyncio.TimerHandle | None = None
     timer_started: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    asked: bool = False
     task: asyncio.Task[None] | None = None
 
 
@@ -297,7 +298,6 @@ class RunService:
 
     async def _run_worker(self, live: _Live) -> None:
         req = live.request
-        self._set_status(live, "running", started_at=utcnow())
         spec = {
             "runId": live.run_id,
             "entrypointId": req.entrypoint.id,
@@ -313,6 +313,8 @@ class RunService:
         if live.terminating is not None:  # cancelled while the fork was under way
             worker.kill()
         self._start_timer(live)
+        # Recorded while the worker already runs: the write is off the run's critical path.
+        self._set_status(live, "running", started_at=utcnow())
         while True:
             msg = await worker.recv()
             if msg is None:
@@ -340,11 +342,16 @@ class RunService:
                     {"code": "handler_error", "message": str(msg.get("message", "The handler failed."))},
                 )
         self._stop_timer(live)
-        status = await worker.wait_exit(EXIT_WAIT_SECONDS)
+        if live.terminating is None or live.terminating[0] in ("cancelled", "timeout", "failed"):
+            # No clean outcome, or we killed it: know it is gone (and why) before finishing.
+            status = await worker.wait_exit(EXIT_WAIT_SECONDS)
+            if live.terminating is None:
+                reason = status.describe() if status else "the worker process stopped unexpectedly"
+                live.terminating = (
+                    "failed",
+                    {"code": "handler_error", "message": f"The run crashed: {reason}."},
+                )
         worker.close()
-        if live.terminating is None:
-            reason = status.describe() if status else "the worker process stopped unexpectedly"
-            live.terminating = ("failed", {"code": "handler_error", "message": f"The run crashed: {reason}."})
 
     async def _finish(self, live: _Live) -> None:
         if live.done.is_set():
@@ -381,9 +388,11 @@ class RunService:
             error=error,
             finished_at=utcnow(),
             event_text=status,
+            source=req.source,
             audit=audit,
         )
-        self.interactions.close_for_run(live.run_id)
+        if live.asked:
+            self.interactions.close_for_run(live.run_id)
         live.status = status
         live.waiting_on = None
         self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
@@ -443,7 +452,14 @@ class RunService:
     # ----------------------------------------------------------------- worker messages
     def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
         live.status = status
-        run_store.update_run(self.engine, run_id=live.run_id, status=status, event_text=status, **changes)
+        run_store.update_run(
+            self.engine,
+            run_id=live.run_id,
+            status=status,
+            event_text=status,
+            source=live.request.source,
+            **changes,
+        )
 
     def _record_output(self, live: _Live, stream: str, text: str) -> None:
         if not text:
@@ -555,6 +571,7 @@ class RunService:
         )
         live.pending[row.id] = rid
         live.waiting_on = row
+        live.asked = True
         self._stop_timer(live)  # a person thinking is not the handler running
         self._set_status(live, "waiting_for_input")
         self._publish(live, RunUpdate("waiting", live.run_id, live.status, interaction=row))

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -54,10 +55,9 @@ def get_run(engine: Engine, *, run_id: str) -> Run | None:
 
 
 def create_run(engine: Engine, *, run: Run, audit: Callable[[Session], Any] | None = None) -> Run:
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(run)
-        s.flush()
-        s.add(RunEvent(run_id=run.id, kind="state", text="queued", source=run.source))
+    with Session(engine) as s:
+        s.execute(insert(Run).values(**run.model_dump()))
+        s.execute(insert(RunEvent).values(run_id=run.id, kind="state", text="queued", source=run.source))
         if audit is not None:
             audit(s)
         s.commit()
@@ -69,22 +69,22 @@ def update_run(
     *,
     run_id: str,
     event_text: str | None = None,
+    source: str = "mcp",
     audit: Callable[[Session], Any] | None = None,
     **changes: Any,
-) -> Run | None:
-    with Session(engine, expire_on_commit=False) as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            return None
-        for key, value in changes.items():
-            setattr(run, key, value)
-        s.add(run)
+) -> None:
+    """One UPDATE (plus the timeline entry, plus an audit event) in one transaction.
+
+    Core statements rather than load-modify-flush: this runs several times per run, on
+    the tool-call path."""
+    with Session(engine) as s:
+        if changes:
+            s.execute(update(Run).where(col(Run.id) == run_id).values(**changes))
         if event_text is not None:
-            s.add(RunEvent(run_id=run_id, kind="state", text=event_text, source=run.source))
+            s.execute(insert(RunEvent).values(run_id=run_id, kind="state", text=event_text, source=source))
         if audit is not None:
             audit(s)
         s.commit()
-        return run
 
 
 def add_event(
@@ -96,9 +96,8 @@ def add_event(
     data: dict[str, Any] | None = None,
     source: str = "mcp",
 ) -> None:
-    with Session(engine) as s:
-        s.add(RunEvent(run_id=run_id, kind=kind, text=text, data=data, source=source))
-        s.commit()
+    with engine.begin() as conn:
+        conn.execute(insert(RunEvent).values(run_id=run_id, kind=kind, text=text, data=data, source=source))
 
 
 def list_events(engine: Engine, *, run_id: str) -> list[RunEvent]:
