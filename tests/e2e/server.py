@@ -1,0 +1,160 @@
+"""A real `steamharness serve` on a free loopback port, started and stopped by PID.
+
+Projects are registered and published through the CLI on the same data dir first, the
+way an operator would; tests talk to the server only over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+
+from tests.conftest import EXAMPLES
+
+STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+START_TIMEOUT = 30.0
+
+HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
+INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+FILES = "3f2b8a44-1c5d-4e7f-8a9b-0c1d2e3f4a5b"
+LEDGER = "9a1d2c3b-4e5f-4a6b-8c7d-1e2f3a4b5c6d"
+TORTURE = "0d4c9a6e-2b1f-4e3a-9c8d-7f6e5d4c3b2a"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    data_dir: Path
+    projects: Path  # a copy of the examples (and the torture fixture) the test may edit
+    port: int
+    admin_key: str
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def mcp_url(self, project_id: str, target: str = "latest") -> str:
+        return f"{self.base_url}/api/workflows/{project_id}/mcp?target={target}"
+
+    def cli(
+        self, *args: str, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [STEAMHARNESS, *args, "--data-dir", str(self.data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.env,
+            input=stdin,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"steamharness {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+    def create_key(
+        self, user: str = "alice", *, projects: list[str] | None = None, scopes: list[str] | None = None
+    ) -> str:
+        if self.cli("keys", "list").stdout.find(f'"user": "{user}"') < 0:
+            self.cli("users", "create", user, check=False)
+        args = ["keys", "create", "--user", user]
+        for p in projects or []:
+            args += ["--project", p]
+        for s in scopes or []:
+            args += ["--scope", s]
+        return self.cli(*args).stdout.strip()
+
+    def start(self) -> None:
+        assert self.proc is None
+        self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                STEAMHARNESS,
+                "serve",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+                *self.extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited at start-up:\n{self.log()}")
+            with contextlib.suppress(httpx2.HTTPError):
+                if httpx2.get(f"{self.base_url}/openapi.json", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.05)  # polling a port that is not listening yet, bounded by the deadline
+        raise AssertionError(f"server did not answer within {START_TIMEOUT}s:\n{self.log()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        if self.proc is None:
+            return None
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                return proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                return proc.wait(timeout=10)
+        return proc.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path else ""
+
+
+def make_server(tmp_path: Path, **env: str) -> LiveServer:
+    projects = tmp_path / "projects"
+    shutil.copytree(EXAMPLES, projects, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "torture", projects / "torture")
+    admin_key = secrets.token_urlsafe(32)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    server = LiveServer(
+        data_dir=tmp_path / "data",
+        projects=projects,
+        port=free_port(),
+        admin_key=admin_key,
+        env={**base_env, "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key, **env},
+    )
+    for folder in sorted(projects.iterdir()):
+        server.cli("projects", "add", str(folder))
+    for project_id in (HELLO, INTERACTIVE, FILES, LEDGER, TORTURE):
+        server.cli("projects", "publish", project_id)
+    return server
+
+
+@contextlib.contextmanager
+def running_server(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
+    server = make_server(tmp_path, **env)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
