@@ -32,6 +32,7 @@ from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.store import sessions as session_store
 from webui.web import api
+from webui.web.logging import install_redaction
 from webui.workflows.registry import ProjectRegistry
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class _GatewayEndpoint:
 def create_app(settings: Settings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_redaction()  # after the server configured logging
         async with open_services(settings) as services:
             registry = ProjectRegistry(services.engine, settings.versions_dir)
             for projects_dir in settings.projects_dirs:

@@ -102,8 +102,28 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
                 raise MCPError(-32603, "Internal error") from None
             return error_result(None, ep, "failed", "internal", "The call failed inside the server.")
 
+    # A workflow server has tools only; empty prompt and resource lists (rather than
+    # -32601) let generic clients and the conformance suite enumerate everything.
+    async def list_prompts(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[])
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
     server = WorkflowServer(
         "steamharness-workflow",
+        on_list_prompts=list_prompts,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         # Our schemas declare no x-mcp-header params: skip the SDK's header validation lookup.
