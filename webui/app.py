@@ -75,7 +75,12 @@ def create_app(settings: Settings) -> FastAPI:
                 admin_key=admin_key,
                 fingerprint_secret=persistent_secret(settings, "fingerprint.key"),
             )
-            bridge = CallBridge(runs=services.runs, interactions=services.interactions, files=services.files)
+            bridge = CallBridge(
+                runs=services.runs,
+                interactions=services.interactions,
+                files=services.files,
+                audit=services.audit,
+            )
             server = build_server(
                 bridge=bridge,
                 state_key=request_state_key(settings),

@@ -349,6 +349,46 @@ def projects_online(
     _set_online(project_id, version, True, data_dir, database_url)
 
 
+@projects_app.command("gate")
+def projects_gate(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    state: Annotated[str, typer.Argument(metavar="open|close", help="Accept new runs, or refuse them.")],
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Open or close a project's run gate (a closed gate refuses new runs, creates none)."""
+    if state not in ("open", "close"):
+        fail(f"expected 'open' or 'close', not {state!r}")
+    _, registry = _store(_settings(data_dir, database_url))
+    try:
+        registry.set_limits(project_id, run_gate_open=state == "open")
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{project_id}: run gate {'open' if state == 'open' else 'closed'}", err=True)
+
+
+@projects_app.command("limits")
+def projects_limits(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    max_running: Annotated[int | None, typer.Option(min=1, help="Runs holding a worker at once.")] = None,
+    max_queued: Annotated[int | None, typer.Option(min=0, help="Runs waiting for a slot.")] = None,
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Set a project's queue limits (checked before every tool call)."""
+    _, registry = _store(_settings(data_dir, database_url))
+    changes = {
+        k: v for k, v in {"max_running": max_running, "max_queued": max_queued}.items() if v is not None
+    }
+    if not changes:
+        fail("give --max-running and/or --max-queued")
+    try:
+        registry.set_limits(project_id, **changes)
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{project_id}: {', '.join(f'{k}={v}' for k, v in changes.items())}", err=True)
+
+
 @users_app.command("create")
 def users_create(
     name: Annotated[str, typer.Argument(metavar="NAME")],

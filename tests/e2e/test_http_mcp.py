@@ -530,9 +530,7 @@ def _runs(live: LiveServer, entrypoint: str) -> list[dict[str, Any]]:
 
 async def test_a_closed_run_gate_refuses_calls_without_creating_a_run(server: LiveServer) -> None:
     key = server.create_key("quinn")
-    con = sqlite3.connect(server.data_dir / "steamharness.sqlite3")
-    con.execute("update projects set run_gate_open = 0 where id = ?", (LEDGER,))
-    con.commit()
+    server.cli("projects", "gate", LEDGER, "close")
     before = len(_runs(server, "post_entry"))
     try:
         async with sdk_client(server.mcp_url(LEDGER), key, "legacy") as client:
@@ -542,9 +540,44 @@ async def test_a_closed_run_gate_refuses_calls_without_creating_a_run(server: Li
         assert body["error"]["code"] == "run_gate_closed" and "runId" not in body
         assert len(_runs(server, "post_entry")) == before
     finally:
-        con.execute("update projects set run_gate_open = 1 where id = ?", (LEDGER,))
-        con.commit()
-        con.close()
+        server.cli("projects", "gate", LEDGER, "open")
+
+
+async def test_queue_limits_refuse_calls_beyond_them_without_creating_a_run(server: LiveServer) -> None:
+    key = server.create_key("ruth")
+    server.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "0")
+    sid = open_session(server, key, TORTURE)
+    try:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
+            with anyio.fail_after(TIMEOUT):
+                worker, (stream, grandchild) = await _start_sleep(server, key, sid, http)
+                before = len(_runs(server, "progress"))
+                refused = call_tool(server, key, sid, "progress", {}, project=TORTURE)
+                body = refused["result"]["structuredContent"]
+                assert refused["result"]["isError"] is True
+                assert body["error"]["code"] == "queue_limit" and "runId" not in body
+                assert len(_runs(server, "progress")) == before
+                await stream.__aexit__(None, None, None)
+                await wait_until_gone([worker, grandchild])
+    finally:
+        server.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
+    ok = call_tool(server, key, sid, "progress", {}, project=TORTURE)
+    assert ok["result"]["structuredContent"]["status"] == "success"
+
+
+def test_every_tool_call_is_audited_with_who_what_where_and_outcome(server: LiveServer) -> None:
+    key = server.create_key("sam")
+    sid = open_session(server, key, HELLO)
+    result = call_tool(server, key, sid, "greet", {"name": "audit"})
+    run_id = result["result"]["structuredContent"]["runId"]
+    rows = [r for r in _audit(server) if r["run_id"] == run_id]
+    events = [r["event"] for r in rows]
+    assert events[:1] == ["run.created"] and "tool.called" in events and "tool.completed" in events
+    called = next(r for r in rows if r["event"] == "tool.called")
+    assert called["actor"] == "user:sam" and called["project_id"] == HELLO and called["tool"] == "greet"
+    assert called["session_id"] == sid and called["target"] == "latest" and called["version"] == "1.0.0"
+    assert called["client_address"] == "127.0.0.1" and called["user_agent"]
+    assert called["source"] == "mcp"
 
 
 # --------------------------------------------------------------------------- shutdown, restart, secrecy

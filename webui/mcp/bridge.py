@@ -23,7 +23,9 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from sqlmodel import Session
 
+from webui.audit.log import AuditLog
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, InvalidArguments, NotFound
 from webui.files.store import FileStore, worker_view
 from webui.interactions.service import InteractionService
@@ -47,10 +49,45 @@ def _invalid(message: str) -> MCPError:
 
 
 class CallBridge:
-    def __init__(self, *, runs: RunService, interactions: InteractionService, files: FileStore) -> None:
+    def __init__(
+        self, *, runs: RunService, interactions: InteractionService, files: FileStore, audit: AuditLog
+    ) -> None:
         self.runs = runs
         self.interactions = interactions
         self.files = files
+        self.audit = audit
+
+    def _audit(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        event: str,
+        ep: Entrypoint,
+        run_id: str | None,
+        outcome: str,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        request = getattr(ctx, "request", None)
+        client = getattr(request, "client", None)
+        headers = getattr(request, "headers", None)
+        with Session(self.runs.engine) as s:
+            self.audit.record(
+                s,
+                event,
+                actor=b.actor,
+                project_id=b.catalog.project.id,
+                target=b.target,
+                version=b.version,
+                session_id=b.session_id,
+                tool=ep.id,
+                run_id=run_id,
+                outcome=outcome,
+                source="mcp",
+                client_address=getattr(client, "host", None),
+                user_agent=(headers.get("user-agent") or "")[:300] or None if headers is not None else None,
+                details=details,
+            )
+            s.commit()
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, params: types.CallToolRequestParams
@@ -70,7 +107,9 @@ class CallBridge:
                 limits = b.preflight() if b.preflight is not None else RunLimits()
                 run_id = await self._start(ctx, b, ep, worker_params, stored, limits)
             except RunRefused as exc:
+                self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
+            self._audit(ctx, b, "tool.called", ep, run_id, "started")
         return await self._follow(ctx, b, ep, run_id)
 
     async def _start(
@@ -115,6 +154,8 @@ class CallBridge:
                     update: RunUpdate = await updates.get()
                     if update.kind == "final":
                         finished = True
+                        event = "tool.completed" if update.status == "success" else "tool.failed"
+                        self._audit(ctx, b, event, ep, run_id, update.status)
                         return final_result(run_id, ep, update.status, update.output, update.error)
                     if update.kind == "progress" and update.progress is not None:
                         await self._progress(ctx, update.progress)
@@ -122,6 +163,9 @@ class CallBridge:
                         delivered = await self._deliver(ctx, b, ep, run_id, update.interaction)
                         if delivered is not None:
                             keep_run = True  # the run waits for the answer, on the same runId
+                            if isinstance(delivered, types.CallToolResult):
+                                details = {"interactionId": update.interaction.id}
+                                self._audit(ctx, b, "interaction.required", ep, run_id, "waiting", details)
                             return delivered
         except NotFound:
             finished = True

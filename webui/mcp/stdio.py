@@ -68,7 +68,7 @@ async def serve_stdio(settings: Settings, project: Project, related: dict[str, s
                 version=project.version,
             )
         )
-        bridge = CallBridge(runs=svc.runs, interactions=svc.interactions, files=svc.files)
+        bridge = CallBridge(runs=svc.runs, interactions=svc.interactions, files=svc.files, audit=svc.audit)
         server = build_server(
             bridge=bridge,
             state_key=request_state_key(settings),

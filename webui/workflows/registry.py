@@ -82,6 +82,13 @@ class ProjectRegistry:
             raise NotFound(f"project {project_id!r} is not registered")
         return row
 
+    def set_limits(self, project_id: str, **changes: object) -> ProjectRecord:
+        """Run gate and queue limits; read fresh before every tool call."""
+        self.record(project_id)
+        row = project_store.update_project(self.engine, project_id=project_id, **changes)
+        assert row is not None
+        return row
+
     def draft(self, project_id: str) -> Project:
         return load_project(Path(self.record(project_id).root))
 

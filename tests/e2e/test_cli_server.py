@@ -1,0 +1,163 @@
+"""The operator commands on a data dir, and `serve --demo` from a fresh one."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.e2e.server import HELLO, STEAMHARNESS, free_port
+
+TIMEOUT = 60
+
+
+def run(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    return subprocess.run(
+        [STEAMHARNESS, *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        input=stdin,
+        env=env,
+    )
+
+
+def test_projects_register_publish_and_go_offline_with_clear_errors(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = run(data, "projects", "add", str(EXAMPLES / "hello"))
+    again = run(data, "projects", "add", str(EXAMPLES / "hello"))
+    assert first.returncode == again.returncode == 0
+    assert first.stdout.strip() == again.stdout.strip() == HELLO
+    assert "already registered" in again.stderr
+    assert run(data, "projects", "publish", HELLO).stdout.strip() == "1.0.0"
+    duplicate = run(data, "projects", "publish", HELLO)
+    assert duplicate.returncode != 0 and "immutable" in duplicate.stderr and duplicate.stderr.count("\n") == 1
+    assert run(data, "projects", "publish", HELLO, "--version", "1.1.0").returncode == 0
+    bad = run(data, "projects", "publish", HELLO, "--version", "v2")
+    assert bad.returncode != 0 and "1.2.3" in bad.stderr
+    listed = json.loads(run(data, "projects", "list").stdout)
+    assert listed[0]["latest"] == "1.1.0"
+    assert run(data, "projects", "offline", HELLO, "1.1.0").returncode == 0
+    assert json.loads(run(data, "projects", "list").stdout)[0]["latest"] == "1.0.0"
+    missing = run(data, "projects", "offline", HELLO, "9.9.9")
+    assert missing.returncode != 0 and "no version 9.9.9" in missing.stderr
+    conversation = tmp_path / "conv"
+    conversation.mkdir()
+    (conversation / "package.json").write_text(
+        json.dumps(
+            {"id": "11111111-1111-4111-8111-111111111111", "name": "c", "projectType": "conversation"}
+        ),
+        encoding="utf-8",
+    )
+    refused = run(data, "projects", "add", str(conversation))
+    assert refused.returncode != 0 and "not a workflow project" in refused.stderr
+
+
+def test_users_and_keys_show_the_raw_key_once_and_never_list_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert (
+        run(data, "users", "create", "ann", "--password-stdin", stdin="correct horse battery\n").returncode
+        == 0
+    )
+    duplicate = run(data, "users", "create", "ann")
+    assert duplicate.returncode != 0 and "already exists" in duplicate.stderr
+    created = run(data, "keys", "create", "--user", "ann", "--scope", "runs.create", "--name", "laptop")
+    raw = created.stdout.strip()
+    assert created.stdout.count("\n") == 1 and raw.startswith("shk_")
+    assert raw not in created.stderr
+    listing = run(data, "keys", "list").stdout
+    assert raw not in listing and raw.split("_", 2)[2] not in listing
+    key_id = json.loads(listing)[0]["id"]
+    assert run(data, "keys", "revoke", key_id).returncode == 0
+    assert json.loads(run(data, "keys", "list").stdout)[0]["revokedAt"] is not None
+    nobody = run(data, "keys", "create", "--user", "ghost")
+    assert nobody.returncode != 0 and "does not exist" in nobody.stderr
+    bad_scope = run(data, "keys", "create", "--user", "ann", "--scope", "admin.everything")
+    assert bad_scope.returncode != 0 and "unknown scope" in bad_scope.stderr
+    unknown_project = run(data, "keys", "create", "--user", "ann", "--project", "nope")
+    assert unknown_project.returncode != 0 and "not registered" in unknown_project.stderr
+
+
+def test_a_weak_admin_key_is_refused_before_the_server_starts(tmp_path: Path) -> None:
+    env = {**os.environ, "STEAMHARNESS_SERVER_ADMIN_KEY": "changeme"}
+    proc = subprocess.run(
+        [STEAMHARNESS, "serve", "--data-dir", str(tmp_path), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "too weak" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--projects-dir", "/nonexistent/projects"]])
+def test_serve_refuses_a_missing_projects_dir(tmp_path: Path, args: list[str]) -> None:
+    proc = subprocess.run(
+        [STEAMHARNESS, "serve", "--data-dir", str(tmp_path), "--port", str(free_port()), *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode != 0 and "not a directory" in proc.stderr
+
+
+def test_serve_demo_prints_a_ready_login_and_key_that_work(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    env["STEAMHARNESS_SERVER_ADMIN_KEY"] = secrets.token_urlsafe(32)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [STEAMHARNESS, "serve", "--demo", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+            stdout=subprocess.PIPE,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + TIMEOUT
+        while not any(line.startswith("demo API key:") for line in lines) and time.monotonic() < deadline:
+            line = proc.stdout.readline().decode()
+            if not line:
+                break
+            lines.append(line)
+        key = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("demo API key:"))
+        assert any(line.startswith("demo login: demo / ") for line in lines)
+        url = f"http://127.0.0.1:{port}/api/workflows/{HELLO}/mcp?target=latest"
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+        while True:
+            try:
+                response = httpx2.post(url, json=body, headers=headers, timeout=5)
+                break
+            except httpx2.ConnectError:
+                assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+                time.sleep(0.05)  # the port is not listening yet; bounded by the deadline
+        assert response.status_code == 200, response.text
+        assert f"workflow-{HELLO}" in response.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
