@@ -40,6 +40,24 @@ def create_user(
     return account
 
 
+def grant_projects(
+    engine: Engine, *, user: str, projects: list[str], registry: ProjectRegistry, actor: str = "cli"
+) -> list[str]:
+    account = account_store.get_account(engine, name=user)
+    if account is None or account.id is None:
+        raise NotFound(f"user {user!r} does not exist")
+    for project_id in projects:
+        registry.record(project_id)
+    added = account_store.grant(engine, account_id=account.id, project_ids=projects, granted_by=actor)
+    if added:
+        with Session(engine) as s:
+            AuditLog().record(
+                s, "permission.granted", actor=actor, outcome="ok", details={"user": user, "projects": added}
+            )
+            s.commit()
+    return added
+
+
 def create_key(
     engine: Engine,
     *,

@@ -12,16 +12,19 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from webui.auth.keys import Authenticator, AuthError
+from webui.auth.ui import UiAuth
 from webui.errors import SteamharnessError
 from webui.mcp.bridge import CallBridge
 from webui.mcp.http import McpGateway
@@ -31,12 +34,25 @@ from webui.runs.env import server_base_env
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.store import sessions as session_store
-from webui.web import api
+from webui.web import api, auth_pages, projects
+from webui.web.deps import LoginRequired
 from webui.web.logging import install_redaction
+from webui.web.security import SecurityHeaders
+from webui.web.templating import STATIC_DIR, make_templates, page
 from webui.workflows.registry import ProjectRegistry
 
 log = logging.getLogger(__name__)
 
+ERROR_TITLES = {
+    400: "Bad request",
+    401: "Not logged in",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Conflict",
+    410: "Gone",
+    413: "Too large",
+    422: "Invalid input",
+}
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
@@ -104,6 +120,12 @@ def create_app(settings: Settings) -> FastAPI:
                 default_max_queued=settings.max_queued_per_project,
                 env=server_base_env(os.environ),
             )
+            app.state.ui_auth = UiAuth(
+                services.engine,
+                secret=persistent_secret(settings, "ui-session.key"),
+                idle=settings.ui_idle_timeout_seconds,
+                absolute=settings.ui_absolute_timeout_seconds,
+            )
             app.state.services = services
             app.state.registry = registry
             app.state.authenticator = authenticator
@@ -123,17 +145,48 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.templates = make_templates()
+    app.add_middleware(SecurityHeaders)
+    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router)
+    app.include_router(auth_pages.router)
+    app.include_router(projects.router)
     app.router.routes.append(Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
     add_mcp_operations(app)
 
     @app.exception_handler(SteamharnessError)
-    async def _known_error(request: Request, exc: SteamharnessError) -> JSONResponse:
+    async def _known_error(request: Request, exc: SteamharnessError) -> Response:
+        if not request.url.path.startswith("/api/"):
+            return page(
+                request,
+                "error.html",
+                {
+                    "status": exc.status,
+                    "title": ERROR_TITLES.get(exc.status, "Something went wrong"),
+                    "message": exc.message,
+                },
+                status_code=exc.status,
+            )
         headers: dict[str, Any] = {}
         if isinstance(exc, AuthError):
             headers["WWW-Authenticate"] = 'Bearer realm="steamharness"'
         return JSONResponse(
             {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status, headers=headers
         )
+
+    @app.exception_handler(LoginRequired)
+    async def _login_required(request: Request, exc: LoginRequired) -> Response:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        location = f"/login?{urlencode({'next': target})}"
+        if request.headers.get("hx-request") == "true":
+            return Response(status_code=401, headers={"HX-Redirect": location})
+        if request.method != "GET":
+            return page(
+                request,
+                "error.html",
+                {"status": 401, "title": "Logged out", "message": "Your session ended; log in again."},
+                status_code=401,
+            )
+        return RedirectResponse(location, status_code=303)
 
     return app

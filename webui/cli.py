@@ -411,6 +411,31 @@ def users_create(
     typer.echo(f"created user {name}{' (admin)' if admin else ''}", err=True)
 
 
+@users_app.command("grant")
+def users_grant(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    project: Annotated[
+        list[str] | None, typer.Option("--project", help="Project id (repeatable).", show_default=False)
+    ] = None,
+    all_projects: Annotated[bool, typer.Option("--all", help="Every registered project.")] = False,
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Give a (non-admin) account run permission on projects."""
+    from webui.admin import grant_projects
+    from webui.store.projects import list_projects
+
+    engine, registry = _store(_settings(data_dir, database_url))
+    ids = [r.id for r in list_projects(engine)] if all_projects else list(project or [])
+    if not ids:
+        fail("give --project ID (repeatable) or --all")
+    try:
+        added = grant_projects(engine, user=name, projects=ids, registry=registry)
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{name}: granted {len(added)} project(s)", err=True)
+
+
 @keys_app.command("create")
 def keys_create(
     user: Annotated[str, typer.Option("--user", help="Account name.")],

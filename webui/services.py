@@ -13,6 +13,7 @@ from typing import TextIO
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
+from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.runs.pool import WorkerPool
@@ -30,6 +31,7 @@ class Services:
     interactions: InteractionService
     pool: WorkerPool
     runs: RunService
+    hub: EventHub
 
 
 def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
@@ -72,7 +74,8 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
     engine = make_engine(settings.resolved_database_url)
     audit = AuditLog()
     files = FileStore(engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes)
-    interactions = InteractionService(engine, audit)
+    hub = EventHub()
+    interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool()
     runs = RunService(
         engine=engine,
@@ -90,7 +93,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
     runs.recover()
     await pool.start()
     try:
-        yield Services(settings, engine, audit, files, interactions, pool, runs)
+        yield Services(settings, engine, audit, files, interactions, pool, runs, hub)
     finally:
         await runs.shutdown()
         await pool.close()

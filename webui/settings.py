@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     max_queued_per_project: int | None = Field(default=100, ge=0)
     shutdown_grace_seconds: float = 5.0
 
+    ui_idle_timeout_seconds: float = Field(default=1800.0, gt=0)
+    ui_absolute_timeout_seconds: float = Field(default=12 * 3600.0, gt=0)
+    interaction_expiry_seconds: float = Field(default=300.0, gt=0)
+
     max_concurrent_runs: int = Field(default=8, ge=1)
     # SIGTERM first, SIGKILL after this many seconds, for timeouts and cancellation.
     kill_grace_seconds: float = Field(default=2.0, ge=0)

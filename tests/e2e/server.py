@@ -74,8 +74,8 @@ class LiveServer:
     def create_key(
         self, user: str = "alice", *, projects: list[str] | None = None, scopes: list[str] | None = None
     ) -> str:
-        if self.cli("keys", "list").stdout.find(f'"user": "{user}"') < 0:
-            self.cli("users", "create", user, check=False)
+        if self.cli("users", "create", user, check=False).returncode == 0:
+            self.cli("users", "grant", user, "--all")
         args = ["keys", "create", "--user", user]
         for p in projects or []:
             args += ["--project", p]

@@ -346,7 +346,10 @@ def test_a_key_without_permission_on_the_project_is_refused_with_http_403_at_con
 
     assert seen.connect_error is not None
     assert seen.connect_error["code"] == 403
-    assert "HTTP 403: this API key has no run permission on this project" in seen.connect_error["message"]
+    assert (
+        "HTTP 403: this API key (or its account) has no run permission on this project"
+        in seen.connect_error["message"]
+    )
     assert seen.server is None
     assert seen.session_id is None
     assert seen.steps == []

@@ -3,13 +3,15 @@ in the same transaction as the change it records."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert
+from sqlalchemy import Table, insert
+from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 from webui.store.models import AuditEvent
 
+_INSERT = insert(cast(Table, AuditEvent.__table__))  # pyright: ignore[reportAttributeAccessIssue]
 SECRET_KEYS = frozenset({"authorization", "key", "api_key", "token", "password", "secret"})
 
 
@@ -20,6 +22,6 @@ def _scrub(details: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class AuditLog:
-    def record(self, session: Session, event: str, **fields: Any) -> None:
+    def record(self, session: Session | Connection, event: str, **fields: Any) -> None:
         details = _scrub(fields.pop("details", None))
-        session.execute(insert(AuditEvent).values(event=event, details=details, **fields))
+        session.execute(_INSERT, {"event": event, "details": details, **fields})

@@ -69,7 +69,7 @@ class Principal:
         if self.kind == "admin":
             return
         if self.projects is not None and project_id not in self.projects:
-            raise Forbidden("this API key has no run permission on this project")
+            raise Forbidden("this API key (or its account) has no run permission on this project")
         if "runs.create" not in self.scopes:
             raise Forbidden("this API key lacks the runs.create scope")
 
@@ -102,6 +102,15 @@ def new_project_credential(*, project_id: str, kind: str) -> tuple[str, ProjectC
     return raw, row
 
 
+def _effective_projects(found: account_store.KeyRecord) -> frozenset[str] | None:
+    """What the key may run: its own project list, within what the account was granted
+    (admins: every project). Read on every request, so a removed grant takes effect at once."""
+    key_projects = frozenset(found.projects) if found.projects is not None else None
+    if found.is_admin:
+        return key_projects
+    return found.grants if key_projects is None else found.grants & key_projects
+
+
 class Authenticator:
     """Bearer credential -> Principal. Reads the key row on every call: a revocation made
     by any process sharing the store takes effect on the very next request."""
@@ -130,23 +139,21 @@ class Authenticator:
             return Principal(kind="admin", actor="admin", fingerprint=self.fingerprint(raw))
         if raw.startswith(KEY_PREFIX):
             public, sep, secret = raw[len(KEY_PREFIX) :].partition("_")
-            found = account_store.key_with_account(self.engine, key_id=f"key_{public}") if sep else None
-            if found is not None:
-                key, account = found
-                if hmac.compare_digest(sha256_hex(secret), key.secret_hash):
-                    if key.revoked_at is not None:
-                        raise AuthError("this API key has been revoked")
-                    if account.disabled:
-                        raise AuthError("this account is disabled")
-                    return Principal(
-                        kind="key",
-                        actor=f"user:{account.name}",
-                        fingerprint=self.fingerprint(raw),
-                        key_id=key.id,
-                        account_id=account.id,
-                        scopes=frozenset(key.scopes),
-                        projects=frozenset(key.projects) if key.projects is not None else None,
-                    )
+            found = account_store.key_record(self.engine, key_id=f"key_{public}") if sep else None
+            if found is not None and hmac.compare_digest(sha256_hex(secret), found.secret_hash):
+                if found.revoked:
+                    raise AuthError("this API key has been revoked")
+                if found.disabled:
+                    raise AuthError("this account is disabled")
+                return Principal(
+                    kind="key",
+                    actor=f"user:{found.account_name}",
+                    fingerprint=self.fingerprint(raw),
+                    key_id=f"key_{public}",
+                    account_id=found.account_id,
+                    scopes=frozenset(found.scopes),
+                    projects=_effective_projects(found),
+                )
             raise AuthError("invalid API key")
         for kind, prefix in CREDENTIAL_PREFIXES.items():
             if raw.startswith(prefix) and account_store.find_project_credential(

@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from webui.audit.log import AuditLog
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
+from webui.events import EventHub
 from webui.store.models import Interaction, utcnow
 
 ACTIONS = ("accept", "decline", "cancel")
@@ -48,9 +49,10 @@ def new_interaction_id() -> str:
 
 
 class InteractionService:
-    def __init__(self, engine: Engine, audit: AuditLog) -> None:
+    def __init__(self, engine: Engine, audit: AuditLog, hub: EventHub | None = None) -> None:
         self.engine = engine
         self.audit = audit
+        self.hub = hub or EventHub()
         self._listeners: list[AnswerListener] = []
 
     def on_answer(self, listener: AnswerListener) -> None:
@@ -91,6 +93,7 @@ class InteractionService:
                 details={"interactionId": row.id, "kind": kind},
             )
             s.commit()
+        self.hub.publish("interactions", "pending", interactionId=row.id, runId=run_id, projectId=project_id)
         return row
 
     def get(self, interaction_id: str) -> Interaction:
@@ -111,13 +114,17 @@ class InteractionService:
 
     def close_for_run(self, run_id: str) -> None:
         """The run ended: its unanswered questions can no longer be answered."""
+        closed: list[str] = []
         with Session(self.engine) as s:
             for row in s.exec(
                 select(Interaction).where(Interaction.run_id == run_id, Interaction.status == "pending")
             ):
                 row.status = "closed"
                 s.add(row)
+                closed.append(row.id)
             s.commit()
+        for interaction_id in closed:
+            self.hub.publish("interactions", "closed", interactionId=interaction_id, runId=run_id)
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         if action not in ACTIONS:
@@ -178,6 +185,9 @@ class InteractionService:
             )
             s.commit()
         result = Answer(row.id, row.run_id, action, clean)
+        self.hub.publish(
+            "interactions", "answered", interactionId=row.id, runId=row.run_id, action=action, channel=channel
+        )
         for listener in self._listeners:
             await listener(row, result)
         return result

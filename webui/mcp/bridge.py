@@ -208,9 +208,9 @@ class CallBridge:
             return _input_required(run_id, ia)
         message = _elicit_message(ia)
         for _ in range(MAX_INLINE_ATTEMPTS):
-            result = await ctx.session.elicit_form(
-                message, ia.requested_schema, related_request_id=ctx.request_id
-            )
+            result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
+            if result is None:
+                return None  # answered in another channel (the browser): the run goes on
             try:
                 await self.interactions.answer(
                     ia.id,
@@ -227,6 +227,36 @@ class CallBridge:
         return interaction_required_result(
             run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=hint
         )
+
+    async def _elicit_unless_answered_elsewhere(
+        self, ctx: ServerRequestContext[Any, Any], ia: Interaction, message: str
+    ) -> types.ElicitResult | None:
+        """Ask the client inline while watching the stored interaction: the first answer,
+        from any channel, wins; if another channel answers first, the client's request is
+        cancelled."""
+        outcome: list[types.ElicitResult] = []
+        with self.interactions.hub.subscribe("interactions") as events:
+            if self.interactions.get(ia.id).status != "pending":
+                return None
+            async with anyio.create_task_group() as tg:
+
+                async def ask() -> None:
+                    outcome.append(
+                        await ctx.session.elicit_form(
+                            message, ia.requested_schema, related_request_id=ctx.request_id
+                        )
+                    )
+                    tg.cancel_scope.cancel()
+
+                async def watch() -> None:
+                    async for event in events:
+                        if event.data.get("interactionId") == ia.id and event.kind in ("answered", "closed"):
+                            tg.cancel_scope.cancel()
+                            return
+
+                tg.start_soon(ask)
+                tg.start_soon(watch)
+        return outcome[0] if outcome else None
 
     async def _resume_from_state(self, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
         """A 2026-07-28 retry: the state was unsealed (and bound-checked) by the boundary."""

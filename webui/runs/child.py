@@ -222,6 +222,16 @@ def _forward(fd: int, chan: Channel, stream: str) -> None:
             chan.send({"type": "output", "stream": stream, "text": chunk.decode("utf-8", "replace")})
 
 
+def _set_environment(env: dict[str, str]) -> None:
+    """Make os.environ exactly `env`, touching only what differs (each change is a
+    putenv/unsetenv call, and most of the run's environment is the zygote's already)."""
+    for key in [k for k in os.environ if k not in env]:
+        del os.environ[key]
+    for key, value in env.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+
+
 def _load_handler(root: str, handler: str) -> Any:
     file_part, _, func_name = handler.rpartition(":")
     path = Path(root) / file_part
@@ -283,8 +293,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     spec = chan.wait_start()
 
     os.chdir(spec["root"])
-    os.environ.clear()
-    os.environ.update(spec.get("env") or {})
+    _set_environment(spec.get("env") or {})
     sys.path.insert(0, spec["root"])
 
     outcome: dict[str, Any]

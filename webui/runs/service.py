@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from webui.audit.log import AuditLog
 from webui.errors import NotFound, SteamharnessError
@@ -218,7 +217,7 @@ class RunService:
             owner=self.owner,
         )
 
-        def audit(s: Session) -> None:
+        def audit(s: Any) -> None:
             self.audit.record(
                 s,
                 "run.created",
@@ -365,7 +364,7 @@ class RunService:
         error = None if status == "success" else detail
         req = live.request
 
-        def audit(s: Session) -> None:
+        def audit(s: Any) -> None:
             self.audit.record(
                 s,
                 "run.finished",
@@ -393,6 +392,9 @@ class RunService:
         )
         if live.asked:
             self.interactions.close_for_run(live.run_id)
+        self.interactions.hub.publish(
+            "runs", "status", runId=live.run_id, projectId=req.project.id, status=status
+        )
         live.status = status
         live.waiting_on = None
         self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
@@ -452,6 +454,9 @@ class RunService:
     # ----------------------------------------------------------------- worker messages
     def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
         live.status = status
+        self.interactions.hub.publish(
+            "runs", "status", runId=live.run_id, projectId=live.request.project.id, status=status
+        )
         run_store.update_run(
             self.engine,
             run_id=live.run_id,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import cast
+
+from sqlalchemy import Table, bindparam
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.models import Account, ApiKey, ProjectCredential, utcnow
+from webui.store.models import Account, ApiKey, ProjectCredential, ProjectPermission, utcnow
 
 
 def get_account(engine: Engine, *, name: str) -> Account | None:
@@ -46,15 +51,59 @@ def get_key(engine: Engine, *, key_id: str) -> ApiKey | None:
         return s.get(ApiKey, key_id)
 
 
-def key_with_account(engine: Engine, *, key_id: str) -> tuple[ApiKey, Account] | None:
-    """One round trip on the authentication hot path."""
-    with Session(engine, expire_on_commit=False) as s:
-        row = s.exec(
-            select(ApiKey, Account)
-            .join(Account, col(Account.id) == col(ApiKey.account_id))
-            .where(ApiKey.id == key_id)
-        ).first()
-        return (row[0], row[1]) if row is not None else None
+_KEYS = cast(Table, ApiKey.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_ACCOUNTS = cast(Table, Account.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_GRANTS_TABLE = cast(Table, ProjectPermission.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_KEY_WITH_ACCOUNT = (
+    sa_select(
+        _KEYS.c.secret_hash,
+        _KEYS.c.revoked_at,
+        _KEYS.c.scopes,
+        _KEYS.c.projects,
+        _ACCOUNTS.c.id,
+        _ACCOUNTS.c.name,
+        _ACCOUNTS.c.is_admin,
+        _ACCOUNTS.c.disabled,
+    )
+    .join(_ACCOUNTS, _ACCOUNTS.c.id == _KEYS.c.account_id)
+    .where(_KEYS.c.id == bindparam("key_id"))
+)
+_GRANTS = sa_select(_GRANTS_TABLE.c.project_id).where(_GRANTS_TABLE.c.account_id == bindparam("account_id"))
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    secret_hash: str
+    revoked: bool
+    scopes: list[str]
+    projects: list[str] | None
+    account_id: int
+    account_name: str
+    is_admin: bool
+    disabled: bool
+    grants: frozenset[str]
+
+
+def key_record(engine: Engine, *, key_id: str) -> KeyRecord | None:
+    """The authentication hot path: prebuilt Core statements on one connection, no ORM."""
+    with engine.connect() as conn:
+        row = conn.execute(_KEY_WITH_ACCOUNT, {"key_id": key_id}).first()
+        if row is None:
+            return None
+        grants: frozenset[str] = frozenset()
+        if not row.is_admin:
+            grants = frozenset(conn.execute(_GRANTS, {"account_id": row.id}).scalars())
+    return KeyRecord(
+        secret_hash=row.secret_hash,
+        revoked=row.revoked_at is not None,
+        scopes=list(row.scopes or []),
+        projects=list(row.projects) if row.projects is not None else None,
+        account_id=row.id,
+        account_name=row.name,
+        is_admin=bool(row.is_admin),
+        disabled=bool(row.disabled),
+        grants=grants,
+    )
 
 
 def list_keys(engine: Engine, *, account_id: int | None = None) -> list[tuple[ApiKey, Account]]:
@@ -87,3 +136,36 @@ def add_project_credential(engine: Engine, *, row: ProjectCredential) -> Project
 def find_project_credential(engine: Engine, *, secret_hash: str) -> ProjectCredential | None:
     with Session(engine, expire_on_commit=False) as s:
         return s.exec(select(ProjectCredential).where(ProjectCredential.secret_hash == secret_hash)).first()
+
+
+def project_grants(engine: Engine, *, account_id: int) -> set[str]:
+    with Session(engine) as s:
+        stmt = select(ProjectPermission.project_id).where(ProjectPermission.account_id == account_id)
+        return set(s.exec(stmt))
+
+
+def grant(engine: Engine, *, account_id: int, project_ids: list[str], granted_by: str | None) -> list[str]:
+    """Add grants; returns the ones that are new."""
+    added: list[str] = []
+    with Session(engine) as s:
+        for project_id in project_ids:
+            if s.get(ProjectPermission, (account_id, project_id)) is None:
+                s.add(ProjectPermission(account_id=account_id, project_id=project_id, granted_by=granted_by))
+                added.append(project_id)
+        s.commit()
+    return added
+
+
+def revoke_grant(engine: Engine, *, account_id: int, project_id: str) -> bool:
+    with Session(engine) as s:
+        row = s.get(ProjectPermission, (account_id, project_id))
+        if row is None:
+            return False
+        s.delete(row)
+        s.commit()
+        return True
+
+
+def list_accounts(engine: Engine) -> list[Account]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.exec(select(Account).order_by(col(Account.name))))

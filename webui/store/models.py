@@ -82,6 +82,30 @@ class ProjectCredential(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class UiSession(SQLModel, table=True):
+    """A browser login. The cookie carries a signed random token; only its hash is stored."""
+
+    __tablename__ = "ui_sessions"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)  # sha256 of the token
+    account_id: int = Field(foreign_key="accounts.id", index=True)
+    csrf_token: str
+    created_at: datetime = Field(default_factory=utcnow)
+    last_seen_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+
+class ProjectPermission(SQLModel, table=True):
+    """Run permission of a (non-admin) account on a project, granted by an admin."""
+
+    __tablename__ = "project_permissions"  # pyright: ignore[reportAssignmentType]
+
+    account_id: int = Field(foreign_key="accounts.id", primary_key=True)
+    project_id: str = Field(foreign_key="projects.id", primary_key=True)
+    granted_by: str | None = None
+    granted_at: datetime = Field(default_factory=utcnow)
+
+
 class McpSession(SQLModel, table=True):
     """A 2025-era Streamable HTTP session and what it is bound to (never a raw key)."""
 
@@ -231,8 +255,10 @@ __all__ = [
     "McpSession",
     "PersistentValue",
     "ProjectCredential",
+    "ProjectPermission",
     "ProjectRecord",
     "ProjectVersion",
     "Run",
     "RunEvent",
+    "UiSession",
 ]

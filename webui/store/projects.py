@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import Table, bindparam
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from webui.store.models import ProjectRecord, ProjectVersion
 
+_PROJECTS = cast(Table, ProjectRecord.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_GET_PROJECT = sa_select(_PROJECTS).where(_PROJECTS.c.id == bindparam("project_id"))
+
 
 def get_project(engine: Engine, *, project_id: str) -> ProjectRecord | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(ProjectRecord, project_id)
+    """Read on every MCP request (existence, run gate, limits): a prebuilt Core statement."""
+    with engine.connect() as conn:
+        row = conn.execute(_GET_PROJECT, {"project_id": project_id}).mappings().first()
+    return ProjectRecord.model_validate(dict(row)) if row is not None else None
 
 
 def list_projects(engine: Engine) -> list[ProjectRecord]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, update
+from sqlalchemy import Table, bindparam, insert, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -54,13 +55,30 @@ def get_run(engine: Engine, *, run_id: str) -> Run | None:
         return s.get(Run, run_id)
 
 
-def create_run(engine: Engine, *, run: Run, audit: Callable[[Session], Any] | None = None) -> Run:
-    with Session(engine) as s:
-        s.execute(insert(Run).values(**run.model_dump()))
-        s.execute(insert(RunEvent).values(run_id=run.id, kind="state", text="queued", source=run.source))
+_RUNS = cast(Table, Run.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_EVENTS = cast(Table, RunEvent.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_INSERT_RUN = insert(_RUNS)
+_INSERT_EVENT = insert(_EVENTS)
+
+
+@functools.lru_cache(maxsize=64)
+def _update_run(columns: tuple[str, ...]) -> Any:
+    """One prebuilt UPDATE per set of changed columns; values travel as parameters."""
+    return update(_RUNS).where(_RUNS.c.id == bindparam("_run_id")).values({c: bindparam(c) for c in columns})
+
+
+# These run several times per tool call: prebuilt Core statements with parameters,
+# rather than ORM units of work or statements rebuilt per call.
+
+
+def create_run(engine: Engine, *, run: Run, audit: Callable[[Any], Any] | None = None) -> Run:
+    with engine.begin() as conn:
+        conn.execute(_INSERT_RUN, run.model_dump())
+        conn.execute(
+            _INSERT_EVENT, {"run_id": run.id, "kind": "state", "text": "queued", "source": run.source}
+        )
         if audit is not None:
-            audit(s)
-        s.commit()
+            audit(conn)
     return run
 
 
@@ -70,21 +88,19 @@ def update_run(
     run_id: str,
     event_text: str | None = None,
     source: str = "mcp",
-    audit: Callable[[Session], Any] | None = None,
+    audit: Callable[[Any], Any] | None = None,
     **changes: Any,
 ) -> None:
-    """One UPDATE (plus the timeline entry, plus an audit event) in one transaction.
-
-    Core statements rather than load-modify-flush: this runs several times per run, on
-    the tool-call path."""
-    with Session(engine) as s:
+    """One UPDATE (plus the timeline entry, plus an audit event) in one transaction."""
+    with engine.begin() as conn:
         if changes:
-            s.execute(update(Run).where(col(Run.id) == run_id).values(**changes))
+            conn.execute(_update_run(tuple(sorted(changes))), {"_run_id": run_id, **changes})
         if event_text is not None:
-            s.execute(insert(RunEvent).values(run_id=run_id, kind="state", text=event_text, source=source))
+            conn.execute(
+                _INSERT_EVENT, {"run_id": run_id, "kind": "state", "text": event_text, "source": source}
+            )
         if audit is not None:
-            audit(s)
-        s.commit()
+            audit(conn)
 
 
 def add_event(
@@ -97,7 +113,9 @@ def add_event(
     source: str = "mcp",
 ) -> None:
     with engine.begin() as conn:
-        conn.execute(insert(RunEvent).values(run_id=run_id, kind=kind, text=text, data=data, source=source))
+        conn.execute(
+            _INSERT_EVENT, {"run_id": run_id, "kind": kind, "text": text, "data": data, "source": source}
+        )
 
 
 def list_events(engine: Engine, *, run_id: str) -> list[RunEvent]:

@@ -6,9 +6,17 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from webui.auth.keys import Principal
+from webui.auth.keys import Forbidden, Principal
+from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.services import Services
+from webui.web.security import check_csrf
 from webui.workflows.registry import ProjectRegistry
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class LoginRequired(Exception):
+    """No (valid) browser session: pages redirect to /login."""
 
 
 def get_services(request: Request) -> Services:
@@ -24,6 +32,37 @@ def get_principal(request: Request) -> Principal:
     return request.app.state.authenticator.from_header(request.headers.get("authorization"))
 
 
+def get_ui_user(request: Request) -> UiUser | None:
+    if not hasattr(request.state, "user"):
+        request.state.user = request.app.state.ui_auth.resolve(request.cookies.get(COOKIE_NAME))
+    return request.state.user
+
+
+async def require_user(request: Request) -> UiUser:
+    """A logged-in person; for writes, also a matching CSRF token (header or form field)."""
+    user = get_ui_user(request)
+    if user is None:
+        raise LoginRequired()
+    if request.method in UNSAFE_METHODS:
+        submitted = request.headers.get("x-csrf-token")
+        if submitted is None and request.headers.get("content-type", "").startswith(
+            ("application/x-www-form-urlencoded", "multipart/form-data")
+        ):
+            form = await request.form()
+            value = form.get("csrf_token")
+            submitted = value if isinstance(value, str) else None
+        check_csrf(user.csrf_token, submitted)
+    return user
+
+
+async def require_admin(user: Annotated[UiUser, Depends(require_user)]) -> UiUser:
+    if not user.is_admin:
+        raise Forbidden("this page is for administrators")
+    return user
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 RegistryDep = Annotated[ProjectRegistry, Depends(get_registry)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+UserDep = Annotated[UiUser, Depends(require_user)]
+AdminDep = Annotated[UiUser, Depends(require_admin)]

@@ -1,0 +1,750 @@
+"""Streamable HTTP: tool calls, per-request auth and 50 MB uploads against bare baselines.
+
+Three parts, each with its baseline measured in the same run, on loopback only:
+
+- `call`: `Client.call_tool("echo", …)` (Python SDK client, `mode="legacy"`, httpx2 with a Bearer
+  header) through a real `steamharness serve` (project examples/hello, published, account API
+  key), against bench/bare_http_server.py (a lowlevel SDK server + `StreamableHTTPSessionManager`
+  calling the same echo function in-process). Latency p50/p99 on one session each, ABBA blocks;
+  then throughput with 16 concurrent clients (one session and one httpx2 client each), a fixed
+  number of calls per round, rounds alternating ABBA, median calls/s.
+  Targets: throughput >= 0.2x bare, p50 <= bare p50 + 15 ms.
+- `auth`: `Authenticator.from_header("Bearer shk_…")` for an account key against the server's
+  SQLite store (created with the CLI), in this process, median over many iterations; references:
+  the admin key (no database read) and the same key check written with the stdlib `sqlite3`.
+  Then inside the server (bench/instrumented_serve.py times every from_header it runs) during
+  sequential echo calls, with the tool-call p50 of the same period. Target: <= 0.2 ms.
+- `upload`: `POST /api/workflows/{id}/files` with a 50 MiB body, against bare_http_server.py's
+  `/upload` (streams the body to a temp file). Fresh processes for both; MiB/s (median) and the
+  server process's memory: VmRSS sampled every 2 ms during each upload, and VmHWM before/after.
+  Targets: throughput >= 0.5x raw, peak RSS growth <= 16 MiB.
+
+Run: `python bench/http_call.py [--parts call,auth,upload] [--calls N] [--rounds N] [--round-calls N]
+[--auth-iterations N] [--uploads N] [--profile-auth]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import hashlib
+import hmac
+import io
+import json
+import os
+import pstats
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import _common
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from webui.auth.keys import Authenticator
+from webui.store.db import make_engine, sqlite_url
+
+ROOT = Path(__file__).resolve().parent.parent
+HELLO = ROOT / "examples" / "hello"
+HELLO_ID = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
+BARE_SERVER = Path(__file__).resolve().parent / "bare_http_server.py"
+INSTRUMENTED = Path(__file__).resolve().parent / "instrumented_serve.py"
+STEAMHARNESS = Path(sys.executable).parent / "steamharness"
+TEXT = "benchmark payload"
+BLOCK = 25
+CLIENTS = 16
+UPLOAD_BYTES = 50 * 1024 * 1024  # the server's limit (Settings.max_file_bytes), exactly
+MIB = 1024 * 1024
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0
+RSS_SAMPLE_INTERVAL = 0.002
+
+P50_EXTRA_TARGET = 0.015  # steamharness p50 <= bare p50 + 15 ms
+THROUGHPUT_TARGET = 0.2  # steamharness calls/s >= 0.2x bare
+AUTH_TARGET = 0.0002  # from_header <= 0.2 ms
+UPLOAD_TARGET = 0.5  # steamharness MiB/s >= 0.5x raw
+RSS_TARGET_KIB = 16 * 1024  # peak RSS growth <= 16 MiB
+
+
+def _describe(exc: BaseException) -> str:
+    """The leaf exceptions of a (nested) exception group, else the exception itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _status_kib(pid: int, name: str) -> int:
+    """A `VmRSS`/`VmHWM`-style line of /proc/<pid>/status, in KiB."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(f"{name}:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/{pid}/status has no {name}")
+
+
+# --------------------------------------------------------------------------- set-up and servers
+@dataclass
+class Workspace:
+    """A temp dir with examples/hello registered and published, a user and its API key."""
+
+    root: Path
+    env: dict[str, str]
+    key: str = ""
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    def cli(self, *args: str, optional: bool = False) -> str:
+        """Run a CLI command on the data dir; `optional`: a command this version lacks is skipped."""
+        proc = subprocess.run(
+            [str(STEAMHARNESS), *args, "--data-dir", str(self.data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.env,
+            cwd=self.root,
+        )
+        if proc.returncode != 0:
+            if optional and "No such command" in proc.stderr:
+                return ""
+            raise RuntimeError(f"steamharness {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    @classmethod
+    def create(cls) -> Workspace:
+        root = Path(tempfile.mkdtemp(prefix="shbench-http-"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+        ws = cls(root=root, env=env)
+        try:
+            project = root / "projects" / "hello"
+            shutil.copytree(HELLO, project, ignore=shutil.ignore_patterns("__pycache__"))
+            ws.cli("projects", "add", str(project))
+            ws.cli("projects", "publish", HELLO_ID)
+            ws.cli("users", "create", "bench")
+            # Newer versions also need a per-account project grant; older ones have no such command.
+            ws.cli("users", "grant", "bench", "--project", HELLO_ID, optional=True)
+            ws.key = ws.cli("keys", "create", "--user", "bench", "--project", HELLO_ID).strip()
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return ws
+
+
+@dataclass
+class ServerProc:
+    """One server subprocess on a free loopback port, started and stopped by PID."""
+
+    label: str
+    argv: list[str]
+    ready_path: str
+    ws: Workspace
+    port: int = field(default_factory=_free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    procs: _common.ProcMap = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.ws.root / f"{self.label.split()[0]}-{self.port}.log"
+
+    async def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [*self.argv, "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.ws.env,
+                cwd=self.ws.root,  # not the checkout: a PYTHONPATH snapshot must win
+            )
+        self.procs[self.proc.pid] = _start_ticks(self.proc.pid)
+        deadline = time.monotonic() + START_TIMEOUT
+        async with httpx2.AsyncClient(timeout=1) as hc:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.label} exited at start-up:\n{self.log_tail()}")
+                with contextlib.suppress(httpx2.HTTPError):
+                    await hc.get(self.base_url + self.ready_path)  # any HTTP answer: it is listening
+                    self.record_children()
+                    return
+                await anyio.sleep(0.05)  # bounded by the deadline
+        raise RuntimeError(f"{self.label} did not answer within {START_TIMEOUT:g}s:\n{self.log_tail()}")
+
+    def record_children(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.procs.update(_common.descendants(self.proc.pid))
+
+    def stop(self) -> None:
+        """SIGTERM by PID and wait (graceful shutdown); then any recorded survivor, by PID."""
+        if self.proc is None:
+            return
+        self.record_children()
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        _common.report_leftovers(self.label, _common.stop_pids(self.procs))
+
+    def log_tail(self, lines: int = 15) -> str:
+        text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _start_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+        raw = fh.read()
+    return int(raw[raw.rindex(")") + 2 :].split()[19])
+
+
+def steamharness_server(ws: Workspace) -> ServerProc:
+    argv = [str(STEAMHARNESS), "serve", "--data-dir", str(ws.data_dir)]
+    return ServerProc("steamharness serve", argv, "/openapi.json", ws)
+
+
+def bare_server(ws: Workspace) -> ServerProc:
+    argv = [sys.executable, str(BARE_SERVER), "--upload-dir", str(ws.root / "raw-uploads")]
+    return ServerProc("bare SDK server", argv, "/mcp", ws)
+
+
+# --------------------------------------------------------------------------- part 1: tool calls
+@dataclass
+class Target:
+    label: str
+    url: str
+    headers: dict[str, str]
+    check: Callable[[Any], bool]
+    latency: list[float] = field(default_factory=list)
+    throughput: list[float] = field(default_factory=list)  # calls/s, one per round
+    loaded: list[float] = field(default_factory=list)  # per-call latency under load
+    pid: int = 0  # the server process, for CPU accounting during the throughput rounds
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # CPU seconds per call, one per round
+
+
+def _hello_ok(sc: Any) -> bool:
+    return isinstance(sc, dict) and sc.get("status") == "success" and sc.get("output") == {"text": TEXT}
+
+
+def _bare_ok(sc: Any) -> bool:
+    return sc == {"text": TEXT}
+
+
+async def _open(stack: AsyncExitStack, target: Target) -> Client:
+    hc = await stack.enter_async_context(
+        httpx2.AsyncClient(headers=target.headers, timeout=httpx2.Timeout(30, read=300))
+    )
+    client = await stack.enter_async_context(
+        Client(streamable_http_client(target.url, http_client=hc), mode="legacy")
+    )
+    await client.list_tools()
+    return client
+
+
+async def _call(target: Target, client: Client) -> float:
+    t0 = time.perf_counter()
+    result = await client.call_tool("echo", {"text": TEXT})
+    elapsed = time.perf_counter() - t0
+    if result.is_error or not target.check(result.structured_content):
+        raise RuntimeError(f"{target.label}: unexpected echo result: {result.model_dump(exclude_none=True)}")
+    return elapsed
+
+
+def _stat_cpu(pid: int) -> tuple[int, float, float]:
+    """(ppid, own CPU s, CPU s of its reaped children) from /proc/<pid>/stat; zeros if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            raw = fh.read()
+    except OSError:
+        return 0, 0.0, 0.0
+    f = raw[raw.rindex(")") + 2 :].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(f[1]), (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick
+
+
+def _cpu_snapshot(server_pid: int) -> dict[str, float]:
+    """CPU seconds so far: this process (the clients), the server, the server's children (the
+    zygote) and their reaped children (the workers, once the zygote has reaped them)."""
+    kids = [_stat_cpu(p) for p in _common.descendants(server_pid) if _stat_cpu(p)[0] == server_pid]
+    return {
+        "client": time.process_time(),
+        "server": _stat_cpu(server_pid)[1],
+        "zygote": sum(k[1] for k in kids),
+        "workers": sum(k[2] for k in kids),
+    }
+
+
+async def _round(target: Target, clients: list[Client], calls: int) -> tuple[float, list[float]]:
+    """`calls` calls spread over the clients, all running at once; (calls/s, per-call latencies)."""
+    per_client = [calls // len(clients) + (1 if i < calls % len(clients) else 0) for i in range(len(clients))]
+    latencies: list[float] = []
+
+    async def run(client: Client, n: int) -> None:
+        for _ in range(n):
+            latencies.append(await _call(target, client))
+
+    cpu0 = _cpu_snapshot(target.pid)
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for client, n in zip(clients, per_client, strict=True):
+            tg.start_soon(run, client, n)
+    rate = calls / (time.perf_counter() - t0)
+    cpu1 = _cpu_snapshot(target.pid)
+    for k, v in cpu1.items():
+        target.cpu.setdefault(k, []).append((v - cpu0[k]) / calls)
+    return rate, latencies
+
+
+async def part_call(ws: Workspace, calls: int, rounds: int, round_calls: int) -> float:
+    """Latency then throughput against both servers; returns steamharness p50 (seconds)."""
+    sh, bare = steamharness_server(ws), bare_server(ws)
+    try:
+        await sh.start()
+        await bare.start()
+        targets = [
+            Target(bare.label, f"{bare.base_url}/mcp", {}, _bare_ok),
+            Target(
+                sh.label,
+                f"{sh.base_url}/api/workflows/{HELLO_ID}/mcp?target=latest",
+                {"Authorization": f"Bearer {ws.key}"},
+                _hello_ok,
+            ),
+        ]
+        assert bare.proc is not None and sh.proc is not None
+        targets[0].pid, targets[1].pid = bare.proc.pid, sh.proc.pid
+        print(f"\n[call] latency: one session per server, {calls} warm-up + {calls} measured calls each")
+        async with AsyncExitStack() as stack:
+            clients = [await _open(stack, t) for t in targets]
+            for t, c in zip(targets, clients, strict=True):
+                for _ in range(calls):
+                    await _call(t, c)
+            done, order = 0, list(zip(targets, clients, strict=True))
+            while done < calls:
+                n = min(BLOCK, calls - done)
+                for t, c in order:
+                    for _ in range(n):
+                        t.latency.append(await _call(t, c))
+                order, done = order[::-1], done + n
+            sh.record_children()
+        print(
+            f"[call] throughput: {CLIENTS} concurrent clients (one session each) per server, "
+            f"{round_calls} calls per round, 1 warm-up + {rounds} measured rounds each, ABBA"
+        )
+        async with AsyncExitStack() as stack:
+            pools = [[await _open(stack, t) for _ in range(CLIENTS)] for t in targets]
+            for t, pool in zip(targets, pools, strict=True):
+                await _round(t, pool, round_calls)
+                t.cpu.clear()
+            order = list(zip(targets, pools, strict=True))
+            for _ in range(rounds):
+                for t, pool in order:
+                    rate, lat = await _round(t, pool, round_calls)
+                    t.throughput.append(rate)
+                    t.loaded.extend(lat)
+                order = order[::-1]
+            sh.record_children()
+    finally:
+        sh.stop()
+        bare.stop()
+    return report_call(targets)
+
+
+def report_call(targets: list[Target]) -> float:
+    bare, sh = targets
+    for t in targets:
+        p50, p99 = _common.percentile(t.latency, 50), _common.percentile(t.latency, 99)
+        print(f"  {t.label:<20} p50 {_common.ms(p50)}   p99 {_common.ms(p99)}   (n={len(t.latency)})")
+    b50, s50 = _common.percentile(bare.latency, 50), _common.percentile(sh.latency, 50)
+    b99, s99 = _common.percentile(bare.latency, 99), _common.percentile(sh.latency, 99)
+    verdict = "met" if s50 <= b50 + P50_EXTRA_TARGET else "NOT met"
+    print(
+        f"  steamharness - bare      p50 {_common.ms(s50 - b50)}   ratio p50 {s50 / b50:.2f}x   "
+        f"p99 {s99 / b99:.2f}x   (target p50 <= bare + {P50_EXTRA_TARGET * 1000:g} ms: {verdict})"
+    )
+    for t in targets:
+        rates = ", ".join(f"{r:.0f}" for r in t.throughput)
+        med = _common.percentile(t.throughput, 50)
+        l50, l99 = _common.percentile(t.loaded, 50), _common.percentile(t.loaded, 99)
+        print(
+            f"  {t.label:<20} {med:8.1f} calls/s median  [{rates}]   "
+            f"per call under load p50 {_common.ms(l50).strip()}, p99 {_common.ms(l99).strip()}"
+        )
+    for t in targets:
+        parts = ", ".join(f"{k} {_common.percentile(v, 50) * 1000:.2f}" for k, v in t.cpu.items())
+        print(f"  {t.label:<20} CPU ms per call (median of rounds): {parts}")
+    r = _common.percentile(sh.throughput, 50) / _common.percentile(bare.throughput, 50)
+    paired = sorted(s / b for s, b in zip(sh.throughput, bare.throughput, strict=True))
+    verdict = "met" if r >= THROUGHPUT_TARGET else "NOT met"
+    print(
+        f"  throughput steamharness/bare   {r:.3f}x (medians; per-round pairs "
+        f"{paired[0]:.3f}..{paired[-1]:.3f})   (target >= {THROUGHPUT_TARGET:g}x: {verdict})"
+    )
+    return s50
+
+
+# --------------------------------------------------------------------------- part 2: auth
+def _raw_sqlite_check(conn: sqlite3.Connection, secret_key: bytes, raw: str) -> tuple[str, str]:
+    """The same key check as Authenticator.authenticate, written against the stdlib sqlite3."""
+    public, _, secret = raw.removeprefix("shk_").partition("_")
+    row = conn.execute(
+        "SELECT k.secret_hash, k.revoked_at, k.scopes, k.projects, a.id, a.name, a.disabled "
+        "FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?",
+        (f"key_{public}",),
+    ).fetchone()
+    if row is None or not hmac.compare_digest(hashlib.sha256(secret.encode()).hexdigest(), row[0]):
+        raise RuntimeError("raw check: invalid key")
+    if row[1] is not None or row[6]:
+        raise RuntimeError("raw check: revoked or disabled")
+    return f"user:{row[5]}", hmac.new(secret_key, raw.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def part_auth(ws: Workspace, iterations: int, call_p50: float | None, profile: bool) -> None:
+    """`from_header` in a loop in this process, against references; no server is running."""
+    db = ws.data_dir / "steamharness.sqlite3"
+    engine = make_engine(sqlite_url(db))
+    admin_key = secrets.token_urlsafe(32)
+    secret_key = os.urandom(32)
+    auth = Authenticator(engine, admin_key=admin_key, fingerprint_secret=secret_key)
+    conn = sqlite3.connect(db, check_same_thread=False)
+    key_header, admin_header = f"Bearer {ws.key}", f"Bearer {admin_key}"
+    if auth.from_header(key_header).kind != "key" or auth.from_header(admin_header).kind != "admin":
+        raise RuntimeError("auth: unexpected principal")
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("from_header(account key)", lambda: auth.from_header(key_header)),
+        ("from_header(admin key, no DB)", lambda: auth.from_header(admin_header)),
+        ("same key check, stdlib sqlite3", lambda: _raw_sqlite_check(conn, secret_key, ws.key)),
+        ("empty loop (timer only)", lambda: None),
+    ]
+    samples: dict[str, list[float]] = {label: [] for label, _ in cases}
+    block = 100
+    print(
+        f"\n[auth] isolated loop in this process: {iterations} iterations per case after "
+        f"{iterations // 10} warm-up, blocks of {block} rotating the order; store: {db.name} (SQLite, WAL)"
+    )
+    prof = cProfile.Profile()
+    try:
+        for _, fn in cases:
+            for _ in range(iterations // 10):
+                fn()
+        order = list(cases)
+        for _ in range(0, iterations, block):
+            for label, fn in order:
+                out = samples[label]
+                for _ in range(block):
+                    t0 = time.perf_counter()
+                    fn()
+                    out.append(time.perf_counter() - t0)
+            order = order[1:] + order[:1]
+        if profile:
+            prof.enable()
+            for _ in range(iterations):
+                auth.from_header(key_header)
+            prof.disable()
+    finally:
+        conn.close()
+        engine.dispose()
+    key_p50 = _common.percentile(samples[cases[0][0]], 50)
+    for label, _ in cases:
+        p50, p99 = _common.percentile(samples[label], 50), _common.percentile(samples[label], 99)
+        rel = f"   1/{key_p50 / p50:.0f} of the account-key check" if label != cases[0][0] else ""
+        print(f"  {label:<32} p50 {p50 * 1e6:8.1f} us   p99 {p99 * 1e6:8.1f} us{rel}")
+    verdict = "met" if key_p50 <= AUTH_TARGET else "NOT met"
+    print(f"  target from_header(account key) p50 <= {AUTH_TARGET * 1000:g} ms (isolated): {verdict}")
+    if call_p50:
+        print(
+            f"  = {key_p50 / call_p50 * 100:.1f}% of the steamharness tool-call p50 of [call] "
+            f"({_common.ms(call_p50).strip()})"
+        )
+    if profile:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+        print("\n[auth] cProfile of the isolated from_header(account key) loop, top 25 by cumulative time:")
+        print("\n".join(line for line in out.getvalue().splitlines() if line.strip()))
+
+
+async def _dump(server: ServerProc, path: Path) -> dict[str, list[Any]]:
+    """Ask instrumented_serve.py for its samples (SIGUSR1, by PID) and read them."""
+    assert server.proc is not None
+    path.unlink(missing_ok=True)
+    os.kill(server.proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        if time.monotonic() > deadline or server.proc.poll() is not None:
+            raise RuntimeError(f"no auth samples from {server.label}:\n{server.log_tail()}")
+        await anyio.sleep(0.01)
+    data: dict[str, list[Any]] = json.loads(path.read_text(encoding="utf-8"))
+    path.unlink()
+    return data
+
+
+async def part_auth_in_server(ws: Workspace, calls: int) -> None:
+    """`from_header` as the server runs it: one per HTTP request, timed inside the server."""
+    dump = ws.root / "auth-samples.json"
+    argv = [sys.executable, str(INSTRUMENTED), "--dump", str(dump), "serve", "--data-dir", str(ws.data_dir)]
+    server = ServerProc("instrumented steamharness serve", argv, "/openapi.json", ws)
+    target = Target(
+        server.label,
+        f"{server.base_url}/api/workflows/{HELLO_ID}/mcp?target=latest",
+        {"Authorization": f"Bearer {ws.key}"},
+        _hello_ok,
+    )
+    print(
+        f"\n[auth] inside the server (bench/instrumented_serve.py): one session, {calls} warm-up + "
+        f"{calls} measured echo calls; every from_header the server runs is timed"
+    )
+    try:
+        await server.start()
+        async with AsyncExitStack() as stack:
+            client = await _open(stack, target)
+            for _ in range(calls):
+                await _call(target, client)
+            await _dump(server, dump)  # discard the warm-up
+            for _ in range(calls):
+                target.latency.append(await _call(target, client))
+            data = await _dump(server, dump)
+            server.record_children()
+    finally:
+        server.stop()
+    wall, cpu, with_gc = data["wall"], data["cpu"], data["gc"]
+    no_gc = [w for w, g in zip(wall, with_gc, strict=True) if not g]
+    w50, w99 = _common.percentile(wall, 50), _common.percentile(wall, 99)
+    c50 = _common.percentile(cpu, 50)
+    call50 = _common.percentile(target.latency, 50)
+    print(
+        f"  from_header in the server   p50 {w50 * 1e6:8.1f} us   p99 {w99 * 1e6:8.1f} us   "
+        f"thread CPU p50 {c50 * 1e6:.1f} us   (n={len(wall)} requests for {calls} calls)"
+    )
+    gc_share = (len(wall) - len(no_gc)) / len(wall) * 100
+    no_gc_p50 = f"{_common.percentile(no_gc, 50) * 1e6:.1f} us" if no_gc else "n/a"
+    print(f"  calls with a GC collection inside: {gc_share:.1f}%; p50 of the others {no_gc_p50}")
+    verdict = "met" if w50 <= AUTH_TARGET else "NOT met"
+    print(
+        f"  tool-call p50 in the same period {_common.ms(call50).strip()}: from_header p50 is "
+        f"{w50 / call50 * 100:.1f}% of it   "
+        f"(target p50 <= {AUTH_TARGET * 1000:g} ms in the server: {verdict})"
+    )
+
+
+# --------------------------------------------------------------------------- part 3: uploads
+@dataclass
+class Upload:
+    label: str
+    server: ServerProc
+    url: str
+    params: dict[str, str]
+    headers: dict[str, str]
+    check: Callable[[httpx2.Response], bool]
+    rates: list[float] = field(default_factory=list)  # MiB/s
+    growth_kib: list[int] = field(default_factory=list)  # sampled peak VmRSS - VmRSS before
+    rss_before: int = 0
+    hwm_before: int = 0
+    hwm_after: int = 0
+
+
+class RssSampler:
+    """A thread reading VmRSS of one process every RSS_SAMPLE_INTERVAL while an upload runs."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = _status_kib(pid, "VmRSS")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _status_kib(self.pid, "VmRSS"))
+            self._stop.wait(RSS_SAMPLE_INTERVAL)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _status_kib(self.pid, "VmRSS"))
+
+
+async def _upload(hc: httpx2.AsyncClient, up: Upload, payload: bytes, measure: bool) -> None:
+    assert up.server.proc is not None
+    pid = up.server.proc.pid
+    before = _status_kib(pid, "VmRSS")
+    with RssSampler(pid) as sampler:
+        t0 = time.perf_counter()
+        resp = await hc.post(up.url, params=up.params, headers=up.headers, content=payload)
+        elapsed = time.perf_counter() - t0
+    if resp.status_code != 201 or not up.check(resp):
+        raise RuntimeError(f"{up.label}: upload answered {resp.status_code}: {resp.text[:300]}")
+    if measure:
+        up.rates.append(len(payload) / MIB / elapsed)
+        up.growth_kib.append(sampler.peak - before)
+
+
+async def part_upload(ws: Workspace, uploads: int) -> None:
+    payload = os.urandom(UPLOAD_BYTES)
+    sha = hashlib.sha256(payload).hexdigest()
+    small = payload[:MIB]
+    sh, bare = steamharness_server(ws), bare_server(ws)
+    try:
+        await sh.start()
+        await bare.start()
+        items = [
+            Upload(
+                "raw streaming upload",
+                bare,
+                f"{bare.base_url}/upload",
+                {},
+                {"Content-Type": "application/octet-stream"},
+                lambda r: r.json()["size"] in (UPLOAD_BYTES, MIB),
+            ),
+            Upload(
+                "steamharness POST …/files",
+                sh,
+                f"{sh.base_url}/api/workflows/{HELLO_ID}/files",
+                {"fileName": "payload.bin", "mimeType": "application/octet-stream"},
+                {"Content-Type": "application/octet-stream", "Authorization": f"Bearer {ws.key}"},
+                lambda r: r.json()["data"][0]["size"] in (UPLOAD_BYTES, MIB),
+            ),
+        ]
+        print(
+            f"\n[upload] fresh server processes; 1 MiB warm-up, then {uploads} uploads of "
+            f"{UPLOAD_BYTES // MIB} MiB each (Content-Length), ABBA; VmRSS sampled every "
+            f"{RSS_SAMPLE_INTERVAL * 1000:g} ms"
+        )
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as hc:
+            for up in items:
+                await _upload(hc, up, small, measure=False)
+                assert up.server.proc is not None
+                up.rss_before = _status_kib(up.server.proc.pid, "VmRSS")
+                up.hwm_before = _status_kib(up.server.proc.pid, "VmHWM")
+            order = items
+            for _ in range(uploads):
+                for up in order:
+                    await _upload(hc, up, payload, measure=True)
+                order = order[::-1]
+            for up in items:
+                assert up.server.proc is not None
+                up.hwm_after = _status_kib(up.server.proc.pid, "VmHWM")
+            # The stored blob must be the payload, byte for byte.
+            blob = ws.data_dir / "files" / sha[:2] / sha
+            if not blob.is_file() or blob.stat().st_size != UPLOAD_BYTES:
+                raise RuntimeError(f"steamharness: blob {blob} missing or wrong size")
+            sh.record_children()
+    finally:
+        sh.stop()
+        bare.stop()
+    raw, up_sh = items
+    for up in items:
+        med = _common.percentile(up.rates, 50)
+        rates = ", ".join(f"{r:.0f}" for r in up.rates)
+        growth = ", ".join(f"{g / 1024:.1f}" for g in up.growth_kib)
+        print(
+            f"  {up.label:<26} {med:7.1f} MiB/s median [{rates}]   "
+            f"RSS before {up.rss_before / 1024:.1f} MiB, sampled growth per upload [{growth}] MiB, "
+            f"VmHWM {up.hwm_before / 1024:.1f} -> {up.hwm_after / 1024:.1f} MiB"
+        )
+    r = _common.percentile(up_sh.rates, 50) / _common.percentile(raw.rates, 50)
+    verdict = "met" if r >= UPLOAD_TARGET else "NOT met"
+    print(f"  throughput steamharness/raw   {r:.2f}x   (target >= {UPLOAD_TARGET:g}x: {verdict})")
+    for up in items:
+        peak = max(max(up.growth_kib), up.hwm_after - up.rss_before)
+        verdict = "met" if peak <= RSS_TARGET_KIB else "NOT met"
+        tag = f"(target <= {RSS_TARGET_KIB // 1024} MiB: {verdict})" if up is up_sh else "(reference)"
+        print(
+            f"  peak RSS growth {up.label:<26} {peak / 1024:6.1f} MiB "
+            f"(max of sampled peaks and VmHWM after - VmRSS before)   {tag}"
+        )
+
+
+# --------------------------------------------------------------------------- main
+def _print_logs(ws: Workspace, lines: int = 15) -> None:
+    for log in sorted(ws.root.glob("*.log")):
+        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        print(f"\n{log.name} (last lines):\n{tail}", file=sys.stderr)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--parts", default="call,auth,upload", help="comma-separated: call, auth, upload")
+    parser.add_argument(
+        "--calls", type=int, default=300, help="latency: warm-up and measured calls (1..5000)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=6, help="throughput: measured rounds per server (1..50)"
+    )
+    parser.add_argument(
+        "--round-calls", type=int, default=320, help=f"throughput: calls per round ({CLIENTS}..5000)"
+    )
+    parser.add_argument("--auth-iterations", type=int, default=5000, help="auth: per case (100..100000)")
+    parser.add_argument("--uploads", type=int, default=5, help="upload: 50 MiB uploads per server (1..20)")
+    parser.add_argument("--profile-auth", action="store_true", help="auth: also print a cProfile")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    for p in parts:
+        if p not in ("call", "auth", "upload"):
+            parser.error(f"unknown part {p!r}")
+    calls = max(1, min(args.calls, 5000))
+    rounds = max(1, min(args.rounds, 50))
+    round_calls = max(CLIENTS, min(args.round_calls, 5000))
+    iterations = max(100, min(args.auth_iterations, 100_000))
+    uploads = max(1, min(args.uploads, 20))
+
+    print("Streamable HTTP benchmarks: steamharness serve against bare SDK / raw Starlette baselines")
+    print(_common.machine_line())
+    ws = Workspace.create()
+    call_p50: float | None = None
+    try:
+        if "call" in parts:
+            try:
+                call_p50 = await part_call(ws, calls, rounds, round_calls)
+            except Exception as exc:
+                print(f"  [call] failed: {_describe(exc)}")
+                _print_logs(ws)
+        if "auth" in parts:
+            part_auth(ws, iterations, call_p50, args.profile_auth)
+            try:
+                await part_auth_in_server(ws, calls)
+            except Exception as exc:
+                print(f"  [auth] in the server failed: {_describe(exc)}")
+                _print_logs(ws)
+        if "upload" in parts:
+            try:
+                await part_upload(ws, uploads)
+            except Exception as exc:
+                print(f"  [upload] failed: {_describe(exc)}")
+                _print_logs(ws)
+    finally:
+        shutil.rmtree(ws.root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

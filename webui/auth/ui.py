@@ -1,0 +1,127 @@
+"""Browser logins: a signed cookie carrying a random token, a server-side session row
+(only the token's hash), idle and absolute timeouts, a CSRF token per session.
+
+A new session is created at every login (rotation), so a token seen before login is
+never promoted; logout ends the row, so a copied cookie stops working at once. The cookie
+never authenticates the MCP endpoint (the gateway refuses it by name)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from itsdangerous import BadSignature, URLSafeSerializer
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from webui.auth.passwords import hash_password, verify_password
+from webui.store import accounts as account_store
+from webui.store.models import Account, UiSession, utcnow
+
+COOKIE_NAME = "steamharness_session"
+LAST_SEEN_RESOLUTION = timedelta(seconds=30)  # don't write on every request
+# Verifying against a real hash when the user does not exist keeps timing uniform.
+_DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class UiUser:
+    account_id: int
+    name: str
+    is_admin: bool
+    session_id: str
+    csrf_token: str
+    projects: frozenset[str] | None  # None: every project (admins)
+
+    @property
+    def actor(self) -> str:
+        return f"user:{self.name}"
+
+    def may_use(self, project_id: str) -> bool:
+        return self.projects is None or project_id in self.projects
+
+
+class UiAuth:
+    def __init__(self, engine: Engine, *, secret: bytes, idle: float, absolute: float) -> None:
+        self.engine = engine
+        self._signer = URLSafeSerializer(secret, salt="steamharness-ui-session")
+        self.idle = timedelta(seconds=idle)
+        self.absolute = timedelta(seconds=absolute)
+
+    def login(self, name: str, password: str) -> tuple[str, Account] | None:
+        """Returns (cookie value, account) or None; the same answer for every failure."""
+        account = account_store.get_account(self.engine, name=name)
+        if account is None or account.disabled or not account.password_hash:
+            verify_password(_DUMMY_HASH, password)
+            return None
+        if not verify_password(account.password_hash, password):
+            return None
+        assert account.id is not None
+        token = secrets.token_urlsafe(32)
+        with Session(self.engine) as s:
+            s.add(UiSession(id=_hash(token), account_id=account.id, csrf_token=secrets.token_urlsafe(24)))
+            s.commit()
+        return self._signer.dumps(token), account
+
+    def resolve(self, cookie: str | None) -> UiUser | None:
+        if not cookie:
+            return None
+        try:
+            token = self._signer.loads(cookie)
+        except BadSignature:
+            return None
+        if not isinstance(token, str):
+            return None
+        now = utcnow()
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(UiSession, _hash(token))
+            if row is None or row.ended_at is not None:
+                return None
+            created = _aware(row.created_at)
+            seen = _aware(row.last_seen_at)
+            if now - seen > self.idle or now - created > self.absolute:
+                row.ended_at = now
+                s.add(row)
+                s.commit()
+                return None
+            account = s.get(Account, row.account_id)
+            if account is None or account.disabled or account.id is None:
+                return None
+            if now - seen > LAST_SEEN_RESOLUTION:
+                row.last_seen_at = now
+                s.add(row)
+                s.commit()
+            projects = (
+                None
+                if account.is_admin
+                else frozenset(account_store.project_grants(self.engine, account_id=account.id))
+            )
+            return UiUser(account.id, account.name, account.is_admin, row.id, row.csrf_token, projects)
+
+    def logout(self, session_id: str) -> None:
+        with Session(self.engine) as s:
+            row = s.get(UiSession, session_id)
+            if row is not None and row.ended_at is None:
+                row.ended_at = utcnow()
+                s.add(row)
+                s.commit()
+
+    def end_all(self, account_id: int) -> None:
+        with Session(self.engine) as s:
+            stmt = select(UiSession).where(
+                UiSession.account_id == account_id, col(UiSession.ended_at).is_(None)
+            )
+            for row in s.exec(stmt):
+                row.ended_at = utcnow()
+                s.add(row)
+            s.commit()
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -1,0 +1,93 @@
+"""Login and logout."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+from sqlmodel import Session
+
+from webui.auth.ui import COOKIE_NAME
+from webui.web.deps import ServicesDep, UserDep, get_ui_user
+from webui.web.security import check_csrf
+from webui.web.templating import page
+
+router = APIRouter(tags=["pages"])
+LOGIN_CSRF_COOKIE = "steamharness_login_csrf"
+
+
+def safe_next(value: str | None) -> str:
+    """Only local paths: never an open redirect."""
+    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return "/projects"
+
+
+def _login_page(request: Request, *, error: str | None, next_url: str, status: int = 200) -> Response:
+    token = secrets.token_urlsafe(24)
+    response = page(
+        request,
+        "auth/login.html",
+        {"error": error, "next": next_url, "login_csrf": token},
+        status_code=status,
+    )
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+    )
+    return response
+
+
+@router.get("/login", summary="Login page")
+async def login_form(request: Request, next: str | None = None) -> Response:
+    if get_ui_user(request) is not None:
+        return RedirectResponse(safe_next(next), status_code=303)
+    return _login_page(request, error=None, next_url=safe_next(next))
+
+
+@router.post("/login", summary="Log in")
+async def login(
+    request: Request,
+    services: ServicesDep,
+    username: Annotated[str, Form(max_length=64)],
+    password: Annotated[str, Form(max_length=1024)],
+    csrf_token: Annotated[str, Form()],
+    next: Annotated[str, Form()] = "/projects",
+) -> Response:
+    check_csrf(request.cookies.get(LOGIN_CSRF_COOKIE, ""), csrf_token)
+    result = request.app.state.ui_auth.login(username, password)
+    client = request.client.host if request.client else None
+    with Session(services.engine) as s:
+        services.audit.record(
+            s,
+            "ui.login",
+            actor=f"user:{username}",
+            outcome="ok" if result else "failed",
+            source="ui",
+            client_address=client,
+            user_agent=(request.headers.get("user-agent") or "")[:300] or None,
+        )
+        s.commit()
+    if result is None:
+        return _login_page(
+            request, error="Invalid username or password.", next_url=safe_next(next), status=401
+        )
+    cookie, _account = result
+    response = RedirectResponse(safe_next(next), status_code=303)
+    response.set_cookie(
+        COOKIE_NAME, cookie, httponly=True, samesite="lax", secure=request.url.scheme == "https", path="/"
+    )
+    response.delete_cookie(LOGIN_CSRF_COOKIE)
+    return response
+
+
+@router.post("/logout", summary="Log out")
+async def logout(request: Request, user: UserDep, services: ServicesDep) -> Response:
+    request.app.state.ui_auth.logout(user.session_id)
+    with Session(services.engine) as s:
+        services.audit.record(s, "ui.logout", actor=user.actor, outcome="ok", source="ui")
+        s.commit()
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE_NAME, path="/")
+    return response
