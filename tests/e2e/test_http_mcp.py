@@ -664,3 +664,29 @@ def test_the_openapi_document_lists_the_mcp_operations(server: LiveServer) -> No
     assert {"200", "401", "403", "404"} <= set(item["post"]["responses"])
     assert "/api/workflows/{project_id}/files" in doc["paths"]
     assert httpx2.get(f"{server.base_url}/docs").status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_cancelling_a_call_from_the_sdk_client_kills_its_worker_in_both_eras(
+    server: LiveServer, mode: str
+) -> None:
+    key = server.create_key("tess")
+    pids: dict[str, int] = {}
+    started = anyio.Event()
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        pids.update({k: int(v) for k, v in (part.split("=") for part in (message or "").split())})
+        started.set()
+
+    async with sdk_client(server.mcp_url(TORTURE), key, mode) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await client.call_tool("sleep", {"grandchild": True}, progress_callback=on_progress)
+
+            tg.start_soon(call)
+            with anyio.fail_after(TIMEOUT):
+                await started.wait()
+            tg.cancel_scope.cancel()
+        await wait_until_gone([pids["worker"], pids["grandchild"]])
+        assert payload(await client.call_tool("progress", {}))["output"] == {"steps": 3}
