@@ -1,0 +1,75 @@
+"""Page tests: the real app (lifespan included) behind Starlette's TestClient, with the
+example projects registered and published, an admin and a plain user."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import EXAMPLES, TORTURE
+from webui.admin import create_user, grant_projects
+from webui.app import create_app
+from webui.settings import Settings
+from webui.store.db import make_engine
+from webui.workflows.registry import ProjectRegistry
+
+HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
+INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+LEDGER = "9a1d2c3b-4e5f-4a6b-8c7d-1e2f3a4b5c6d"
+ADMIN = ("root", "admin-password-1")
+USER = ("ann", "user-password-1")
+CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+@dataclass
+class Web:
+    client: TestClient
+    settings: Settings
+
+    def login(self, name: str, password: str) -> str:
+        """Log in; returns the session's CSRF token."""
+        page = self.client.get("/login")
+        token = CSRF_RE.search(page.text)
+        assert token, page.text
+        r = self.client.post(
+            "/login",
+            data={"username": name, "password": password, "csrf_token": token.group(1)},
+            follow_redirects=False,
+        )
+        assert r.status_code == 303, r.text
+        return self.csrf()
+
+    def csrf(self) -> str:
+        token = CSRF_RE.search(self.client.get("/projects").text)
+        assert token
+        return token.group(1)
+
+    def logout(self) -> None:
+        self.client.cookies.clear()
+
+
+def prepare(data_dir: Path) -> Settings:
+    settings = Settings(data_dir=data_dir)
+    engine = make_engine(settings.resolved_database_url)
+    registry = ProjectRegistry(engine, settings.versions_dir)
+    for folder in (*sorted(p for p in EXAMPLES.iterdir() if p.is_dir()), TORTURE):
+        project, _ = registry.register(folder)
+        if project.version:
+            registry.publish(project.id, project.version)
+    create_user(engine, name=ADMIN[0], admin=True, password=ADMIN[1])
+    create_user(engine, name=USER[0], admin=False, password=USER[1])
+    grant_projects(engine, user=USER[0], projects=[HELLO, INTERACTIVE], registry=registry)
+    engine.dispose()
+    return settings
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[Web]:
+    settings = prepare(tmp_path / "data")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        yield Web(client, settings)
