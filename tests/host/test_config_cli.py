@@ -1,0 +1,105 @@
+"""`steamharness config validate` (R-HOST-6): checks everything without connecting."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+TIMEOUT = 60
+PREFIX = "steamharness: error: "
+
+
+def validate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    return subprocess.run(
+        [STEAMHARNESS, "config", "validate", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=clean | (env or {}),
+    )
+
+
+def make_root(root: Path, servers: dict[str, object], config: str = "") -> Path:
+    (root / "mcp").mkdir(parents=True)
+    (root / "mcp/servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    if config:
+        (root / "config.yaml").write_text(config, encoding="utf-8")
+    return root
+
+
+GOOD = {
+    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/w"]},
+    "docs": {"url": "https://mcp.example.com/mcp", "headers": {"X-Workspace": "${WORKSPACE_ID}"}},
+}
+
+
+def test_a_valid_root_exits_zero_with_one_success_line_on_stderr(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD, "defaults: {mcp_servers: [mcp-fs]}\n")
+    done = validate("--root", str(root), env={"WORKSPACE_ID": "ws"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == f"steamharness: config ok: 2 MCP server(s) in {root}; defaults: mcp-fs\n"
+
+
+def test_an_invalid_root_prints_one_line_per_problem_and_exits_non_zero(tmp_path: Path) -> None:
+    servers = GOOD | {"bad": {"type": "sse", "url": "http://mcp.example.com/sse", "alwaysAllow": ["x"]}}
+    root = make_root(tmp_path / "root", servers, "defaults: {mcp_servers: [mcp-nope]}\n")
+    done = validate("--root", str(root))
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert all(line.startswith(PREFIX) for line in lines), lines
+    assert [line.removeprefix(PREFIX).replace(f"{root}/", "") for line in lines] == [
+        "mcp/servers.json: mcp-bad: alwaysAllow: unknown field (client-specific fields are not supported;"
+        " allowed: type, command, args, env, url, headers)",
+        "mcp/servers.json: mcp-bad: type: legacy SSE is not supported; remote servers use Streamable HTTP"
+        " (type: http or streamable-http, url of the Streamable HTTP endpoint)",
+        "mcp/servers.json: mcp-bad: url: plain http is allowed only for a literal loopback host"
+        " (127.0.0.0/8, ::1, localhost); use https",
+        "mcp/servers.json: mcp-docs: headers.X-Workspace: environment variable WORKSPACE_ID is not set in"
+        " the host process (references need a non-empty value)",
+        "config.yaml: defaults.mcp_servers[0]: no configured MCP server has id 'mcp-nope'",
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_an_empty_variable_in_the_process_environment_is_a_problem(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD)
+    done = validate("--root", str(root), env={"WORKSPACE_ID": ""})
+    assert done.returncode == 1
+    assert "environment variable WORKSPACE_ID is empty in the host process" in done.stderr
+
+
+def test_the_root_comes_from_steamharness_root_then_the_data_dir(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", {"fs": {"command": "npx"}})
+    data = make_root(tmp_path / "data", {"a": {"command": "x"}, "b": {"command": "y"}})
+    by_root = validate(env={"STEAMHARNESS_ROOT": str(root), "STEAMHARNESS_DATA_DIR": str(data)})
+    by_data_dir = validate(env={"STEAMHARNESS_DATA_DIR": str(data)})
+    assert by_root.returncode == by_data_dir.returncode == 0
+    assert f"1 MCP server(s) in {root};" in by_root.stderr
+    assert f"2 MCP server(s) in {data};" in by_data_dir.stderr
+
+
+def test_the_default_root_is_the_data_dir_under_home(tmp_path: Path) -> None:
+    make_root(tmp_path / ".steamharness", {"fs": {"command": "npx"}})
+    done = validate(env={"HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert f"in {tmp_path / '.steamharness'};" in done.stderr
+
+
+def test_a_missing_root_is_one_clear_line(tmp_path: Path) -> None:
+    done = validate("--root", str(tmp_path / "nope"))
+    assert done.returncode == 1
+    assert (
+        done.stderr
+        == f"{PREFIX}{tmp_path / 'nope'}: the root config folder does not exist or is not a directory\n"
+    )
+
+
+def test_config_validate_has_help() -> None:
+    done = validate("--help")
+    assert done.returncode == 0 and "--root" in done.stdout and "STEAMHARNESS_ROOT" in done.stdout
