@@ -1,0 +1,472 @@
+"""The host as an MCP client (seed 003): conversations, connections to the configured
+servers, their tool calls, and their requests for human input.
+
+Each connection runs in a task of its own (the SDK client's context must be entered and
+left by one task); tool calls from request handlers use it concurrently. A server's form
+or URL request becomes a stored Interaction (origin "host"), shown in the conversation
+view and answered through `InteractionService.answer`; the callback waits for that
+answer, at most the expiry (five minutes by default), then tells the server `cancel`.
+Connections are kept per conversation, or once per host for `mcp.host_owned_servers`;
+never rebuilt per call. Captured sources are re-checked before a client is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+import mcp_types as types
+from anyio.abc import TaskGroup
+from mcp import Client, StdioServerParameters
+from mcp.client.context import ClientRequestContext
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from webui.audit.log import AuditLog
+from webui.errors import NotFound, SteamharnessError
+from webui.host.config import (
+    Capture,
+    HostConfig,
+    ServerConfig,
+    capture,
+    check_capture,
+    describe_command,
+    load_host_config,
+    resolve_env,
+    resolve_headers,
+)
+from webui.host.forms import unsupported_reasons
+from webui.interactions.service import Answer, InteractionService
+from webui.store.models import HostCall, HostConversation, Interaction, utcnow
+
+log = logging.getLogger(__name__)
+
+INVALID_PARAMS = -32602
+CONNECT_TIMEOUT = 60.0
+CALL_SLACK = 60.0  # a call may wait for a person: expiry plus this
+
+
+class HostError(SteamharnessError):
+    code = "host_error"
+    status = 502
+
+
+@dataclass
+class Connection:
+    key: tuple[str, str]  # (conversation id or "host", server id)
+    server: ServerConfig
+    captured: Capture
+    conversation_id: str | None
+    state: str = "connecting"  # connecting | ready | failed | closed
+    error: str | None = None
+    client: Client | None = None
+    tools: list[types.Tool] = field(default_factory=list)
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    closing: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class HostService:
+    def __init__(
+        self,
+        *,
+        root: Path,
+        engine: Engine,
+        interactions: InteractionService,
+        audit: AuditLog,
+        expiry_seconds: float,
+        log_dir: Path,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.engine = engine
+        self.interactions = interactions
+        self.audit = audit
+        self.expiry = expiry_seconds
+        self.log_dir = log_dir
+        self.environ = environ if environ is not None else os.environ
+        self._tg: TaskGroup | None = None
+        self._connections: dict[tuple[str, str], Connection] = {}
+        self._waiting: dict[str, anyio.Event] = {}
+        self._answers: dict[str, Answer] = {}
+        interactions.on_answer(self._on_answer)
+
+    # ------------------------------------------------------------------ lifecycle
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[HostService]:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield self
+            finally:
+                await self.close_all("shutdown")
+                tg.cancel_scope.cancel()
+                self._tg = None
+
+    async def close_all(self, reason: str) -> None:
+        for conn in list(self._connections.values()):
+            await self._close(conn, reason)
+
+    # ------------------------------------------------------------------ config and conversations
+    def config(self) -> HostConfig:
+        return load_host_config(self.root)
+
+    def create_conversation(
+        self, *, account_id: int, title: str, selection: list[str] | None, actor: str
+    ) -> HostConversation:
+        """The selection is resolved now and kept exactly (null inherits the defaults now)."""
+        chosen = self.config().select(selection)
+        row = HostConversation(
+            id=f"conv_{secrets.token_hex(6)}",
+            account_id=account_id,
+            title=title[:200] or "Conversation",
+            selection=chosen,
+        )
+        with Session(self.engine, expire_on_commit=False) as s:
+            s.add(row)
+            self.audit.record(
+                s,
+                "host.conversation.created",
+                actor=actor,
+                outcome="ok",
+                source="host",
+                details={"conversationId": row.id, "servers": chosen},
+            )
+            s.commit()
+        return row
+
+    def conversation(self, conversation_id: str) -> HostConversation:
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(HostConversation, conversation_id)
+        if row is None:
+            raise NotFound(f"conversation {conversation_id!r} not found")
+        return row
+
+    def conversations(self, account_id: int | None) -> list[HostConversation]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            stmt = select(HostConversation).order_by(col(HostConversation.created_at).desc())
+            if account_id is not None:
+                stmt = stmt.where(HostConversation.account_id == account_id)
+            return list(s.exec(stmt.limit(200)))
+
+    def calls(self, conversation_id: str) -> list[HostCall]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            stmt = select(HostCall).where(HostCall.conversation_id == conversation_id)
+            return list(s.exec(stmt.order_by(col(HostCall.created_at))))
+
+    def connection_state(self, conversation_id: str, server_id: str) -> Connection | None:
+        return self._connections.get(self._key(conversation_id, server_id))
+
+    async def close_conversation(self, conversation_id: str) -> None:
+        for key, conn in list(self._connections.items()):
+            if key[0] == conversation_id:
+                await self._close(conn, "conversation closed")
+        with Session(self.engine) as s:
+            row = s.get(HostConversation, conversation_id)
+            if row is not None and row.closed_at is None:
+                row.closed_at = utcnow()
+                s.add(row)
+                s.commit()
+
+    # ------------------------------------------------------------------ connections
+    def _key(self, conversation_id: str, server_id: str) -> tuple[str, str]:
+        owned = server_id in self.config().host_owned
+        return ("host" if owned else conversation_id, server_id)
+
+    async def connect(self, conversation_id: str, server_id: str) -> Connection:
+        conv = self.conversation(conversation_id)
+        if server_id not in conv.selection:
+            raise NotFound(f"server {server_id!r} is not selected in this conversation")
+        config = self.config()
+        key = ("host", server_id) if server_id in config.host_owned else (conversation_id, server_id)
+        conn = self._connections.get(key)
+        if conn is not None and conn.state in ("connecting", "ready"):
+            if conn.state == "ready":
+                check_capture(conn.captured)  # a changed source ends reuse: mcp_source_changed
+            with anyio.fail_after(CONNECT_TIMEOUT):
+                await conn.ready.wait()
+            return self._ready_or_raise(conn)
+        server = config.servers.get(server_id)
+        if server is None:
+            raise NotFound(f"server {server_id!r} is no longer configured")
+        conn = Connection(key, server, capture(server), None if key[0] == "host" else conversation_id)
+        self._connections[key] = conn
+        if self._tg is None:
+            raise HostError("the host is not running")
+        self._tg.start_soon(self._run, conn, config.protocol(server_id))
+        with anyio.fail_after(CONNECT_TIMEOUT):
+            await conn.ready.wait()
+        return self._ready_or_raise(conn)
+
+    @staticmethod
+    def _ready_or_raise(conn: Connection) -> Connection:
+        if conn.state != "ready":
+            raise HostError(f"{conn.server.id}: {conn.error or 'not connected'}")
+        return conn
+
+    async def _run(self, conn: Connection, mode: str) -> None:
+        server = conn.server
+        try:
+            check_capture(conn.captured)  # the source must be what was captured: mcp_source_changed
+            transport = self._transport(server)
+            self._record("host.server.connecting", conn, details={"command": describe_command(server)})
+            async with Client(
+                transport,
+                mode=mode,  # pyright: ignore[reportArgumentType]
+                elicitation_callback=self._elicitation_callback(conn),
+                read_timeout_seconds=self.expiry + CALL_SLACK,
+            ) as client:
+                conn.client = client
+                conn.tools = list((await client.list_tools()).tools)
+                conn.state = "ready"
+                conn.ready.set()
+                await conn.closing.wait()
+        except Exception as exc:  # a server we cannot reach must not take the host down
+            conn.error = _describe(exc)
+            log.warning("MCP server %s: %s", server.id, conn.error)
+            self._record("host.server.failed", conn, outcome="failed", details={"error": conn.error})
+        finally:
+            conn.state = "failed" if conn.error else "closed"
+            conn.client = None
+            conn.ready.set()
+            conn.done.set()
+            if self._connections.get(conn.key) is conn:
+                del self._connections[conn.key]
+
+    def _transport(self, server: ServerConfig) -> Any:
+        if server.transport == "stdio":
+            assert server.command is not None
+            params = StdioServerParameters(
+                command=server.command, args=list(server.args), env=resolve_env(server, self.environ)
+            )
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            errlog = (self.log_dir / f"{server.id}.stderr.log").open("a", encoding="utf-8")
+            return _closing_stdio(params, errlog)
+        assert server.url is not None
+        headers = resolve_headers(server, self.environ)
+        return _closing_http(server.url, _http_client(server.url, headers, self.expiry))
+
+    async def _close(self, conn: Connection, reason: str) -> None:
+        for ia_id, event in list(self._waiting.items()):
+            ia = self.interactions.get(ia_id)
+            if ia.server_id == conn.server.id and (conn.conversation_id in (None, ia.conversation_id)):
+                self.interactions.close(ia_id, reason)
+                event.set()
+        conn.closing.set()
+        with anyio.move_on_after(10):
+            await conn.done.wait()
+        self._record("host.server.closed", conn, outcome=reason)
+
+    # ------------------------------------------------------------------ tool calls
+    async def call_tool(
+        self, conversation_id: str, server_id: str, tool: str, arguments: dict[str, Any], *, actor: str
+    ) -> HostCall:
+        conn = await self.connect(conversation_id, server_id)
+        row = HostCall(
+            id=f"call_{secrets.token_hex(6)}",
+            conversation_id=conversation_id,
+            server_id=server_id,
+            tool=tool,
+            arguments=arguments,
+            actor=actor,
+        )
+        with Session(self.engine, expire_on_commit=False) as s:
+            s.add(row)
+            self.audit.record(
+                s,
+                "host.tool.called",
+                actor=actor,
+                tool=tool,
+                outcome="started",
+                source="host",
+                details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
+            )
+            s.commit()
+        assert conn.client is not None
+        try:
+            result = await conn.client.call_tool(tool, arguments)
+            row.status = "error" if result.is_error else "success"
+            row.result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except MCPError as exc:
+            row.status, row.error = "failed", exc.message
+        except Exception as exc:
+            row.status, row.error = "failed", _describe(exc)
+        row.finished_at = utcnow()
+        with Session(self.engine, expire_on_commit=False) as s:
+            s.add(row)
+            self.audit.record(
+                s,
+                "host.tool.finished",
+                actor=actor,
+                tool=tool,
+                outcome=row.status,
+                source="host",
+                details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
+            )
+            s.commit()
+        return row
+
+    # ------------------------------------------------------------------ human input
+    def _elicitation_callback(self, conn: Connection) -> Any:
+        async def on_elicit(
+            ctx: ClientRequestContext, params: types.ElicitRequestParams
+        ) -> types.ElicitResult:
+            return await self._elicit(conn, params)
+
+        return on_elicit
+
+    async def _elicit(self, conn: Connection, params: types.ElicitRequestParams) -> types.ElicitResult:
+        server = conn.server
+        title = f"{server.name} asks"
+        common: dict[str, Any] = {
+            "run_id": None,
+            "origin": "host",
+            "server_id": server.id,
+            "conversation_id": conn.conversation_id,
+            "title": title,
+            "message": params.message,
+        }
+        if isinstance(params, types.ElicitRequestURLParams):
+            if urlsplit(params.url).scheme not in ("https", "http"):
+                self.interactions.create(
+                    kind="url",
+                    requested_schema={},
+                    fields=[],
+                    blockers=["only http(s) links are opened"],
+                    status="closed",
+                    close_reason="refused: not an http(s) link",
+                    **common,
+                )
+                raise MCPError(INVALID_PARAMS, "the host opens only http(s) URLs")
+            ia = self.interactions.create(
+                kind="url",
+                requested_schema={"type": "object", "properties": {}},
+                fields=[],
+                blockers=[],
+                url=params.url,
+                expires_at=utcnow() + timedelta(seconds=self.expiry),
+                **common,
+            )
+        else:
+            reasons = unsupported_reasons(params.requested_schema)
+            if reasons:
+                self.interactions.create(
+                    kind="form",
+                    requested_schema=dict(params.requested_schema),
+                    fields=[],
+                    blockers=reasons,
+                    status="closed",
+                    close_reason="refused: " + "; ".join(reasons),
+                    **common,
+                )
+                raise MCPError(INVALID_PARAMS, "the host refused this form: " + "; ".join(reasons))
+            ia = self.interactions.create(
+                kind="form",
+                requested_schema=dict(params.requested_schema),
+                fields=[],
+                blockers=[],
+                expires_at=utcnow() + timedelta(seconds=self.expiry),
+                **common,
+            )
+        event = anyio.Event()
+        self._waiting[ia.id] = event
+        try:
+            with anyio.move_on_after(self.expiry):
+                await event.wait()
+            answer = self._answers.pop(ia.id, None)
+            if answer is None:
+                self.interactions.close(ia.id, "expired")  # no-op if it was closed another way
+                return types.ElicitResult(action="cancel")
+            content = answer.content if answer.action == "accept" and ia.kind == "form" else None
+            return types.ElicitResult(action=answer.action, content=content)  # pyright: ignore[reportArgumentType]
+        finally:
+            self._waiting.pop(ia.id, None)
+            if self.interactions.get(ia.id).status == "pending":
+                self.interactions.close(ia.id, "connection closed")
+
+    async def _on_answer(self, row: Interaction, answer: Answer) -> None:
+        event = self._waiting.get(row.id)
+        if event is not None and not answer.repeated:
+            self._answers[row.id] = answer
+            event.set()
+
+    # ------------------------------------------------------------------ audit
+    def _record(
+        self, event: str, conn: Connection, *, outcome: str = "ok", details: dict[str, Any] | None = None
+    ):
+        with Session(self.engine) as s:
+            self.audit.record(
+                s,
+                event,
+                outcome=outcome,
+                source="host",
+                details={
+                    "serverId": conn.server.id,
+                    "conversationId": conn.conversation_id,
+                    **(details or {}),
+                },
+            )
+            s.commit()
+
+
+@contextlib.asynccontextmanager
+async def _closing_stdio(params: StdioServerParameters, errlog: Any) -> AsyncIterator[Any]:
+    try:
+        async with stdio_client(params, errlog=errlog) as streams:
+            yield streams
+    finally:
+        errlog.close()
+
+
+@contextlib.asynccontextmanager
+async def _closing_http(url: str, client: httpx2.AsyncClient) -> AsyncIterator[Any]:
+    """We pass our own HTTP client (headers, timeouts, redirect guard), so we close it."""
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+def _http_client(url: str, headers: dict[str, str], expiry: float) -> httpx2.AsyncClient:
+    """Configured headers go to the configured origin only, and never over a downgrade."""
+    base = urlsplit(url)
+    origin = (base.scheme, base.hostname, base.port)
+
+    async def guard(request: httpx2.Request) -> None:
+        target = (request.url.scheme, request.url.host, request.url.port)
+        if base.scheme == "https" and request.url.scheme != "https":
+            raise HostError(f"refused a redirect from HTTPS to {request.url.scheme}")
+        if target != origin:
+            for name in headers:
+                request.headers.pop(name, None)
+
+    return httpx2.AsyncClient(
+        headers=headers,
+        follow_redirects=True,
+        timeout=httpx2.Timeout(30, read=expiry + CALL_SLACK),
+        event_hooks={"request": [guard]},
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SteamharnessError):
+        return exc.message
+    if isinstance(exc, MCPError):
+        return exc.message
+    if isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        return _describe(inner)
+    if isinstance(exc, OSError):
+        return f"could not start or reach the server ({exc.strerror or type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"[:300]
