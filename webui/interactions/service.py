@@ -13,6 +13,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -37,6 +38,10 @@ class Answer:
 
 
 AnswerListener = Callable[[Interaction, Answer], Awaitable[None]]
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def answer_digest(action: str, content: dict[str, Any] | None) -> str:
@@ -70,16 +75,30 @@ class InteractionService:
         blockers: list[str],
         project_id: str | None = None,
         actor: str | None = None,
+        origin: str = "run",
+        server_id: str | None = None,
+        conversation_id: str | None = None,
+        url: str | None = None,
+        expires_at: datetime | None = None,
+        status: str = "pending",
+        close_reason: str | None = None,
     ) -> Interaction:
         row = Interaction(
             id=new_interaction_id(),
             run_id=run_id,
+            origin=origin,
             kind=kind,
             title=title,
             message=message,
             requested_schema=requested_schema,
             fields=fields,
             blockers=blockers,
+            server_id=server_id,
+            conversation_id=conversation_id,
+            url=url,
+            expires_at=expires_at,
+            status=status,
+            close_reason=close_reason,
         )
         with Session(self.engine, expire_on_commit=False) as s:
             s.add(row)
@@ -89,12 +108,46 @@ class InteractionService:
                 project_id=project_id,
                 run_id=run_id,
                 actor=actor,
-                outcome="pending",
-                details={"interactionId": row.id, "kind": kind},
+                outcome=status,
+                source="mcp" if origin == "run" else "host",
+                details={
+                    "interactionId": row.id,
+                    "kind": kind,
+                    "serverId": server_id,
+                    "reason": close_reason,
+                },
             )
             s.commit()
-        self.hub.publish("interactions", "pending", interactionId=row.id, runId=run_id, projectId=project_id)
+        if status == "pending":
+            self.hub.publish(
+                "interactions",
+                "pending",
+                interactionId=row.id,
+                runId=run_id,
+                projectId=project_id,
+                conversationId=conversation_id,
+            )
         return row
+
+    def close(self, interaction_id: str, reason: str) -> bool:
+        """End an unanswered interaction (expired, connection closed, shutdown)."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(Interaction, interaction_id)
+            if row is None or row.status != "pending":
+                return False
+            row.status = "closed"
+            row.close_reason = reason
+            s.add(row)
+            s.commit()
+        self.hub.publish(
+            "interactions",
+            "closed",
+            interactionId=interaction_id,
+            runId=row.run_id,
+            reason=reason,
+            conversationId=row.conversation_id,
+        )
+        return True
 
     def get(self, interaction_id: str) -> Interaction:
         with Session(self.engine, expire_on_commit=False) as s:
@@ -120,11 +173,14 @@ class InteractionService:
                 select(Interaction).where(Interaction.run_id == run_id, Interaction.status == "pending")
             ):
                 row.status = "closed"
+                row.close_reason = "run finished"
                 s.add(row)
                 closed.append(row.id)
             s.commit()
         for interaction_id in closed:
-            self.hub.publish("interactions", "closed", interactionId=interaction_id, runId=run_id)
+            self.hub.publish(
+                "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
+            )
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         if action not in ACTIONS:
@@ -165,6 +221,11 @@ class InteractionService:
                 if row.answer_digest == digest:
                     return Answer(row.id, row.run_id, action, clean, repeated=True)
                 raise InteractionConflict(f"interaction {row.id} already has a different answer")
+            if row.status == "pending" and row.expires_at is not None and _aware(row.expires_at) <= utcnow():
+                row.status, row.close_reason = "closed", "expired"
+                s.add(row)
+                s.commit()
+                raise InteractionClosed(f"interaction {row.id} expired before it was answered")
             if row.status != "pending":
                 raise InteractionClosed(f"interaction {row.id} can no longer be answered")
             row.status = "answered"

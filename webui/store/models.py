@@ -82,6 +82,37 @@ class ProjectCredential(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class HostConversation(SQLModel, table=True):
+    """A conversation with the configured MCP servers it selected (kept exactly once made)."""
+
+    __tablename__ = "host_conversations"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)
+    account_id: int = Field(foreign_key="accounts.id", index=True)
+    title: str
+    selection: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+    closed_at: datetime | None = None
+
+
+class HostCall(SQLModel, table=True):
+    """One tool call made by the host to a configured server, and its result."""
+
+    __tablename__ = "host_calls"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)
+    conversation_id: str = Field(foreign_key="host_conversations.id", index=True)
+    server_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    status: str = "running"  # running | success | error | failed
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error: str | None = None
+    actor: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
 class UiSession(SQLModel, table=True):
     """A browser login. The cookie carries a signed random token; only its hash is stored."""
 
@@ -127,6 +158,7 @@ class Run(SQLModel, table=True):
     __table_args__ = (
         Index("ix_runs_project_created", "project_id", "created_at"),
         Index("ix_runs_status_owner", "status", "owner"),
+        Index("ix_runs_created", "created_at", "id"),
     )
 
     id: str = Field(primary_key=True)
@@ -186,6 +218,12 @@ class Interaction(SQLModel, table=True):
     answer_digest: str | None = None
     answered_by: str | None = None
     channel: str | None = None
+    # Host requests (origin "host"): which configured server asked, in which conversation;
+    # `url` for URL-mode requests; why a request ended without an answer.
+    server_id: str | None = None
+    conversation_id: str | None = Field(default=None, index=True)
+    url: str | None = None
+    close_reason: str | None = None
     expires_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
     answered_at: datetime | None = None
@@ -226,7 +264,17 @@ class PersistentValue(SQLModel, table=True):
 
 class AuditEvent(SQLModel, table=True):
     __tablename__ = "audit_events"  # pyright: ignore[reportAssignmentType]
-    __table_args__ = (Index("ix_audit_time", "created_at", "id"),)
+    # Every audit page is ordered by (created_at, id), newest first; each filter column has
+    # an index that continues with that order, so a filtered page is one index range scan.
+    __table_args__ = (
+        Index("ix_audit_time", "created_at", "id"),
+        Index("ix_audit_event_time", "event", "created_at", "id"),
+        Index("ix_audit_project_time", "project_id", "created_at", "id"),
+        Index("ix_audit_actor_time", "actor", "created_at", "id"),
+        Index("ix_audit_session_time", "session_id", "created_at", "id"),
+        Index("ix_audit_run_time", "run_id", "created_at", "id"),
+        Index("ix_audit_outcome_time", "outcome", "created_at", "id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     event: str = Field(index=True)
@@ -249,6 +297,8 @@ __all__ = [
     "Account",
     "ApiKey",
     "AuditEvent",
+    "HostCall",
+    "HostConversation",
     "Interaction",
     "KVEntry",
     "ManagedFile",
