@@ -5,6 +5,7 @@ InteractionService path the browser uses."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -322,3 +323,60 @@ def test_http_client_keeps_headers_on_the_configured_origin_only() -> None:
     anyio.run(run_and_close)
     assert seen[0].headers.get("x-token") == "t"
     assert "x-token" not in seen[1].headers
+
+
+EVERYTHING = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "@modelcontextprotocol"
+EVERYTHING_MAIN = EVERYTHING / "server-everything" / "dist" / "index.js"
+
+
+async def test_the_official_everything_server_lists_tools_calls_one_and_gets_its_form_answered(
+    tmp_path: Path,
+) -> None:
+    node = shutil.which("node")
+    if node is None or not EVERYTHING_MAIN.is_file():
+        pytest.fail("server-everything needs Node and tests/node/node_modules: run `bash scripts/test`")
+    host = await make_host(
+        tmp_path,
+        {"everything": {"command": node, "args": [str(EVERYTHING_MAIN), "stdio"]}},
+        ["mcp-everything"],
+    )
+    async with host.service.running():
+        conv = host.service.create_conversation(
+            account_id=host.account_id, title="t", selection=None, actor="a"
+        )
+        conn = await host.service.connect(conv.id, "mcp-everything")
+        names = {t.name for t in conn.tools}
+        assert {"echo", "trigger-elicitation-request"} <= names
+        echoed = await host.service.call_tool(conv.id, "mcp-everything", "echo", {"message": "hi"}, actor="a")
+        assert echoed.status == "success" and "hi" in json.dumps(echoed.result)
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                results.append(
+                    await host.service.call_tool(
+                        conv.id, "mcp-everything", "trigger-elicitation-request", {}, actor="a"
+                    )
+                )
+
+            with host.hub.subscribe("interactions") as events:
+                tg.start_soon(call)
+                with anyio.fail_after(TIMEOUT):
+                    async for event in events:
+                        if event.kind == "pending":
+                            ia = host.interactions.get(event.data["interactionId"])
+                            assert ia.blockers == []
+                            await host.interactions.answer(
+                                ia.id,
+                                action="accept",
+                                content={
+                                    "name": "Ada",
+                                    "untitledMultipleSelectEnum": ["Piano"],
+                                    "titledMultipleSelectEnum": ["fish-2"],
+                                    "titledSingleSelectEnum": "hero-3",
+                                },
+                                channel="ui",
+                            )
+                            break
+        text = json.dumps(results[0].result)
+        assert results[0].status == "success" and "Ada" in text and "fish-2" in text
