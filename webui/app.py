@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from webui.auth.keys import Authenticator, AuthError
 from webui.auth.ui import UiAuth
 from webui.errors import SteamharnessError
+from webui.host.service import HostService
 from webui.mcp.bridge import CallBridge
 from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
@@ -34,7 +35,17 @@ from webui.runs.env import server_base_env
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.store import sessions as session_store
-from webui.web import api, auth_pages, projects
+from webui.web import (
+    admin_pages,
+    api,
+    audit_pages,
+    auth_pages,
+    conversations,
+    keys,
+    mcp_page,
+    projects,
+    runs_pages,
+)
 from webui.web.deps import LoginRequired
 from webui.web.logging import install_redaction
 from webui.web.security import SecurityHeaders
@@ -130,7 +141,16 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.registry = registry
             app.state.authenticator = authenticator
             app.state.gateway = gateway
-            async with manager.run(), anyio.create_task_group() as tg:
+            host = HostService(
+                root=settings.resolved_root_dir,
+                engine=services.engine,
+                interactions=services.interactions,
+                audit=services.audit,
+                expiry_seconds=settings.interaction_expiry_seconds,
+                log_dir=settings.data_dir / "logs" / "mcp-servers",
+            )
+            app.state.host = host
+            async with manager.run(), host.running(), anyio.create_task_group() as tg:
                 tg.start_soon(gateway.reap)
                 try:
                     yield
@@ -151,6 +171,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(auth_pages.router)
     app.include_router(projects.router)
+    app.include_router(conversations.router)
+    app.include_router(mcp_page.router)
+    app.include_router(runs_pages.router)
+    app.include_router(keys.router)
+    app.include_router(admin_pages.router)
+    app.include_router(audit_pages.router)
     app.router.routes.append(Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
     add_mcp_operations(app)
 

@@ -207,11 +207,20 @@ def serve_command(
         ),
     ] = None,
     database_url: DatabaseOpt = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            envvar="STEAMHARNESS_ROOT",
+            help="Root config folder of the MCP servers the host connects to (default: the data dir).",
+            show_default=False,
+        ),
+    ] = None,
     demo: Annotated[
         bool, typer.Option("--demo", help="Register the bundled examples; print a login and key.")
     ] = False,
 ) -> None:
-    """Run the server: Streamable HTTP MCP per project, JSON API."""
+    """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
     import uvicorn
 
     from webui.admin import setup_demo
@@ -222,7 +231,14 @@ def serve_command(
     for d in dirs:
         if not d.is_dir():
             fail(f"--projects-dir {d}: not a directory")
-    settings = _settings(data_dir, database_url, host=host, port=port, projects_dirs=dirs or None)
+    settings = _settings(
+        data_dir,
+        database_url,
+        host=host,
+        port=port,
+        projects_dirs=dirs or None,
+        root_dir=root.expanduser().resolve() if root else None,
+    )
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(
             f"steamharness: warning: listening on {host}, not loopback; put TLS in front, set allowed hosts",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "admin", "test"})
@@ -19,7 +19,7 @@ def default_data_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="STEAMHARNESS_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="STEAMHARNESS_", extra="ignore", populate_by_name=True)
 
     data_dir: Path = Field(default_factory=default_data_dir)
     database_url: str | None = None
@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     persistent_value_store_dir: Path | None = None
     file_create_store_dir: Path | None = None
     auth_dir: Path | None = None
+
+    # The root config folder of the host's MCP servers (`config.yaml`, `mcp/`).
+    root_dir: Path | None = Field(
+        default=None, validation_alias=AliasChoices("root_dir", "STEAMHARNESS_ROOT", "STEAMHARNESS_ROOT_DIR")
+    )
 
     server_url: str | None = None
     server_admin_key: SecretStr | None = None
@@ -83,6 +88,10 @@ class Settings(BaseSettings):
     @property
     def resolved_auth_dir(self) -> Path:
         return self.auth_dir or self.data_dir
+
+    @property
+    def resolved_root_dir(self) -> Path:
+        return self.root_dir or self.data_dir
 
     @property
     def keys_dir(self) -> Path:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, update
+from sqlalchemy import Table, and_, bindparam, insert, or_, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -121,6 +121,39 @@ def add_event(
 def list_events(engine: Engine, *, run_id: str) -> list[RunEvent]:
     with Session(engine, expire_on_commit=False) as s:
         return list(s.exec(select(RunEvent).where(RunEvent.run_id == run_id).order_by(col(RunEvent.id))))
+
+
+def list_runs(
+    engine: Engine,
+    *,
+    project_ids: Collection[str] | None,
+    status: str | None = None,
+    source: str | None = None,
+    before: Run | None = None,
+    limit: int = 50,
+) -> list[Run]:
+    """Newest first; `project_ids` None means every project. Keyset-paged: `before` is the
+    last run of the previous page, compared by (created_at, id) so equal timestamps page
+    correctly and deep pages cost the same as the first."""
+    if project_ids is not None and not project_ids:
+        return []
+    stmt = select(Run)
+    if project_ids is not None:
+        stmt = stmt.where(col(Run.project_id).in_(sorted(project_ids)))
+    if status:
+        stmt = stmt.where(Run.status == status)
+    if source:
+        stmt = stmt.where(Run.source == source)
+    if before is not None:
+        stmt = stmt.where(
+            or_(
+                col(Run.created_at) < before.created_at,
+                and_(col(Run.created_at) == before.created_at, col(Run.id) < before.id),
+            )
+        )
+    stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).limit(limit)
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.exec(stmt))
 
 
 def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_alive) -> list[str]:

@@ -24,7 +24,13 @@ def make_templates() -> Jinja2Blocks:
 
 
 def is_htmx(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true" and request.headers.get("hx-boosted") != "true"
+    """A swap of part of a page (not a boosted navigation, not a history restore)."""
+    headers = request.headers
+    return (
+        headers.get("hx-request") == "true"
+        and headers.get("hx-boosted") != "true"
+        and headers.get("hx-history-restore-request") != "true"
+    )
 
 
 def page(
@@ -34,5 +40,8 @@ def page(
     templates: Jinja2Blocks = request.app.state.templates
     ctx = {"request": request, "user": getattr(request.state, "user", None), **context}
     if block is not None and is_htmx(request):
-        return templates.TemplateResponse(request, name, ctx, block_name=block, status_code=status_code)
-    return templates.TemplateResponse(request, name, ctx, status_code=status_code)
+        response = templates.TemplateResponse(request, name, ctx, block_name=block, status_code=status_code)
+    else:
+        response = templates.TemplateResponse(request, name, ctx, status_code=status_code)
+    response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"  # caches keep page and fragment apart
+    return response

@@ -1,0 +1,277 @@
+"""Administration pages: users (create, disable/enable, project permissions) and projects
+(run gate, queue limits). Every test runs as a plain form post and as an htmx request."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from sqlmodel import Session, col, select
+
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web
+from webui.admin import create_key
+from webui.auth.keys import AuthError
+from webui.auth.ui import COOKIE_NAME
+from webui.store import accounts as account_store
+from webui.store import projects as project_store
+from webui.store.models import AuditEvent
+
+
+@pytest.fixture(params=[False, True], ids=["page", "htmx"])
+def hx(request: pytest.FixtureRequest) -> dict[str, str]:
+    return {"HX-Request": "true"} if request.param else {}
+
+
+def engine(web: Web) -> Any:
+    return web.client.app.state.services.engine  # type: ignore[attr-defined]
+
+
+def audit(web: Web, event: str) -> list[AuditEvent]:
+    with Session(engine(web)) as s:
+        return list(s.exec(select(AuditEvent).where(AuditEvent.event == event).order_by(col(AuditEvent.id))))
+
+
+def as_admin(web: Web, hx: dict[str, str]) -> dict[str, str]:
+    return {**hx, "X-CSRF-Token": web.login(*ADMIN)}
+
+
+def account_id(web: Web, name: str) -> int:
+    account = account_store.get_account(engine(web), name=name)
+    assert account is not None and account.id is not None
+    return account.id
+
+
+def done(response: Any, hx: dict[str, str], panel: str, location: str) -> None:
+    """A successful write: htmx gets the fresh panel, a plain form a redirect."""
+    if hx:
+        assert response.status_code == 200, response.text
+        assert f'id="{panel}"' in response.text and "<html" not in response.text
+    else:
+        assert response.status_code == 303, response.text
+        assert response.headers["location"] == location
+
+
+def field_error(html: str, field: str) -> str:
+    found = re.search(rf'<small id="{field}-error" class="error">([^<]*)</small>', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+@pytest.mark.parametrize("path", ["/admin/users", "/admin/projects"])
+def test_the_admin_pages_render_for_admins_and_are_forbidden_to_users(
+    web: Web, hx: dict[str, str], path: str
+) -> None:
+    web.login(*USER)
+    assert web.client.get(path, headers=hx).status_code == 403
+    web.logout()
+    web.login(*ADMIN)
+    r = web.client.get(path, headers=hx)
+    assert r.status_code == 200 and ("<html" in r.text) is not bool(hx)
+
+
+def test_the_users_page_lists_accounts_and_their_grants(web: Web) -> None:
+    web.login(*ADMIN)
+    html = web.client.get("/admin/users").text
+    ann = account_id(web, USER[0])
+    row = re.search(rf'<tr id="user-{ann}">(.*?)</tr>', html, re.S)
+    assert row is not None
+    checked = set(re.findall(r'name="projects" value="([^"]+)" checked', row.group(1)))
+    assert checked == {HELLO, INTERACTIVE}
+    assert f'value="{LEDGER}"' in row.group(1)
+    for control in ("new-user-name", "new-user-password", "new-user-admin"):
+        assert f'<label for="{control}">' in html
+
+
+def test_an_admin_creates_a_user_who_can_then_log_in(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    r = web.client.post(
+        "/admin/users",
+        data={"name": "bea", "password": "bea-password-1"},
+        headers=headers,
+        follow_redirects=False,
+    )
+    done(r, hx, "users-panel", "/admin/users")
+    if hx:
+        assert "User bea created." in r.text
+    account = account_store.get_account(engine(web), name="bea")
+    assert account is not None and not account.is_admin
+    [event] = audit(web, "user.created")[-1:]
+    assert (event.actor, event.source, event.details) == ("user:root", "ui", {"user": "bea", "admin": False})
+    web.logout()
+    web.login("bea", "bea-password-1")
+    assert web.client.get("/admin/users").status_code == 403
+
+
+def test_an_admin_can_create_another_admin(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    data = {"name": "cat", "password": "cat-password-1", "is_admin": "true"}
+    done(
+        web.client.post("/admin/users", data=data, headers=headers, follow_redirects=False),
+        hx,
+        "users-panel",
+        "/admin/users",
+    )
+    account = account_store.get_account(engine(web), name="cat")
+    assert account is not None and account.is_admin
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "message"),
+    [
+        ({"name": "", "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
+        ({"name": "bad name!", "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
+        ({"name": "ann", "password": "long-enough-1"}, "new-user-name", "already exists"),
+        ({"name": "dan", "password": "short"}, "new-user-password", "at least 8"),
+    ],
+)
+def test_an_invalid_new_user_is_refused_with_inline_errors(
+    web: Web, hx: dict[str, str], data: dict[str, str], field: str, message: str
+) -> None:
+    headers = as_admin(web, hx)
+    before = len(account_store.list_accounts(engine(web)))
+    r = web.client.post("/admin/users", data=data, headers=headers)
+    assert r.status_code == 422
+    assert 'id="users-panel"' in r.text and ("<html" in r.text) is not bool(hx)
+    assert message in field_error(r.text, field)
+    assert f'value="{data["name"]}"' in r.text, "the form keeps what was typed"
+    assert "long-enough-1" not in r.text, "never echo a password"
+    assert len(account_store.list_accounts(engine(web))) == before
+
+
+def test_disabling_a_user_ends_their_sessions_and_keys_until_enabled(web: Web, hx: dict[str, str]) -> None:
+    raw, _ = create_key(engine(web), user=USER[0], projects=None, scopes=None, name="k")
+    web.login(*USER)
+    ann_cookie = web.client.cookies[COOKIE_NAME]
+    web.logout()
+    headers = as_admin(web, hx)
+    admin_cookie = web.client.cookies[COOKIE_NAME]
+    ann = account_id(web, USER[0])
+    r = web.client.post(f"/admin/users/{ann}/disable", headers=headers, follow_redirects=False)
+    done(r, hx, "users-panel", "/admin/users")
+    authenticator = web.client.app.state.authenticator  # type: ignore[attr-defined]
+    with pytest.raises(AuthError, match="disabled"):
+        authenticator.authenticate(raw)
+    web.client.cookies.clear()
+    web.client.cookies[COOKIE_NAME] = ann_cookie
+    assert web.client.get("/projects", follow_redirects=False).status_code == 303
+    web.client.cookies[COOKIE_NAME] = admin_cookie
+    r = web.client.post(f"/admin/users/{ann}/enable", headers=headers, follow_redirects=False)
+    done(r, hx, "users-panel", "/admin/users")
+    assert authenticator.authenticate(raw).actor == "user:ann"
+    web.client.cookies[COOKIE_NAME] = ann_cookie
+    assert web.client.get("/projects", follow_redirects=False).status_code == 303, "old sessions stay ended"
+    web.logout()
+    web.login(*USER)
+    events = [
+        (e.event, e.source, e.details) for e in audit(web, "user.disabled") + audit(web, "user.enabled")
+    ]
+    assert events == [("user.disabled", "ui", {"user": "ann"}), ("user.enabled", "ui", {"user": "ann"})]
+
+
+def test_an_admin_cannot_disable_their_own_account(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    root = account_id(web, ADMIN[0])
+    r = web.client.post(f"/admin/users/{root}/disable", headers=headers)
+    assert r.status_code == 422 and "cannot disable your own account" in r.text
+    account = account_store.get_account(engine(web), name=ADMIN[0])
+    assert account is not None and not account.disabled
+
+
+def test_project_permissions_are_set_exactly_and_audited(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    ann = account_id(web, USER[0])
+    r = web.client.post(
+        f"/admin/users/{ann}/projects",
+        data={"projects": [HELLO, LEDGER]},
+        headers=headers,
+        follow_redirects=False,
+    )
+    done(r, hx, "users-panel", "/admin/users")
+    assert account_store.project_grants(engine(web), account_id=ann) == {HELLO, LEDGER}
+    [granted] = audit(web, "permission.granted")[-1:]
+    [revoked] = audit(web, "permission.revoked")
+    assert (granted.source, granted.actor, granted.details) == (
+        "ui",
+        "user:root",
+        {"user": "ann", "projects": [LEDGER]},
+    )
+    assert revoked.details == {"user": "ann", "projects": [INTERACTIVE]}
+    web.logout()
+    web.login(*USER)
+    assert "/projects/" + LEDGER in web.client.get("/projects").text
+
+
+def test_unchecking_every_project_removes_all_permissions(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    ann = account_id(web, USER[0])
+    r = web.client.post(f"/admin/users/{ann}/projects", headers=headers, follow_redirects=False)
+    done(r, hx, "users-panel", "/admin/users")
+    assert account_store.project_grants(engine(web), account_id=ann) == set()
+
+
+def test_granting_an_unknown_project_is_refused(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    ann = account_id(web, USER[0])
+    r = web.client.post(f"/admin/users/{ann}/projects", data={"projects": ["nope"]}, headers=headers)
+    assert r.status_code == 422 and "registered projects" in r.text
+    assert account_store.project_grants(engine(web), account_id=ann) == {HELLO, INTERACTIVE}
+
+
+def test_unknown_users_and_projects_are_not_found(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    assert web.client.post("/admin/users/9999/disable", headers=headers).status_code == 404
+    assert web.client.post("/admin/projects/nope/limits", headers=headers).status_code == 404
+
+
+def test_an_admin_closes_the_run_gate_and_sets_limits(web: Web, hx: dict[str, str]) -> None:
+    headers = as_admin(web, hx)
+    r = web.client.post(
+        f"/admin/projects/{HELLO}/limits",
+        data={"max_running": "2", "max_queued": "0"},  # the gate checkbox unchecked: closed
+        headers=headers,
+        follow_redirects=False,
+    )
+    done(r, hx, "projects-panel", "/admin/projects")
+    record = project_store.get_project(engine(web), project_id=HELLO)
+    assert record is not None
+    assert (record.run_gate_open, record.max_running, record.max_queued) == (False, 2, 0)
+    [event] = audit(web, "project.limits_changed")
+    assert (event.source, event.actor, event.project_id) == ("ui", "user:root", HELLO)
+    assert event.details == {"run_gate_open": False, "max_running": 2, "max_queued": 0}
+    page = web.client.get("/admin/projects").text
+    assert "gate closed" in page
+    r = web.client.post(
+        f"/admin/projects/{HELLO}/limits",
+        data={"run_gate_open": "true", "max_running": "", "max_queued": ""},
+        headers=headers,
+        follow_redirects=False,
+    )
+    done(r, hx, "projects-panel", "/admin/projects")
+    record = project_store.get_project(engine(web), project_id=HELLO)
+    assert record is not None
+    assert (record.run_gate_open, record.max_running, record.max_queued) == (True, None, None)
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"max_running": "0"}, "running"),
+        ({"max_running": "two"}, "running"),
+        ({"max_queued": "-1"}, "queued"),
+        ({"max_queued": "1.5"}, "queued"),
+    ],
+)
+def test_invalid_limits_are_refused_with_inline_errors(
+    web: Web, hx: dict[str, str], data: dict[str, str], field: str
+) -> None:
+    headers = as_admin(web, hx)
+    r = web.client.post(
+        f"/admin/projects/{HELLO}/limits", data={"run_gate_open": "true", **data}, headers=headers
+    )
+    assert r.status_code == 422 and ("<html" in r.text) is not bool(hx)
+    errors = re.findall(rf'<small id="{field}-\d+-error" class="error">([^<]*)</small>', r.text)
+    assert len(errors) == 1 and "whole number" in errors[0]
+    record = project_store.get_project(engine(web), project_id=HELLO)
+    assert record is not None and (record.max_running, record.max_queued) == (None, None)
+    assert audit(web, "project.limits_changed") == []

@@ -1,0 +1,429 @@
+"""The conversation view: pending interactions of the person's projects as accessible
+forms, answered in the browser (which resumes the run), with inline errors, conflicts and
+a per-run timeline; and the SSE feed's events, driven in-process against the real hub.
+Page tests run as a plain page load and as an htmx request."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from sse_starlette import ServerSentEvent
+
+from tests.conftest import EXAMPLES, TORTURE
+from tests.web.conftest import ADMIN, INTERACTIVE, USER, Web
+from webui.auth.ui import COOKIE_NAME, UiUser
+from webui.events import EventHub
+from webui.runs.service import RunRequest, RunUpdate
+from webui.web import conversations
+from webui.web.conversations import Feed, conversation_stream
+from webui.workflows.project import load_project
+
+HX = {"HX-Request": "true"}
+TRIP = EXAMPLES / "interactive"
+WAIT = 30
+
+
+@pytest.fixture(params=[False, True], ids=["page", "htmx"])
+def hx(request: pytest.FixtureRequest) -> dict[str, str]:
+    return HX if request.param else {}
+
+
+def services(web: Web) -> Any:
+    return web.client.app.state.services  # type: ignore[attr-defined]
+
+
+async def _next(svc: Any, run_id: str, kinds: tuple[str, ...]) -> RunUpdate:
+    async with svc.runs.watch(run_id) as updates:
+        with anyio.fail_after(WAIT):
+            while True:
+                update = await updates.get()
+                if update.kind in kinds:
+                    return update
+
+
+def start(web: Web, folder: Path, entrypoint: str, params: dict[str, Any] | None = None) -> tuple[str, str]:
+    """A real run, waited on until it asks; returns (run id, interaction id)."""
+    project = load_project(folder)
+    ep = project.entrypoint(entrypoint)
+    assert ep is not None
+    svc = services(web)
+
+    async def go() -> tuple[str, str]:
+        run_id = await svc.runs.start(
+            RunRequest(
+                project=project,
+                entrypoint=ep,
+                params=params or {},
+                stored_params=params or {},
+                actor="user:mcp-client",
+                project_version=project.version,
+            )
+        )
+        update = await _next(svc, run_id, ("waiting",))
+        assert update.interaction is not None
+        return run_id, update.interaction.id
+
+    assert web.client.portal is not None
+    return web.client.portal.call(go)
+
+
+def next_update(web: Web, run_id: str) -> RunUpdate:
+    """After an answer: the run's next question, or its end."""
+    assert web.client.portal is not None
+    return web.client.portal.call(_next, services(web), run_id, ("waiting", "final"))
+
+
+def answer(web: Web, csrf: str, interaction_id: str, data: dict[str, Any], *, htmx: bool = True) -> Any:
+    headers = {"X-CSRF-Token": csrf, **(HX if htmx else {})}
+    return web.client.post(
+        f"/interactions/{interaction_id}/answer", data=data, headers=headers, follow_redirects=False
+    )
+
+
+def card(html: str, interaction_id: str) -> str:
+    match = re.search(rf'<article id="interaction-{interaction_id}".*?</article>', html, re.S)
+    assert match, html
+    return match.group(0)
+
+
+def status_of(web: Web, interaction_id: str) -> str:
+    return services(web).interactions.get(interaction_id).status
+
+
+# --------------------------------------------------------------------------- access
+
+
+def test_anonymous_visitors_are_sent_to_the_login_page(web: Web) -> None:
+    r = web.client.get("/conversations", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=%2Fconversations"
+    r = web.client.get("/conversations", headers=HX, follow_redirects=False)
+    assert r.status_code == 401 and r.headers["hx-redirect"].startswith("/login?next=")
+    r = web.client.get("/conversations/events", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
+
+
+def test_an_empty_view_says_nothing_is_waiting_and_opens_the_live_feed(web: Web, hx: dict[str, str]) -> None:
+    web.login(*USER)
+    r = web.client.get("/conversations", headers=hx)
+    assert r.status_code == 200
+    assert "Nothing is waiting for an answer." in r.text
+    assert ("<html" in r.text) is not bool(hx)
+    # the feed fragment is what htmx swaps; the SSE connection lives on the page around it
+    assert ('sse-connect="/conversations/events"' in r.text) is not bool(hx)
+    assert 'id="interaction-list" sse-swap="interaction"' in r.text
+    assert r.headers["vary"] == "HX-Request, HX-History-Restore-Request"
+    restored = web.client.get("/conversations", headers={**HX, "HX-History-Restore-Request": "true"})
+    assert "<html" in restored.text
+
+
+def test_each_pending_question_renders_as_an_accessible_form_from_its_schema(
+    web: Web, hx: dict[str, str]
+) -> None:
+    run_id, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    web.login(*USER)
+    r = web.client.get("/conversations", headers=hx)
+    assert r.status_code == 200
+    html = card(r.text, iid)
+    assert f'sse-swap="resolved-{iid}"' in html and f'href="/runs/{run_id}"' in html
+    assert "Where to?" in html and "Tell us about the trip." in html and "trip-planner" in html
+    p = f"{iid}-"
+    # labels tied to controls, required markers, defaults filled in, typed inputs
+    assert f'<label for="{p}destination">destination' in html and "(required)" in html
+    assert re.search(rf'<input id="{p}destination" name="{p}destination" type="text"[^>]* required', html)
+    assert re.search(rf'<input id="{p}nights" name="{p}nights" type="number" value="2"', html)
+    assert re.search(rf'<input id="{p}start" name="{p}start" type="date"', html)
+    assert f'aria-describedby="{p}destination-help' in html
+    assert f'<input type="hidden" name="csrf_token" value="{web.csrf()}">' in html
+    for value, label in (("accept", "Accept"), ("decline", "Decline"), ("cancel", "Cancel run")):
+        assert re.search(rf'<button type="submit" name="action" value="{value}"[^>]*>{label}</button>', html)
+
+
+def test_a_person_sees_only_interactions_of_projects_she_may_use(web: Web) -> None:
+    _, trip = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    torture_run, secret = start(web, TORTURE, "ask_once")
+    csrf = web.login(*USER)
+    page = web.client.get("/conversations").text
+    assert f"interaction-{trip}" in page and secret not in page
+    assert answer(web, csrf, secret, {"action": "decline"}).status_code == 404
+    assert web.client.get(f"/runs/{torture_run}/timeline").status_code == 404
+    assert status_of(web, secret) == "pending"
+    web.logout()
+    web.login(*ADMIN)
+    page = web.client.get("/conversations").text
+    assert f"interaction-{trip}" in page and f"interaction-{secret}" in page
+    # newest first
+    assert page.index(f"interaction-{secret}") < page.index(f"interaction-{trip}")
+
+
+# --------------------------------------------------------------------------- answering
+
+
+def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_result(web: Web) -> None:
+    run_id, first = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    csrf = web.login(*USER)
+    r = answer(web, csrf, first, {"action": "accept", f"{first}-destination": "Rome", f"{first}-nights": "3"})
+    assert r.status_code == 200, r.text
+    assert "<html" not in r.text and 'data-status="answered"' in r.text
+    assert "Answered in the browser by user:ann" in r.text
+
+    update = next_update(web, run_id)
+    assert update.kind == "waiting" and update.interaction is not None
+    second = update.interaction.id
+    html = card(web.client.get("/conversations").text, second)
+    p = f"{second}-"
+    # single-select with labels, multi-select as checkboxes in a fieldset
+    assert f'<select id="{p}room" name="{p}room" required' in html
+    assert '<option value="double">Double room</option>' in html
+    assert "<legend>extras" in html
+    assert re.search(rf'<input type="checkbox" id="{p}extras-2" name="{p}extras" value="parking">', html)
+    # the run's timeline shows the earlier round and who answered it
+    assert "Where to?" in html and "Answered in the browser by user:ann" in html and "Rome" in html
+
+    form = {"action": "accept", f"{p}room": "double", f"{p}extras": ["breakfast", "parking"]}
+    assert answer(web, csrf, second, form).status_code == 200
+    update = next_update(web, run_id)
+    assert update.kind == "waiting" and update.interaction is not None
+    approval = update.interaction.id
+    html = card(web.client.get("/conversations").text, approval)
+    assert "Total 240 EUR." in html and "<input id=" not in html.split("<details")[0]
+    assert re.search(r'value="accept"[^>]*>Approve</button>', html)
+
+    assert answer(web, csrf, approval, {"action": "accept"}).status_code == 200
+    final = next_update(web, run_id)
+    assert final.status == "success" and final.output["booked"] is True
+    assert final.output["room"] == "double" and final.output["extras"] == ["breakfast", "parking"]
+
+    timeline = web.client.get(f"/runs/{run_id}/timeline")
+    assert timeline.status_code == 200 and "<html" not in timeline.text
+    text = timeline.text
+    for expected in ("Where to?", "Which room?", "Approval asked", "Double room", "breakfast, parking"):
+        assert expected in text
+    assert text.count("Answered in the browser by user:ann") == 3
+    assert 'data-run-status="success"' in text and "&#34;booked&#34;: true" in text
+    assert "Nothing is waiting for an answer." in web.client.get("/conversations").text
+
+
+def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
+    run_id, iid = start(web, TORTURE, "approve_only")
+    csrf = web.login(*ADMIN)
+    html = card(web.client.get("/conversations").text, iid)
+    assert "Approve: delete everything" in html and "This cannot be undone." in html
+    assert r'value="decline" class="secondary" formnovalidate>Decline' in html
+    r = answer(web, csrf, iid, {"action": "decline"})
+    assert r.status_code == 200 and "Declined in the browser by user:root" in r.text
+    final = next_update(web, run_id)
+    assert (final.status, final.output) == ("success", {"approved": False})
+
+
+def test_the_cancel_button_cancels_the_run(web: Web) -> None:
+    run_id, iid = start(web, TORTURE, "ask_once")
+    csrf = web.login(*ADMIN)
+    r = answer(web, csrf, iid, {"action": "cancel"})
+    assert r.status_code == 200 and "Cancelled in the browser by user:root" in r.text
+    assert next_update(web, run_id).status == "cancelled"
+    assert 'data-run-status="cancelled"' in web.client.get(f"/runs/{run_id}/timeline").text
+
+
+def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(web: Web) -> None:
+    _, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    csrf = web.login(*USER)
+    p = f"{iid}-"
+    r = answer(web, csrf, iid, {"action": "accept", f"{p}destination": "", f"{p}nights": "many"})
+    assert r.status_code == 422 and "<html" not in r.text
+    html = card(r.text, iid)
+    assert 'data-status="pending"' in html and "Some answers need attention." in html
+    assert f'<small id="{p}destination-error" class="error" role="alert">required</small>' in html
+    assert f'<small id="{p}nights-error" class="error" role="alert">not a valid number</small>' in html
+    assert f'aria-describedby="{p}destination-help {p}destination-error"' in html
+    assert 'value="many"' in html  # what was typed is kept, to be fixed
+    assert status_of(web, iid) == "pending"
+
+    # the service's own checks (here: a date that is not a date) land beside the field too
+    r = answer(
+        web,
+        csrf,
+        iid,
+        {"action": "accept", f"{p}destination": "Oslo", f"{p}nights": "2", f"{p}start": "2026-13-45"},
+    )
+    assert r.status_code == 422
+    assert re.search(rf'<small id="{p}start-error" class="error" role="alert">[^<]*date', r.text)
+    assert status_of(web, iid) == "pending"
+
+    r = answer(web, csrf, iid, {"action": "maybe"})
+    assert r.status_code == 422 and "Choose one of the buttons" in r.text
+    assert status_of(web, iid) == "pending"
+
+
+def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web: Web) -> None:
+    run_id, iid = start(web, TORTURE, "ask_once")
+    csrf = web.login(*ADMIN)
+    form = {"action": "accept", f"{iid}-name": "Bo"}
+    assert answer(web, csrf, iid, form).status_code == 200
+    assert next_update(web, run_id).output == {"name": "Bo"}
+    again = answer(web, csrf, iid, form)
+    assert again.status_code == 200 and "Answered in the browser by user:root" in again.text
+    for different in ({"action": "accept", f"{iid}-name": "Cy"}, {"action": "decline"}, {"action": "accept"}):
+        r = answer(web, csrf, iid, different)
+        assert r.status_code == 409, r.text
+        assert "already" in r.text and 'data-status="answered"' in r.text
+
+
+def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -> None:
+    run_id, iid = start(web, TORTURE, "ask_once")
+    assert web.client.portal is not None
+    web.client.portal.call(services(web).runs.cancel, run_id)
+    csrf = web.login(*ADMIN)
+    assert f"interaction-{iid}" not in web.client.get("/conversations").text
+    r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": "Bo"})
+    assert r.status_code == 410
+    assert "Closed without an answer: the run finished (cancelled)" in r.text
+
+
+def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_page(web: Web) -> None:
+    run_id, iid = start(web, TORTURE, "ask_once")
+    csrf = web.login(*ADMIN)
+    r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": ""}, htmx=False)
+    assert r.status_code == 422 and "<html" in r.text and f"{iid}-name-error" in r.text
+    r = web.client.post(
+        f"/interactions/{iid}/answer",
+        data={"action": "accept", f"{iid}-name": "Bo", "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/conversations"
+    assert next_update(web, run_id).output == {"name": "Bo"}
+
+
+def test_an_answer_without_the_csrf_token_is_refused(web: Web) -> None:
+    _, iid = start(web, TORTURE, "ask_once")
+    web.login(*ADMIN)
+    r = web.client.post(f"/interactions/{iid}/answer", data={"action": "decline"}, headers=HX)
+    assert r.status_code == 403
+    assert status_of(web, iid) == "pending"
+
+
+def test_unknown_interactions_and_runs_are_404(web: Web) -> None:
+    csrf = web.login(*ADMIN)
+    assert answer(web, csrf, "int_0000000000000000", {"action": "decline"}).status_code == 404
+    assert web.client.get("/runs/20260101-000000000000/timeline").status_code == 404
+
+
+# --------------------------------------------------------------------------- the live feed
+
+
+def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_unsubscribes(
+    web: Web,
+) -> None:
+    """In-process: the stream generator against the app's real hub and run service."""
+    web.login(*USER)
+    app = web.client.app  # type: ignore[attr-defined]
+    user = app.state.ui_auth.resolve(web.client.cookies.get(COOKIE_NAME))
+    assert isinstance(user, UiUser) and user.name == "ann"
+    svc = services(web)
+    feed = Feed(svc.engine, app.state.templates.env)
+    trip_project, torture_project = load_project(TRIP), load_project(TORTURE)
+
+    async def begin(project: Any, entrypoint: str, params: dict[str, Any]) -> str:
+        ep = project.entrypoint(entrypoint)
+        request = RunRequest(project=project, entrypoint=ep, params=params, stored_params=params)
+        return await svc.runs.start(request)
+
+    async def scenario() -> list[ServerSentEvent]:
+        seen: list[ServerSentEvent] = []
+        stream = conversation_stream(feed, svc.hub, user, lambda: user)
+        try:
+            with anyio.fail_after(WAIT):
+                snapshot = await anext(stream)
+                assert snapshot.event == "snapshot" and "Nothing is waiting" in str(snapshot.data)
+                assert svc.hub.subscriber_count == 1
+                hidden = await begin(torture_project, "ask_once", {})
+                await _next(svc, hidden, ("waiting",))
+                run_id = await begin(trip_project, "plan_trip", {"traveller": "Bo"})
+                pushed = await anext(stream)  # ann may not see the torture question
+                seen.append(pushed)
+                assert pushed.event == "interaction" and 'data-status="pending"' in str(pushed.data)
+                iid = re.search(r'data-interaction="([^"]+)"', str(pushed.data))
+                assert iid is not None
+                await svc.interactions.answer(
+                    iid.group(1),
+                    action="accept",
+                    content={"destination": "Rome", "nights": 1},
+                    actor="user:mcp-client",
+                    channel="mcp-elicitation",
+                )
+                while not any(e.event == "interaction" for e in seen[1:]):
+                    seen.append(await anext(stream))
+                assert f"resolved-{iid.group(1)}" in [e.event for e in seen]
+                assert f"run-{run_id}" in [e.event for e in seen]
+                second = re.search(r'data-interaction="([^"]+)"', str(seen[-1].data))
+                assert second is not None
+                # the run ends while its question is open: the card says so
+                await svc.runs.cancel(run_id)
+                while seen[-1].event != f"resolved-{second.group(1)}":
+                    seen.append(await anext(stream))
+                await svc.runs.cancel(hidden)
+        finally:
+            await stream.aclose()
+        assert svc.hub.subscriber_count == 0
+        return seen
+
+    assert web.client.portal is not None
+    events = web.client.portal.call(scenario)
+    resolved = next(e for e in events if e.event and e.event.startswith("resolved-"))
+    assert 'data-status="answered"' in str(resolved.data)
+    assert "Answered in the MCP client (form) by user:mcp-client" in str(resolved.data)
+    second = [e for e in events if e.event == "interaction"][-1]
+    assert "Which room?" in str(second.data) and '<p id="no-pending" hidden hx-swap-oob="true">' in str(
+        second.data
+    )
+    closed = events[-1]
+    assert 'data-status="closed"' in str(closed.data)
+    assert "Closed without an answer: the run finished (cancelled)" in str(closed.data)
+
+
+def ann(projects: frozenset[str]) -> UiUser:
+    return UiUser(1, "ann", False, "session", "csrf", projects)
+
+
+def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
+    web: Web, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.01)
+    _, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    svc = services(web)
+    feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
+    logins: list[UiUser | None] = [ann(frozenset({INTERACTIVE})), None]
+
+    async def scenario() -> list[ServerSentEvent]:
+        stream = conversation_stream(feed, svc.hub, ann(frozenset()), lambda: logins.pop(0))
+        with anyio.fail_after(WAIT):
+            events = [event async for event in stream]
+        assert svc.hub.subscriber_count == 0
+        return events
+
+    assert web.client.portal is not None
+    first, granted = web.client.portal.call(scenario)
+    assert first.event == granted.event == "snapshot"
+    assert iid not in str(first.data) and f'id="interaction-{iid}"' in str(granted.data)
+
+
+def test_a_feed_that_falls_behind_ends_so_the_browser_reconnects_for_a_fresh_snapshot(web: Web) -> None:
+    svc = services(web)
+    feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
+    hub = EventHub(queue_size=4)
+
+    async def scenario() -> list[ServerSentEvent]:
+        stream = conversation_stream(feed, hub, ann(frozenset({INTERACTIVE})), lambda: None)
+        with anyio.fail_after(WAIT):
+            events = [await anext(stream)]
+            for n in range(10):  # nobody reads while these arrive
+                hub.publish("runs", "status", runId=f"run-{n}", projectId=INTERACTIVE, status="running")
+            events += [event async for event in stream]
+        assert hub.subscriber_count == 0
+        return events
+
+    assert web.client.portal is not None
+    assert [e.event for e in web.client.portal.call(scenario)] == ["snapshot"]

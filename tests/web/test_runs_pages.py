@@ -1,0 +1,220 @@
+"""The runs list and the run page: permitted projects only, filters, keyset paging, and the
+full report for administrators and the run's own actor. Every page test runs as a plain
+page load and as an htmx request."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.conftest import EXAMPLES, TORTURE
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web
+from webui.runs.service import RunRequest
+from webui.store import runs as run_store
+from webui.store.models import Run
+from webui.web.runs_pages import PAGE_SIZE
+from webui.workflows.project import load_project
+
+HX = {"HX-Request": "true"}
+HELLO_DIR = EXAMPLES / "hello"
+
+
+@pytest.fixture(params=[False, True], ids=["page", "htmx"])
+def hx(request: pytest.FixtureRequest) -> dict[str, str]:
+    return HX if request.param else {}
+
+
+def start_run(
+    web: Web, folder: Path, entrypoint: str, params: dict[str, Any], *, actor: str, until: str = "final"
+) -> str:
+    """A real run through the run service, waited on until `until` (final or waiting)."""
+    project = load_project(folder)
+    ep = project.entrypoint(entrypoint)
+    assert ep is not None
+    services = web.client.app.state.services  # type: ignore[attr-defined]
+
+    async def go() -> str:
+        run_id = await services.runs.start(
+            RunRequest(
+                project=project,
+                entrypoint=ep,
+                params=params,
+                stored_params=params,
+                actor=actor,
+                project_version=project.version,
+            )
+        )
+        async with services.runs.watch(run_id) as updates:
+            with anyio.fail_after(30):
+                while (await updates.get()).kind != until:
+                    pass
+        return run_id
+
+    assert web.client.portal is not None
+    return web.client.portal.call(go)
+
+
+def insert_run(web: Web, run_id: str, project_id: str, *, created_at: datetime, **fields: Any) -> None:
+    """A stored run without a worker, for listing and paging."""
+    engine = web.client.app.state.services.engine  # type: ignore[attr-defined]
+    values: dict[str, Any] = {"entrypoint_id": "greet", "entrypoint_title": "Greet", "status": "success"}
+    values.update(fields)
+    run_store.create_run(engine, run=Run(id=run_id, project_id=project_id, created_at=created_at, **values))
+
+
+def run_ids(html: str) -> list[str]:
+    return re.findall(r'href="/runs/([^"]+)"', html)
+
+
+def assert_shape(response: Any, hx: dict[str, str], block_id: str) -> None:
+    assert response.status_code == 200, response.text
+    assert f'id="{block_id}"' in response.text
+    assert ("<html" in response.text) is not bool(hx)
+    assert "HX-Request" in response.headers["vary"]
+
+
+def test_the_list_shows_only_runs_of_projects_the_user_may_use(web: Web, hx: dict[str, str]) -> None:
+    now = datetime.now(UTC)
+    insert_run(web, "r-hello", HELLO, created_at=now)
+    insert_run(web, "r-ledger", LEDGER, created_at=now - timedelta(seconds=1))
+    web.login(*USER)
+    r = web.client.get("/runs", headers=hx)
+    assert_shape(r, hx, "run-results")
+    assert run_ids(r.text) == ["r-hello"]
+    r = web.client.get(f"/runs?project={LEDGER}", headers=hx)
+    assert run_ids(r.text) == [], "a project filter cannot widen what the user may see"
+    web.logout()
+    web.login(*ADMIN)
+    assert run_ids(web.client.get("/runs", headers=hx).text) == ["r-hello", "r-ledger"]
+
+
+def test_filters_by_project_status_and_source_newest_first(web: Web, hx: dict[str, str]) -> None:
+    now = datetime.now(UTC)
+    insert_run(web, "a-old", HELLO, created_at=now - timedelta(minutes=3))
+    insert_run(web, "b-failed", HELLO, created_at=now - timedelta(minutes=2), status="failed")
+    insert_run(web, "c-api", INTERACTIVE, created_at=now - timedelta(minutes=1), source="api")
+    insert_run(web, "d-new", HELLO, created_at=now)
+    web.login(*USER)
+    assert run_ids(web.client.get("/runs", headers=hx).text) == ["d-new", "c-api", "b-failed", "a-old"]
+    assert run_ids(web.client.get(f"/runs?project={HELLO}", headers=hx).text) == [
+        "d-new",
+        "b-failed",
+        "a-old",
+    ]
+    assert run_ids(web.client.get("/runs?status=failed", headers=hx).text) == ["b-failed"]
+    assert run_ids(web.client.get("/runs?source=api", headers=hx).text) == ["c-api"]
+    both = web.client.get(f"/runs?project={HELLO}&status=success", headers=hx)
+    assert run_ids(both.text) == ["d-new", "a-old"]
+
+
+def test_the_filter_form_updates_the_results_with_htmx_and_keeps_the_url(web: Web) -> None:
+    web.login(*USER)
+    html = web.client.get("/runs?status=failed").text
+    form = re.search(r"<form class=\"filters\"[^>]*>", html)
+    assert form is not None
+    tag = form.group(0)
+    assert 'hx-get="/runs"' in tag and 'hx-trigger="change"' in tag and 'hx-push-url="true"' in tag
+    assert 'hx-target="#run-results"' in tag
+    assert '<option value="failed" selected>' in html
+    for name in ("project", "status", "source"):
+        assert f'<label for="filter-{name}">' in html and f'id="filter-{name}" name="{name}"' in html
+
+
+def test_a_history_restore_gets_the_whole_page(web: Web) -> None:
+    web.login(*USER)
+    r = web.client.get("/runs", headers={**HX, "HX-History-Restore-Request": "true"})
+    assert "<html" in r.text and 'id="run-results"' in r.text
+
+
+def test_older_pages_follow_created_at_then_id_without_gaps_or_repeats(web: Web, hx: dict[str, str]) -> None:
+    same_time = datetime.now(UTC)
+    expected = [f"run-{i:03d}" for i in range(PAGE_SIZE + 12)]
+    for run_id in expected:  # equal timestamps: the id breaks the tie
+        insert_run(web, run_id, HELLO, created_at=same_time)
+    insert_run(web, "newest", HELLO, created_at=same_time + timedelta(seconds=1))
+    web.login(*USER)
+    first = web.client.get("/runs", headers=hx)
+    page_one = run_ids(first.text)
+    assert page_one[0] == "newest" and len(page_one) == PAGE_SIZE
+    older = re.search(r'<a href="([^"]+)"[^>]*rel="next"', first.text)
+    assert older is not None
+    second = web.client.get(older.group(1).replace("&amp;", "&"), headers=hx)
+    page_two = run_ids(second.text)
+    assert page_one + page_two == ["newest", *sorted(expected, reverse=True)]
+    assert 'rel="next"' not in second.text and "Newest runs" in second.text
+
+
+def test_older_link_keeps_the_filters(web: Web) -> None:
+    now = datetime.now(UTC)
+    for i in range(PAGE_SIZE + 1):
+        insert_run(web, f"f-{i:03d}", HELLO, created_at=now - timedelta(seconds=i), status="failed")
+    web.login(*USER)
+    html = web.client.get("/runs?status=failed").text
+    older = re.search(r'<a href="([^"]+)"[^>]*rel="next"', html)
+    assert older is not None and "status=failed" in older.group(1)
+    assert run_ids(web.client.get(older.group(1).replace("&amp;", "&")).text) == [f"f-{PAGE_SIZE:03d}"]
+
+
+def test_the_run_page_shows_params_status_timeline_and_output(web: Web, hx: dict[str, str]) -> None:
+    run_id = start_run(web, HELLO_DIR, "greet", {"name": "Ann", "times": 2}, actor="user:ann")
+    web.login(*USER)
+    r = web.client.get(f"/runs/{run_id}", headers=hx)
+    assert_shape(r, hx, "run")
+    assert 'class="badge success"' in r.text
+    assert "&#34;name&#34;: &#34;Ann&#34;" in r.text or "&quot;name&quot;: &quot;Ann&quot;" in r.text
+    assert "Hello, Ann! Hello, Ann!" in r.text
+    timeline = re.search(r'<ol class="timeline">(.*?)</ol>', r.text, re.S)
+    assert timeline is not None
+    assert re.findall(r"</time> (\w+)", timeline.group(1)) == ["queued", "running", "success"]
+    assert "hx-trigger" not in r.text, "a finished run is not polled"
+
+
+def test_the_full_report_is_for_the_runs_own_actor_and_admins_only(web: Web, hx: dict[str, str]) -> None:
+    own = start_run(web, HELLO_DIR, "greet", {"name": "Ann"}, actor="user:ann")
+    others = start_run(web, HELLO_DIR, "greet", {"name": "Bob"}, actor="user:root")
+    web.login(*USER)
+    assert "greeting Ann" in web.client.get(f"/runs/{own}", headers=hx).text
+    theirs = web.client.get(f"/runs/{others}", headers=hx)
+    assert theirs.status_code == 200 and "Hello, Bob!" in theirs.text
+    assert "greeting Bob" not in theirs.text and "Report" not in theirs.text
+    web.logout()
+    web.login(*ADMIN)
+    assert "greeting Ann" in web.client.get(f"/runs/{own}", headers=hx).text
+
+
+def test_a_failed_run_shows_its_error_and_keeps_stderr_for_the_report(web: Web, hx: dict[str, str]) -> None:
+    run_id = start_run(web, TORTURE, "raise_error", {}, actor="user:root")
+    web.login(*ADMIN)
+    r = web.client.get(f"/runs/{run_id}", headers=hx)
+    assert 'class="badge failed"' in r.text
+    assert "handler_error" in r.text and "The handler raised ValueError." in r.text
+    assert "hunter2" in r.text  # stderr, in the full report
+
+
+def test_runs_of_projects_the_user_may_not_use_are_not_found(web: Web, hx: dict[str, str]) -> None:
+    run_id = start_run(web, TORTURE, "raise_error", {}, actor="user:root")
+    web.login(*USER)
+    r = web.client.get(f"/runs/{run_id}", headers=hx)
+    assert r.status_code == 404 and "hunter2" not in r.text
+    assert web.client.get("/runs/no-such-run", headers=hx).status_code == 404
+
+
+def test_a_waiting_run_shows_its_pending_question_and_a_link_to_conversations(
+    web: Web, hx: dict[str, str]
+) -> None:
+    run_id = start_run(
+        web, EXAMPLES / "interactive", "plan_trip", {"traveller": "Ann"}, actor="user:ann", until="waiting"
+    )
+    web.login(*USER)
+    r = web.client.get(f"/runs/{run_id}", headers=hx)
+    assert 'class="badge waiting_for_input"' in r.text
+    assert "Waiting for input" in r.text and 'href="/conversations"' in r.text
+    article = re.search(r'<article id="run"[^>]*>', r.text)
+    assert article is not None and 'hx-trigger="every 2s"' in article.group(0), "an active run is polled"
+    listed = web.client.get("/runs?status=waiting_for_input", headers=hx)
+    assert run_ids(listed.text) == [run_id]

@@ -1,0 +1,138 @@
+"""Runs: the list (filtered by project, status and source; keyset-paged) and the run page.
+
+The full report (stdout, stderr, ctx.log lines) is shown only to administrators and to the
+person who started the run; everyone who may use the project sees params, status, the
+state timeline, output or error (R-RUN-4). Runs of other projects are 404, never 403, so
+their ids are not confirmed to exist."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from webui.auth.ui import UiUser
+from webui.errors import NotFound
+from webui.store import projects as project_store
+from webui.store import runs as run_store
+from webui.store.models import ProjectRecord, Run
+from webui.web.deps import ServicesDep, UserDep
+from webui.web.templating import page
+
+router = APIRouter(tags=["pages"])
+
+PAGE_SIZE = 50
+STATUSES = (*run_store.ACTIVE_STATUSES, *run_store.FINAL_STATUSES)
+# The channels that start runs; the filter also keeps any other value it is given.
+SOURCES = ("mcp", "api", "ui")
+TIMELINE_KINDS = frozenset({"state"})
+
+
+def get_run_or_404(run_id: str, user: UserDep, services: ServicesDep) -> Run:
+    run = run_store.get_run(services.engine, run_id=run_id)
+    if run is None or not user.may_use(run.project_id):
+        raise NotFound(f"run {run_id!r} not found")
+    return run
+
+
+RunDep = Annotated[Run, Depends(get_run_or_404)]
+
+
+def may_see_report(user: UiUser, run: Run) -> bool:
+    return user.is_admin or (run.actor is not None and run.actor == user.actor)
+
+
+def usable_projects(user: UiUser, services: Any) -> list[ProjectRecord]:
+    return [p for p in project_store.list_projects(services.engine) if user.may_use(p.id)]
+
+
+def pretty(value: Any, indent: int | None = 2) -> str:
+    """JSON for people: unescaped text (the template escapes it), never `\\u003c`."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+def swappable_page(request: Request, name: str, context: dict[str, Any], *, block: str) -> Response:
+    """`page`, for URLs that htmx also loads as fragments (filters, polling). A history
+    restore asks for the whole page (with HX-Request set), and caches must keep the two
+    answers apart."""
+    restoring = request.headers.get("hx-history-restore-request") == "true"
+    response = page(request, name, context, block=None if restoring else block)
+    response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
+    return response
+
+
+def runs_url(filters: dict[str, str], **extra: str) -> str:
+    query = urlencode({k: v for k, v in {**filters, **extra}.items() if v})
+    return f"/runs?{query}" if query else "/runs"
+
+
+@router.get("/runs", summary="Runs of the projects you may use")
+async def runs_list(
+    request: Request,
+    user: UserDep,
+    services: ServicesDep,
+    project: Annotated[str, Query(max_length=100)] = "",
+    status: Annotated[str, Query(max_length=40)] = "",
+    source: Annotated[str, Query(max_length=40)] = "",
+    before: Annotated[str, Query(max_length=100, description="Show runs older than this run id")] = "",
+) -> Response:
+    projects = usable_projects(user, services)
+    allowed = {p.id for p in projects}
+    if project:
+        scope: set[str] | None = {project} & allowed
+    else:
+        scope = None if user.projects is None else allowed
+    cursor = run_store.get_run(services.engine, run_id=before) if before else None
+    if cursor is not None and not user.may_use(cursor.project_id):
+        cursor = None  # never page relative to a run the user may not see
+    rows = run_store.list_runs(
+        services.engine,
+        project_ids=scope,
+        status=status or None,
+        source=source or None,
+        before=cursor,
+        limit=PAGE_SIZE + 1,
+    )
+    runs, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+    filters = {"project": project, "status": status, "source": source}
+    return swappable_page(
+        request,
+        "runs/list.html",
+        {
+            "runs": runs,
+            "projects": projects,
+            "project_names": {p.id: p.name for p in projects},
+            "filters": filters,
+            "statuses": STATUSES,
+            "sources": SOURCES if not source or source in SOURCES else (*SOURCES, source),
+            "older_url": runs_url(filters, before=runs[-1].id) if more else None,
+            "newest_url": runs_url(filters) if cursor is not None else None,
+        },
+        block="results",
+    )
+
+
+@router.get("/runs/{run_id}", summary="A run: params, status, timeline, output or error, report")
+async def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep) -> Response:
+    events = run_store.list_events(services.engine, run_id=run.id)
+    full = may_see_report(user, run)
+    record = project_store.get_project(services.engine, project_id=run.project_id)
+    return swappable_page(
+        request,
+        "runs/detail.html",
+        {
+            "run": run,
+            "params_json": pretty(run.params),
+            "output_json": pretty(run.output),
+            "pretty": pretty,
+            "project_name": record.name if record else run.project_id,
+            "active": run.status in run_store.ACTIVE_STATUSES,
+            "timeline": [e for e in events if e.kind in TIMELINE_KINDS],
+            "report": [e for e in events if e.kind not in TIMELINE_KINDS] if full else None,
+            "interaction": services.interactions.pending_for_run(run.id),
+        },
+        block="run",
+    )
