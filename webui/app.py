@@ -8,6 +8,7 @@ session manager and the gateway's janitor.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -152,6 +153,10 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.host = host
             async with manager.run(), host.running(), anyio.create_task_group() as tg:
                 tg.start_soon(gateway.reap)
+                # Everything loaded at start-up is long-lived: keep full collections from
+                # walking it (they otherwise stall live streams for a few hundred ms).
+                gc.collect()
+                gc.freeze()
                 try:
                     yield
                 finally:

@@ -72,9 +72,9 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.resolved_database_url)
-    audit = AuditLog()
-    files = FileStore(engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes)
     hub = EventHub()
+    audit = AuditLog(hub)
+    files = FileStore(engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes)
     interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool()
     runs = RunService(

@@ -52,3 +52,20 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
 @pytest.fixture
 def page(context: BrowserContext) -> Page:
     return context.new_page()
+
+
+PHASE_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Keeps each phase's report on the item, so a fixture's teardown can tell whether its
+    test failed (`phase_failed`), for example to take a screenshot."""
+    report = yield
+    item.stash.setdefault(PHASE_REPORTS, {})[report.when] = report
+    return report
+
+
+def phase_failed(item: pytest.Item) -> bool:
+    """Whether the test's setup or call phase failed (for fixture teardowns)."""
+    return any(r.failed for r in item.stash.get(PHASE_REPORTS, {}).values())

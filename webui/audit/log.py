@@ -3,7 +3,8 @@ in the same transaction as the change it records."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+import asyncio
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, insert
 from sqlalchemy.engine import Connection
@@ -11,17 +12,43 @@ from sqlmodel import Session
 
 from webui.store.models import AuditEvent
 
+if TYPE_CHECKING:
+    from webui.events import EventHub
+
 _INSERT = insert(cast(Table, AuditEvent.__table__))  # pyright: ignore[reportAttributeAccessIssue]
-SECRET_KEYS = frozenset({"authorization", "key", "api_key", "token", "password", "secret"})
+SECRET_KEYS = frozenset(
+    {"authorization", "key", "api_key", "apikey", "token", "password", "secret", "cookie", "rawkey"}
+)
 
 
-def _scrub(details: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not details:
-        return None
-    return {k: ("[redacted]" if k.lower() in SECRET_KEYS else v) for k, v in details.items()}
+def _scrub(value: Any) -> Any:
+    """Redact secret-named keys at any depth (defence in depth: callers never pass them)."""
+    if isinstance(value, dict):
+        return {
+            k: ("[redacted]" if str(k).lower().replace("-", "_") in SECRET_KEYS else _scrub(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
 
 
 class AuditLog:
+    def __init__(self, hub: EventHub | None = None) -> None:
+        self.hub = hub
+
     def record(self, session: Session | Connection, event: str, **fields: Any) -> None:
-        details = _scrub(fields.pop("details", None))
-        session.execute(_INSERT, {"event": event, "details": details, **fields})
+        details = _scrub(fields.pop("details", None)) or None
+        result = session.execute(_INSERT, {"event": event, "details": details, **fields})
+        if self.hub is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        # Writes run synchronously inside the event loop: by the time this callback runs,
+        # the caller's transaction has committed, so a live tail can read the row.
+        key = cast(Any, result).inserted_primary_key
+        row_id = key[0] if key else None
+        hub = self.hub
+        loop.call_soon(lambda: hub.publish("audit", "recorded", id=row_id, event=event))

@@ -1,0 +1,46 @@
+"""The store: SQLite pragmas, and data dirs from earlier versions brought up to date."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import sqlalchemy
+from sqlalchemy import text
+
+from webui.store.db import make_engine, upgrade_schema
+
+
+def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 10_000
+    engine.dispose()
+
+
+def test_an_older_data_dir_gains_new_columns_and_indexes_without_losing_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.execute(
+        "create table projects (id varchar primary key, name varchar not null, root varchar not null,"
+        " registered_at datetime not null)"
+    )
+    con.execute("insert into projects values ('p1', 'old', '/x', '2026-01-01 00:00:00')")
+    con.execute(
+        "create table audit_events (id integer primary key, event varchar not null, actor varchar,"
+        " project_id varchar, target varchar, version varchar, session_id varchar, tool varchar,"
+        " run_id varchar, outcome varchar, source varchar not null, client_address varchar,"
+        " user_agent varchar, details json, created_at datetime not null)"
+    )
+    con.commit()
+    con.close()
+    engine = make_engine(f"sqlite:///{path}")
+    inspector = sqlalchemy.inspect(engine)
+    columns = {c["name"] for c in inspector.get_columns("projects")}
+    assert {"run_gate_open", "max_running", "max_queued"} <= columns
+    assert "ix_audit_event_time" in {i["name"] for i in inspector.get_indexes("audit_events")}
+    with engine.connect() as conn:
+        assert conn.execute(text("select name, run_gate_open from projects")).all() == [("old", 1)]
+    assert upgrade_schema(engine) == []  # idempotent
+    engine.dispose()
