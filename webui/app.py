@@ -42,6 +42,7 @@ from webui.web import (
     audit_pages,
     auth_pages,
     conversations,
+    host_pages,
     keys,
     mcp_page,
     projects,
@@ -182,6 +183,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
     app.include_router(audit_pages.router)
+    app.include_router(host_pages.router)
     app.router.routes.append(Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
     add_mcp_operations(app)
 

@@ -380,3 +380,34 @@ async def test_the_official_everything_server_lists_tools_calls_one_and_gets_its
                             break
         text = json.dumps(results[0].result)
         assert results[0].status == "success" and "Ada" in text and "fish-2" in text
+
+
+async def test_calls_and_requests_left_open_by_a_dead_process_are_ended_at_start(tmp_path: Path) -> None:
+    from sqlmodel import Session
+
+    from webui.store.models import HostCall, HostConversation
+
+    servers = {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}}
+    host = await make_host(tmp_path, servers, ["mcp-t"])
+    with Session(host.service.engine) as s:
+        s.add(HostConversation(id="conv_old", account_id=host.account_id, title="old", selection=["mcp-t"]))
+        s.flush()
+        s.add(HostCall(id="call_old", conversation_id="conv_old", server_id="mcp-t", tool="wait"))
+        s.commit()
+    ia = host.interactions.create(
+        run_id=None,
+        origin="host",
+        kind="form",
+        title="t",
+        message=None,
+        requested_schema={},
+        fields=[],
+        blockers=[],
+        server_id="mcp-t",
+        conversation_id="conv_old",
+    )
+    async with host.service.running():
+        call = host.service.calls("conv_old")[0]
+        assert call.status == "failed" and call.error == "the host restarted during the call"
+        closed = host.interactions.get(ia.id)
+        assert (closed.status, closed.close_reason) == ("closed", "the host restarted")

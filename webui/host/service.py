@@ -74,6 +74,9 @@ class Connection:
     error: str | None = None
     client: Client | None = None
     tools: list[types.Tool] = field(default_factory=list)
+    # call id → conversation id of the tool calls in flight on this client: a host-owned
+    # client's requests are labelled with the caller's conversation when only one is calling.
+    calls: dict[str, str] = field(default_factory=dict)
     ready: anyio.Event = field(default_factory=anyio.Event)
     closing: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -107,6 +110,7 @@ class HostService:
     # ------------------------------------------------------------------ lifecycle
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HostService]:
+        self._recover()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -115,6 +119,28 @@ class HostService:
                 await self.close_all("shutdown")
                 tg.cancel_scope.cancel()
                 self._tg = None
+
+    def _recover(self) -> None:
+        """Connections live in one process: calls and requests a previous process left open
+        can never finish. Record them as ended, with the reason."""
+        with Session(self.engine) as s:
+            for call in s.exec(select(HostCall).where(HostCall.status == "running")):
+                call.status, call.error, call.finished_at = (
+                    "failed",
+                    "the host restarted during the call",
+                    utcnow(),
+                )
+                s.add(call)
+            stale = list(
+                s.exec(
+                    select(Interaction.id).where(
+                        Interaction.origin == "host", Interaction.status == "pending"
+                    )
+                )
+            )
+            s.commit()
+        for interaction_id in stale:
+            self.interactions.close(interaction_id, "the host restarted")
 
     async def close_all(self, reason: str) -> None:
         for conn in list(self._connections.values()):
@@ -296,6 +322,7 @@ class HostService:
             )
             s.commit()
         assert conn.client is not None
+        conn.calls[row.id] = conversation_id
         try:
             result = await conn.client.call_tool(tool, arguments)
             row.status = "error" if result.is_error else "success"
@@ -304,7 +331,20 @@ class HostService:
             row.status, row.error = "failed", exc.message
         except Exception as exc:
             row.status, row.error = "failed", _describe(exc)
+        except BaseException:  # cancelled (the caller went away, or shutdown): never left "running"
+            row.status, row.error = "failed", "the call was cancelled before the server answered"
+            row.finished_at = utcnow()
+            self._finish_call(row, conversation_id, server_id, tool, actor)
+            raise
+        finally:
+            conn.calls.pop(row.id, None)
         row.finished_at = utcnow()
+        self._finish_call(row, conversation_id, server_id, tool, actor)
+        return row
+
+    def _finish_call(
+        self, row: HostCall, conversation_id: str, server_id: str, tool: str, actor: str
+    ) -> None:
         with Session(self.engine, expire_on_commit=False) as s:
             s.add(row)
             self.audit.record(
@@ -317,7 +357,6 @@ class HostService:
                 details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
             )
             s.commit()
-        return row
 
     # ------------------------------------------------------------------ human input
     def _elicitation_callback(self, conn: Connection) -> Any:
@@ -331,11 +370,13 @@ class HostService:
     async def _elicit(self, conn: Connection, params: types.ElicitRequestParams) -> types.ElicitResult:
         server = conn.server
         title = f"{server.name} asks"
+        callers = set(conn.calls.values())
+        conversation_id = conn.conversation_id or (callers.pop() if len(callers) == 1 else None)
         common: dict[str, Any] = {
             "run_id": None,
             "origin": "host",
             "server_id": server.id,
-            "conversation_id": conn.conversation_id,
+            "conversation_id": conversation_id,
             "title": title,
             "message": params.message,
         }

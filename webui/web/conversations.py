@@ -293,21 +293,23 @@ def server_names_of(request: Request) -> ServerNames:
     return names
 
 
-def build_cards(engine: Engine, items: Iterable[Item], names: Mapping[str, str] | None = None) -> list[Card]:
+def build_cards(engine: Engine, items: Iterable[Item], names: ServerNames = _no_names) -> list[Card]:
+    """Cards with their run timelines; `names` (read only when a host request is among the
+    items) gives the servers' display names."""
     items = list(items)
     runs = {i.run.id for i in items if isinstance(i, InteractionWithRun)}
     by_run = interaction_store.list_for_runs(engine, run_ids=runs)
+    shown = names() if any(isinstance(i, HostInteraction) for i in items) else {}
     cards = []
     for i in items:
         if isinstance(i, InteractionWithRun):
             cards.append(Card(i, build_timeline(i.run, by_run[i.run.id])))
         else:
-            server_id = i.interaction.server_id or ""
-            cards.append(Card(i, None, server_name=(names or {}).get(server_id)))
+            cards.append(Card(i, None, server_name=shown.get(i.interaction.server_id or "")))
     return cards
 
 
-def pending_cards(engine: Engine, user: UiUser, names: Mapping[str, str] | None = None) -> list[Card]:
+def pending_cards(engine: Engine, user: UiUser, names: ServerNames = _no_names) -> list[Card]:
     items: list[Item] = [*interaction_store.list_pending(engine, project_ids=user.projects)]
     account = None if user.is_admin else user.account_id
     items += interaction_store.list_pending_host(engine, account_id=account)
@@ -371,7 +373,7 @@ async def conversations(request: Request, user: UserDep, services: ServicesDep) 
     # htmx gets the feed alone, except when restoring history, which needs the whole page;
     # caches keep the answers apart.
     restoring = request.headers.get("hx-history-restore-request") == "true"
-    context = {"cards": pending_cards(services.engine, user, server_names_of(request)())}
+    context = {"cards": pending_cards(services.engine, user, server_names_of(request))}
     response = page(request, PAGE, context, block=None if restoring else "feed")
     response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
     return response
@@ -389,7 +391,7 @@ def _card_response(request: Request, engine: Engine, user: UiUser, card: Card, s
     if is_htmx(request):
         return page(request, PAGE, {"card": card, "refresh": True}, block="card", status_code=status)
     # Without htmx, the whole page, with this card (and its errors) in place.
-    names = server_names_of(request)()
+    names = server_names_of(request)
     cards = [c for c in pending_cards(engine, user, names) if c.interaction.id != card.interaction.id]
     return page(request, PAGE, {"cards": [card, *cards]}, status_code=status)
 
@@ -406,7 +408,7 @@ def _settled_response(request: Request, engine: Engine, user: UiUser, card: Card
 @router.post("/interactions/{interaction_id}/answer", summary="Answer an interaction from the browser")
 async def answer(interaction_id: str, request: Request, user: UserDep, services: ServicesDep) -> Response:
     engine = services.engine
-    names = server_names_of(request)()
+    names = server_names_of(request)
     item = visible_item(engine, user, interaction_id)
     card = build_cards(engine, [item], names)[0]
     form = await request.form()
@@ -477,7 +479,7 @@ async def conversation_stream(
         runs: set[str] = set()  # runs whose timeline this stream keeps current
 
         def snapshot() -> ServerSentEvent:
-            cards = pending_cards(feed.engine, user, feed.server_names())
+            cards = pending_cards(feed.engine, user, feed.server_names)
             shown.clear()
             shown.update(c.interaction.id for c in cards)
             runs.update(c.run.id for c in cards if c.run is not None)
@@ -526,7 +528,7 @@ def _events_for(
             item = interaction_store.get_with_run(feed.engine, interaction_id=interaction_id)
         if item is None or item.interaction.status != "pending":
             return []  # answered already: its `answered` event finds nothing to update
-        card = build_cards(feed.engine, [item], feed.server_names())[0]
+        card = build_cards(feed.engine, [item], feed.server_names)[0]
         shown.add(interaction_id)
         if card.run is not None:
             runs.add(card.run.id)
@@ -537,7 +539,7 @@ def _events_for(
         shown.discard(interaction_id)
         if item is None:
             return []
-        card = build_cards(feed.engine, [item], feed.server_names())[0]
+        card = build_cards(feed.engine, [item], feed.server_names)[0]
         html = feed.render("card", card=card, user=user)
         return [ServerSentEvent(html, event=f"resolved-{interaction_id}")]
     return []

@@ -171,9 +171,9 @@ class HostCalls:
         done = sorted(
             (x for x in self._launches.values() if x.finished is not None), key=lambda x: x.finished or 0
         )
+        excess = len(self._launches) - MAX_LAUNCHES
         for i, launch in enumerate(done):
-            stale = now - (launch.finished or now) > KEEP_FINISHED_SECONDS
-            if stale or i < len(self._launches) - MAX_LAUNCHES:
+            if i < excess or now - (launch.finished or now) > KEEP_FINISHED_SECONDS:
                 del self._launches[launch.id]
 
 
@@ -231,7 +231,8 @@ def tool_form_problem(schema: Any) -> str | None:
     """Why a tool's inputSchema gets a JSON text area instead of generated fields."""
     if not isinstance(schema, dict):
         return "the tool has no input schema object"
-    if '"$ref"' in json.dumps(schema) or '"$dynamicRef"' in json.dumps(schema):
+    text = json.dumps(schema)
+    if '"$ref"' in text or '"$dynamicRef"' in text:
         return "the input schema uses references ($ref)"
     if schema.get("type", "object") != "object":
         return "the input schema is not an object of fields"
@@ -710,7 +711,8 @@ async def create_conversation(request: Request, user: UserDep) -> Response:
             account_id=user.account_id, title=title or "Conversation", selection=selection, actor=user.actor
         )
     except ConfigError as exc:
-        return _list_page(request, user, values=values, problem=exc.message, status=422)
+        problem = shown_path(exc.message, host_of(request).root, user)
+        return _list_page(request, user, values=values, problem=problem, status=422)
     return RedirectResponse(f"/host/conversations/{conv.id}", status_code=303)
 
 

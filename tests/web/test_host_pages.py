@@ -1,0 +1,674 @@
+"""The host's pages (R-HOST-7/8) through TestClient, against the Python SDK test server
+over stdio: the servers page with good and broken configurations, conversations and their
+selections, tool calls that run in the background and are followed by long-polling, the
+servers' form and URL requests answered in the conversation view, and who may see what.
+
+Every wait is bounded: the activity long-poll answers within its own bound (20 s) and the
+loops that follow it stop at a deadline."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from fastapi.testclient import TestClient
+from sse_starlette import ServerSentEvent
+
+from tests.conftest import FIXTURES
+from tests.web.conftest import ADMIN, USER, Web, prepare
+from webui.app import create_app
+from webui.auth.ui import COOKIE_NAME, UiUser
+from webui.host.service import HostService
+from webui.web import conversations
+from webui.web.conversations import Feed, conversation_stream
+from webui.web.host_pages import tool_form_problem
+
+SERVER = FIXTURES / "host_server.py"
+HX = {"HX-Request": "true"}
+FOLLOW_SECONDS = 60.0
+TOKEN_RE = re.compile(r'<section id="activity"[^>]*data-token="(\w+)"')
+NOTHING_WAITING = '<p id="no-pending" class="muted">Nothing is waiting'
+STDIO = {"command": sys.executable, "args": [str(SERVER), "stdio"]}
+
+
+@dataclass
+class Host:
+    web: Web
+    root: Path
+
+    @property
+    def client(self) -> TestClient:
+        return self.web.client
+
+    @property
+    def service(self) -> HostService:
+        return self.client.app.state.host  # type: ignore[attr-defined]
+
+
+def write_root(root: Path, servers: dict[str, Any], config: str) -> None:
+    (root / "mcp").mkdir(parents=True, exist_ok=True)
+    (root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    (root / "config.yaml").write_text(config, encoding="utf-8")
+
+
+def start(tmp_path: Path, *, expiry: float = 300.0, root: Path | None = None) -> Iterator[Host]:
+    if root is None:
+        root = tmp_path / "root"
+        write_root(
+            root,
+            {"Test_Stdio": STDIO, "Other Server": STDIO},
+            "defaults:\n  mcp_servers: [mcp-test-stdio]\n"
+            "mcp:\n  host_owned_servers: [mcp-other-server]\n"
+            "  protocol_overrides:\n    mcp-other-server: legacy\n",
+        )
+    settings = prepare(tmp_path / "data").model_copy(
+        update={"root_dir": root, "interaction_expiry_seconds": expiry}
+    )
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        yield Host(Web(client, settings), root)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[Host]:
+    yield from start(tmp_path)
+
+
+@pytest.fixture
+def short_expiry(tmp_path: Path) -> Iterator[Host]:
+    yield from start(tmp_path, expiry=1.0)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def create(host: Host, csrf: str, title: str, **form: Any) -> str:
+    r = host.client.post(
+        "/host/conversations",
+        data={"title": title, "csrf_token": csrf, **form},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    return r.headers["location"].rsplit("/", 1)[1]
+
+
+def connect(host: Host, csrf: str, conv: str, server: str = "mcp-test-stdio") -> str:
+    r = host.client.post(
+        f"/host/conversations/{conv}/connect", data={"server": server}, headers={**HX, "X-CSRF-Token": csrf}
+    )
+    assert r.status_code == 200, r.text
+    assert 'data-state="ready"' in r.text, r.text
+    return r.text
+
+
+def tool_dom(page: str, tool: str) -> str:
+    m = re.search(rf'<div id="(tool-\w+)" class="tool" data-tool="{tool}">', page)
+    assert m, page
+    return m.group(1)
+
+
+def call(host: Host, csrf: str, conv: str, tool: str, server: str = "mcp-test-stdio", **fields: Any) -> Any:
+    return host.client.post(
+        f"/host/conversations/{conv}/call",
+        data={"server": server, "tool": tool, **fields},
+        headers={**HX, "X-CSRF-Token": csrf},
+    )
+
+
+def follow(host: Host, conv: str, until: Callable[[str], bool], first: str | None = None) -> str:
+    """Long-poll the conversation's activity until `until(fragment)` holds (bounded)."""
+    fragment = first or host.client.get(f"/host/conversations/{conv}/activity", headers=HX).text
+    deadline = time.monotonic() + FOLLOW_SECONDS
+    while not until(fragment):
+        assert time.monotonic() < deadline, fragment
+        assert 'data-live="true"' in fragment, f"nothing is running any more:\n{fragment}"
+        token = TOKEN_RE.search(fragment)
+        assert token, fragment
+        r = host.client.get(f"/host/conversations/{conv}/activity?since={token.group(1)}", headers=HX)
+        assert r.status_code == 200, r.text
+        fragment = r.text
+    return fragment
+
+
+def pending_request(fragment: str) -> str | None:
+    m = re.search(r'<li id="request-(int_\w+)" data-interaction="[^"]+" data-status="pending"', fragment)
+    return m.group(1) if m else None
+
+
+def finished_call(fragment: str, tool: str) -> bool:
+    return bool(re.search(rf'data-status="(success|error|failed)" data-tool="{tool}"', fragment))
+
+
+def result_texts(fragment: str) -> list[Any]:
+    return [
+        json.loads(html.unescape(t))
+        for t in re.findall(r'<pre class="result-text">(.*?)</pre>', fragment, re.S)
+    ]
+
+
+def card(page: str, interaction_id: str) -> str:
+    m = re.search(rf'<article id="interaction-{interaction_id}".*?</article>', page, re.S)
+    assert m, page
+    return m.group(0)
+
+
+def answer(host: Host, csrf: str, iid: str, data: dict[str, Any]) -> Any:
+    return host.client.post(
+        f"/interactions/{iid}/answer", data=data, headers={**HX, "X-CSRF-Token": csrf}, follow_redirects=False
+    )
+
+
+def ask(host: Host, csrf: str, conv: str, tool: str) -> tuple[str, str]:
+    """Call `tool` and wait until its server asks; returns (interaction id, activity)."""
+    r = call(host, csrf, conv, tool)
+    assert r.status_code == 200, r.text
+    fragment = follow(host, conv, lambda f: pending_request(f) is not None, first=r.text)
+    iid = pending_request(fragment)
+    assert iid is not None
+    return iid, fragment
+
+
+# --------------------------------------------------------------------------- servers page
+
+
+def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: Host) -> None:
+    csrf = host.web.login(*ADMIN)
+    page = host.client.get("/host/servers")
+    assert page.status_code == 200
+    text = page.text
+    assert '<a href="/host/servers">MCP servers</a>' in text  # the nav link
+    test = section(text, "mcp-test-stdio")
+    other = section(text, "mcp-other-server")
+    assert "Test_Stdio" in test and "Other Server" in other
+    source = str(host.root / "mcp" / "servers.json")
+    assert f"<code>{source}</code>" in test  # admins: the absolute path
+    assert re.search(r'<dd class="selected">yes</dd>', test) and re.search(
+        r'<dd class="selected">no</dd>', other
+    )
+    assert "yes: one client shared" in other and "no: one client per conversation" in test
+    assert "legacy" in other and "auto (the handshake-era protocol)" in test
+    assert html.escape(str(SERVER)) in test and 'class="command"' in test
+    assert "not connected" in test
+
+    r = host.client.post(
+        "/host/servers/mcp-test-stdio/connect", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/host/servers#server-mcp-test-stdio"
+    test = section(host.client.get("/host/servers").text, "mcp-test-stdio")
+    assert '<span class="badge ready">ready</span>' in test and "Server check: Test_Stdio" in test
+    for tool in ("book", "pick_tags", "ask_secret", "open_link", "wait", "echo"):
+        assert f"<code>{tool}</code>" in test
+    # the check conversation is reused, not multiplied
+    host.client.post("/host/servers/mcp-test-stdio/connect", data={"csrf_token": csrf})
+    listing = host.client.get("/host/conversations").text
+    assert listing.count("Server check: Test_Stdio") == 1
+
+    # a host-owned server's client is the host's, whichever conversation connected it
+    host.client.post("/host/servers/mcp-other-server/connect", data={"csrf_token": csrf})
+    other = section(host.client.get("/host/servers").text, "mcp-other-server")
+    assert "(host-owned)" in other and "<code>echo</code>" in other
+
+    host.web.logout()
+    host.web.login(*USER)
+    text = host.client.get("/host/servers").text
+    test = section(text, "mcp-test-stdio")
+    assert "<code>mcp/servers.json</code>" in test and str(host.root) not in text
+    assert 'class="command"' not in text and html.escape(str(SERVER)) not in text
+    assert "not connected" in test  # the admin's connection is not ann's
+
+
+def section(page: str, server_id: str) -> str:
+    m = re.search(rf'<section id="server-{server_id}".*?</section>', page, re.S)
+    assert m, page
+    return m.group(0)
+
+
+def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_root(
+        root, {"Good": STDIO, "Bad": {**STDIO, "disabled": True}}, "defaults:\n  mcp_servers: [mcp-nope]\n"
+    )
+    (root / "mcp" / "extra.jsonc").write_text("{}", encoding="utf-8")
+    for h in start(tmp_path, root=root):
+        csrf = h.web.login(*USER)
+        r = h.client.get("/host/servers")
+        assert r.status_code == 200
+        problems = re.search(r'<ul class="problems">(.*?)</ul>', r.text, re.S)
+        assert problems, r.text
+        items = re.findall(r"<li>(.*?)</li>", problems.group(1), re.S)
+        assert len(items) == 3 and "The configuration has 3 problems" in r.text
+        joined = html.unescape(" ".join(items))
+        assert "disabled: not supported" in joined and "JSONC is not supported" in joined
+        assert "no configured MCP server has id 'mcp-nope'" in joined
+        assert "mcp/servers.json" in joined and str(root) not in r.text  # not an admin: relative paths
+        assert "<code>mcp/servers.json</code>" in r.text  # the files found
+
+        listing = h.client.get("/host/conversations")
+        assert listing.status_code == 200 and "has problems, so no conversation can start" in listing.text
+        r = h.client.post(
+            "/host/conversations", data={"title": "x", "csrf_token": csrf}, follow_redirects=False
+        )
+        assert r.status_code == 422 and "steamharness config validate" in r.text
+        assert str(root) not in r.text
+
+        h.web.logout()
+        h.web.login(*ADMIN)
+        assert str(root / "mcp" / "servers.json") in h.client.get("/host/servers").text
+
+
+def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_root(root, {"Needs": {**STDIO, "env": {"TOKEN": "${STEAMHARNESS_TEST_UNSET_VAR}"}}}, "")
+    for h in start(tmp_path, root=root):
+        h.web.login(*ADMIN)
+        text = section(h.client.get("/host/servers").text, "mcp-needs")
+        assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in html.unescape(text)
+        assert "(env: TOKEN)" in text  # names only, never values
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    form = host.client.get("/host/conversations").text
+    assert 'name="selection" value="defaults" checked' in form and "<code>mcp-test-stdio</code>)" in form
+    defaults = create(host, csrf, "inherits", selection="defaults")
+    none = create(host, csrf, "nothing", selection="choose")
+    chosen = create(host, csrf, "both", selection="choose", server=["mcp-other-server", "mcp-test-stdio"])
+    svc = host.service
+    assert svc.conversation(defaults).selection == ["mcp-test-stdio"]
+    assert svc.conversation(none).selection == []
+    assert svc.conversation(chosen).selection == ["mcp-other-server", "mcp-test-stdio"]
+
+    page = host.client.get(f"/host/conversations/{none}").text
+    assert "none: this conversation selected no server" in page and 'class="card host-server"' not in page
+    page = host.client.get(f"/host/conversations/{chosen}").text
+    for sid in ("mcp-other-server", "mcp-test-stdio"):
+        # connected on demand: the section connects itself when the page loads (htmx)
+        assert re.search(rf'<section id="server-{sid}"[^>]*data-state="not connected"', page)
+        assert f'<input type="hidden" name="server" value="{sid}">' in page
+    assert 'hx-trigger="load, submit"' in page
+
+    r = host.client.post(
+        "/host/conversations",
+        data={"title": "bad", "selection": "choose", "server": "mcp-nope", "csrf_token": csrf},
+    )
+    assert r.status_code == 422 and "no configured MCP server has id &#39;mcp-nope&#39;" in r.text
+    listing = host.client.get("/host/conversations").text
+    for conv in (defaults, none, chosen):
+        assert f'href="/host/conversations/{conv}"' in listing
+
+
+def test_calling_echo_runs_in_the_background_and_the_result_follows(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "echoes", selection="defaults")
+    section_html = connect(host, csrf, conv)
+    assert 'data-tool="echo"' in section_html and "Call echo</button>" in section_html
+    r = call(host, csrf, conv, "echo")
+    assert r.status_code == 200 and "<html" not in r.text
+    assert re.search(r'data-status="(connecting|running|success)" data-tool="echo"', r.text)
+    fragment = follow(host, conv, lambda f: finished_call(f, "echo"), first=r.text)
+    assert 'data-status="success" data-tool="echo"' in fragment
+    assert result_texts(fragment) == [{"echo": {}}]
+    assert 'data-live="false"' in fragment and "hx-get" not in fragment  # nothing left to follow
+    page = host.client.get(f"/host/conversations/{conv}").text
+    assert "&#34;echo&#34;" in page  # escaped text content
+
+    # a tool the server does not have, and a server the conversation did not select
+    assert call(host, csrf, conv, "nope").status_code == 404
+    assert call(host, csrf, conv, "echo", server="mcp-other-server").status_code == 404
+
+
+def test_a_tool_whose_schema_has_no_form_takes_json_arguments(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "json", selection="defaults")
+    connect(host, csrf, conv)
+    conn = host.service.connection_state(conv, "mcp-test-stdio")
+    assert conn is not None
+    nested = {"type": "object", "properties": {"point": {"type": "object"}}, "required": ["point"]}
+    conn.tools = [
+        types.Tool(name=t.name, description=t.description, input_schema=nested) if t.name == "echo" else t
+        for t in conn.tools
+    ]
+    page = host.client.get(f"/host/conversations/{conv}").text
+    dom = tool_dom(page, "echo")
+    assert f'<textarea id="{dom}-arguments" name="arguments_json"' in page
+    assert "No form for this tool: field &#39;point&#39; has type &#39;object&#39;." in page
+
+    for bad, why in (
+        ("{", "not valid JSON"),
+        ("[1]", "must be a JSON object"),
+        ("{}", "&#39;point&#39; is a required"),
+    ):
+        r = call(host, csrf, conv, "echo", arguments_json=bad)
+        assert r.status_code == 422 and why in r.text, r.text
+        assert r.headers["hx-retarget"] == f"#{dom}" and r.headers["hx-reswap"] == "outerHTML"
+    r = call(host, csrf, conv, "echo", arguments_json='{"point": {"x": 1, "label": "<b>"}}')
+    assert r.status_code == 200
+    fragment = follow(host, conv, lambda f: finished_call(f, "echo"), first=r.text)
+    assert result_texts(fragment) == [{"echo": {"point": {"x": 1, "label": "<b>"}}}]
+    assert "&lt;b&gt;" in fragment and "<b>" not in fragment
+
+
+def test_tool_forms_are_generated_where_the_schema_allows() -> None:
+    assert tool_form_problem({"type": "object", "properties": {}}) is None
+    flat = {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string"},
+            "n": {"type": "integer"},
+            "on": {"type": "boolean"},
+            "size": {"type": "string", "enum": ["s", "l"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    assert tool_form_problem(flat) is None
+    assert "references" in str(tool_form_problem({"type": "object", "properties": {"a": {"$ref": "#/x"}}}))
+    assert "list of objects" in str(
+        tool_form_problem(
+            {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "object"}}}}
+        )
+    )
+    assert "no single type" in str(tool_form_problem({"type": "object", "properties": {"a": {}}}))
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_shows(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "Hotel <trip>", selection="defaults")
+    connect(host, csrf, conv)
+    iid, fragment = ask(host, csrf, conv, "book")
+    assert "Test_Stdio asks" in fragment and 'href="/conversations#interaction-' in fragment
+    assert "1 request from the server waits for an answer" in fragment
+
+    view = host.client.get("/conversations").text
+    html_card = card(view, iid)
+    assert 'data-origin="host" data-server="mcp-test-stdio"' in html_card
+    assert f'data-conversation="{conv}"' in html_card and f'sse-swap="resolved-{iid}"' in html_card
+    assert "Origin: <strong>external server</strong> Test_Stdio (<code>mcp-test-stdio</code>)" in html_card
+    assert f'<a href="/host/conversations/{conv}">Hotel &lt;trip&gt;</a>' in html_card
+    assert "book please" in html_card and "expires <time" in html_card
+    p = f"{iid}-"
+    assert f'<label for="{p}name">Guest name' in html_card
+    assert re.search(rf'<input id="{p}nights" name="{p}nights" type="number" value="2"', html_card)
+    assert '<option value="double">Double room</option>' in html_card
+    assert re.search(r'value="cancel"[^>]*>Cancel</button>', html_card) and "Cancel run" not in html_card
+    assert "run-timeline" not in html_card
+
+    # validated against the server's schema: the room must be one of its options
+    r = answer(host, csrf, iid, {"action": "accept", f"{p}name": "Ann", f"{p}room": "suite"})
+    assert r.status_code == 422 and "choose one of the options" in r.text
+    assert answer(host, csrf, iid, {"action": "accept", f"{p}name": "Ann"}).status_code == 422
+    good = {
+        "action": "accept",
+        f"{p}name": "Ann",
+        f"{p}nights": "3",
+        f"{p}breakfast": "on",
+        f"{p}room": "double",
+    }
+    r = answer(host, csrf, iid, good)
+    assert r.status_code == 200, r.text
+    state = re.search(r'<p class="state[^"]*" role="status">(.*?)</p>', r.text)
+    assert state and state.group(1) == "Answer sent to Test_Stdio: accepted in the browser by user:ann"
+    assert "done" not in state.group(1).lower()
+    assert "<dt>Room</dt><dd>Double room</dd>" in r.text
+
+    fragment = follow(host, conv, lambda f: finished_call(f, "book"))
+    assert result_texts(fragment) == [
+        {"action": "accept", "content": {"name": "Ann", "nights": 3, "breakfast": True, "room": "double"}}
+    ]
+    assert "Answer sent to Test_Stdio: accepted" in fragment
+    # the identical answer again is harmless; a different one is refused
+    assert answer(host, csrf, iid, good).status_code == 200
+    r = answer(host, csrf, iid, {**good, f"{p}nights": "4"})
+    assert r.status_code == 409 and "already" in r.text
+    assert answer(host, csrf, iid, {"action": "decline"}).status_code == 409
+    assert NOTHING_WAITING in host.client.get("/conversations").text
+
+
+def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "links", selection="defaults")
+    connect(host, csrf, conv)
+    iid, fragment = ask(host, csrf, conv, "open_link")
+    assert 'Destination: <code class="url">https://example.com/sign?x=1</code>' in fragment
+    html_card = card(host.client.get("/conversations").text, iid)
+    assert 'data-kind="url"' in html_card
+    assert "asks you to open a page on <strong>example.com</strong>" in html_card
+    assert '<code class="url">https://example.com/sign?x=1</code>' in html_card
+    links = re.findall(r"<a [^>]*https://example.com[^>]*>[^<]*</a>", html_card)
+    assert links == [
+        '<a class="button secondary" href="https://example.com/sign?x=1" target="_blank"'
+        ' rel="noopener noreferrer">Open in a new tab</a>'
+    ]
+    assert "http-equiv" not in html_card and "window.open" not in html_card
+    assert re.search(r'value="accept">I&#39;ve completed it</button>', html_card)
+    r = answer(host, csrf, iid, {"action": "accept"})
+    assert r.status_code == 200
+    assert "Answer sent to Test_Stdio: confirmed as completed in the browser by user:ann" in r.text
+    fragment = follow(host, conv, lambda f: finished_call(f, "open_link"))
+    assert result_texts(fragment) == [{"action": "accept", "content": None}]
+
+
+def test_declining_and_a_multi_select_reach_the_server(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "tags", selection="defaults")
+    connect(host, csrf, conv)
+    iid, _ = ask(host, csrf, conv, "pick_tags")
+    html_card = card(host.client.get("/conversations").text, iid)
+    assert "<legend>Tags" in html_card and f'name="{iid}-tags" value="blue"> Blue' in html_card
+    assert answer(host, csrf, iid, {"action": "accept", f"{iid}-tags": ["red", "blue"]}).status_code == 200
+    fragment = follow(host, conv, lambda f: finished_call(f, "pick_tags"))
+    assert result_texts(fragment) == [{"action": "accept", "content": {"tags": ["red", "blue"]}}]
+
+    iid, _ = ask(host, csrf, conv, "pick_tags")
+    r = answer(host, csrf, iid, {"action": "decline"})
+    assert "Answer sent to Test_Stdio: declined in the browser by user:ann" in r.text
+    fragment = follow(host, conv, lambda f: f.count('data-status="success" data-tool="pick_tags"') == 2)
+    assert {"action": "decline", "content": None} in result_texts(fragment)
+
+
+def test_a_sensitive_field_is_refused_with_its_reason(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "secret", selection="defaults")
+    connect(host, csrf, conv)
+    r = call(host, csrf, conv, "ask_secret")
+    fragment = follow(host, conv, lambda f: finished_call(f, "ask_secret"), first=r.text)
+    assert "Refused by the host: field &#39;password&#39; is declared sensitive" in fragment
+    assert "sensitive" in result_texts(fragment)[0]["refused"]
+    assert NOTHING_WAITING in host.client.get("/conversations").text  # never a form
+
+
+def test_an_unanswered_request_expires_and_the_server_gets_cancel(short_expiry: Host) -> None:
+    host = short_expiry
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "slow", selection="defaults")
+    connect(host, csrf, conv)
+    r = call(host, csrf, conv, "wait")
+    fragment = follow(host, conv, lambda f: finished_call(f, "wait"), first=r.text)
+    assert result_texts(fragment) == [{"action": "cancel", "content": None}]
+    iid = re.search(r'<li id="request-(int_\w+)"[^>]*data-status="closed"', fragment)
+    assert iid and "Expired without an answer" in fragment
+    r = answer(host, csrf, iid.group(1), {"action": "accept", f"{iid.group(1)}-x": "late"})
+    assert r.status_code == 410 and "Expired without an answer" in r.text
+
+
+def test_closing_a_conversation_ends_its_open_request_and_refuses_new_calls(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "closing", selection="defaults")
+    connect(host, csrf, conv)
+    iid, _ = ask(host, csrf, conv, "wait")
+    r = host.client.post(
+        f"/host/conversations/{conv}/close", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert r.status_code == 303
+    fragment = follow(host, conv, lambda f: finished_call(f, "wait"))
+    assert re.search(rf'id="request-{iid}"[^>]*data-status="closed"', fragment)
+    assert "Ended without an answer: the conversation was closed" in fragment
+    page = host.client.get(f"/host/conversations/{conv}").text
+    assert '<dd class="conversation-state">closed' in page and "Call echo" not in page
+    assert call(host, csrf, conv, "echo").status_code == 409
+    r = host.client.post(
+        f"/host/conversations/{conv}/connect", data={"server": "mcp-test-stdio", "csrf_token": csrf}
+    )
+    assert r.status_code == 409
+
+
+def test_a_host_owned_servers_request_is_labelled_with_the_calling_conversation(host: Host) -> None:
+    """One client serves every conversation; the request goes to the one that is calling."""
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "shared", selection="choose", server="mcp-other-server")
+    connect(host, csrf, conv, "mcp-other-server")
+    r = call(host, csrf, conv, "book", server="mcp-other-server")
+    fragment = follow(host, conv, lambda f: pending_request(f) is not None, first=r.text)
+    iid = pending_request(fragment)
+    assert iid is not None
+    html_card = card(host.client.get("/conversations").text, iid)
+    assert f'data-conversation="{conv}"' in html_card and "Other Server" in html_card
+    assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
+    fragment = follow(host, conv, lambda f: finished_call(f, "book"))
+    assert result_texts(fragment) == [{"action": "decline", "content": None}]
+
+
+def test_a_cancelled_call_is_recorded_as_failed_not_left_running(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "cancelled", selection="defaults")
+    connect(host, csrf, conv)
+    service = host.service
+
+    async def cancel_while_waiting() -> None:
+        with service.interactions.hub.subscribe("interactions") as events:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_call_wait, service, conv)
+                with anyio.fail_after(FOLLOW_SECONDS):
+                    async for event in events:
+                        if event.kind == "pending":
+                            break
+                tg.cancel_scope.cancel()
+
+    assert host.client.portal is not None
+    host.client.portal.call(cancel_while_waiting)
+    (row,) = service.calls(conv)
+    assert (row.status, row.error) == ("failed", "the call was cancelled before the server answered")
+    assert row.finished_at is not None
+    fragment = host.client.get(f"/host/conversations/{conv}/activity", headers=HX).text
+    assert 'data-status="failed" data-tool="wait"' in fragment
+
+
+# --------------------------------------------------------------------------- who may see what
+
+
+def test_only_the_owner_and_admins_see_a_conversation_and_its_requests(host: Host) -> None:
+    csrf = host.web.login(*ADMIN)
+    conv = create(host, csrf, "root's", selection="defaults")
+    connect(host, csrf, conv)
+    iid, _ = ask(host, csrf, conv, "wait")
+    host.web.logout()
+
+    ann = host.web.login(*USER)
+    for path in (f"/host/conversations/{conv}", f"/host/conversations/{conv}/activity"):
+        assert host.client.get(path).status_code == 404
+    for action, data in (
+        ("connect", {"server": "mcp-test-stdio"}),
+        ("call", {"server": "mcp-test-stdio", "tool": "echo"}),
+        ("close", {}),
+    ):
+        r = host.client.post(f"/host/conversations/{conv}/{action}", data={**data, "csrf_token": ann})
+        assert r.status_code == 404, action
+    assert f"interaction-{iid}" not in host.client.get("/conversations").text
+    assert answer(host, ann, iid, {"action": "decline"}).status_code == 404
+    assert f"/host/conversations/{conv}" not in host.client.get("/host/conversations").text
+    own = create(host, ann, "ann's", selection="choose")
+    host.web.logout()
+
+    csrf = host.web.login(*ADMIN)
+    page = host.client.get(f"/host/conversations/{own}")
+    assert page.status_code == 200 and "<dt>Owner</dt><dd>ann</dd>" in page.text
+    assert f"interaction-{iid}" in host.client.get("/conversations").text
+    assert answer(host, csrf, iid, {"action": "cancel"}).status_code == 200
+    fragment = follow(host, conv, lambda f: finished_call(f, "wait"))
+    assert result_texts(fragment) == [{"action": "cancel", "content": None}]
+    assert "Answer sent to Test_Stdio: cancelled in the browser by user:root" in fragment
+
+
+def test_pages_need_a_login_and_writes_need_the_csrf_token(host: Host) -> None:
+    for path in ("/host/servers", "/host/conversations", "/host/conversations/conv_x"):
+        r = host.client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
+    host.web.login(*USER)
+    r = host.client.post("/host/conversations", data={"title": "x"})
+    assert r.status_code == 403
+    assert host.service.conversations(None) == []
+    r = host.client.post("/host/servers/mcp-test-stdio/connect", data={})
+    assert r.status_code == 403
+    assert host.client.get("/host/conversations/conv_000000000000").status_code == 404
+
+
+def test_the_live_feed_pushes_host_requests_to_their_owner_only(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process: the conversation view's stream against the app's hub and host service.
+    Another account's stream is read after everything happened: it must end (its login
+    check says logged out) having sent nothing but its snapshot."""
+    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.05)
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "live", selection="defaults")
+    connect(host, csrf, conv)
+    app = host.client.app  # type: ignore[attr-defined]
+    ann = app.state.ui_auth.resolve(host.client.cookies.get(COOKIE_NAME))
+    assert isinstance(ann, UiUser)
+    other = UiUser(ann.account_id + 100, "bo", False, "s", "c", frozenset())
+    services = app.state.services
+    feed = Feed(services.engine, app.state.templates.env, lambda: {"mcp-test-stdio": "Test_Stdio"})
+    finished = anyio.Event()
+
+    def bo_login() -> UiUser | None:
+        return None if finished.is_set() else other
+
+    async def scenario() -> tuple[list[ServerSentEvent], list[ServerSentEvent]]:
+        mine = conversation_stream(feed, services.hub, ann, lambda: ann)
+        theirs = conversation_stream(feed, services.hub, other, bo_login)
+        seen: list[ServerSentEvent] = []
+        try:
+            with anyio.fail_after(FOLLOW_SECONDS):
+                seen.append(await anext(mine))
+                bo = [await anext(theirs)]
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_call_wait, host.service, conv)
+                    seen.append(await anext(mine))
+                    iid = re.search(r'data-interaction="([^"]+)"', str(seen[-1].data))
+                    assert iid is not None
+                    await services.interactions.answer(
+                        iid.group(1), action="cancel", actor="user:ann", channel="browser"
+                    )
+                    seen.append(await anext(mine))
+                finished.set()
+                bo += [event async for event in theirs]
+        finally:
+            await mine.aclose()
+            await theirs.aclose()
+        return seen, bo
+
+    assert host.client.portal is not None
+    seen, bo = host.client.portal.call(scenario)
+    assert [e.event for e in bo] == ["snapshot"]
+    assert seen[0].event == "snapshot" and seen[1].event == "interaction"
+    assert "Origin: <strong>external server</strong> Test_Stdio" in str(seen[1].data)
+    assert str(seen[2].event).startswith("resolved-")
+    assert "Answer sent to Test_Stdio: cancelled in the browser by user:ann" in str(seen[2].data)
+
+
+async def _call_wait(service: HostService, conv: str) -> None:
+    await service.call_tool(conv, "mcp-test-stdio", "wait", {}, actor="user:ann")
