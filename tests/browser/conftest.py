@@ -23,13 +23,15 @@ CHROMIUM_FLAGS = [
 DEFAULT_TIMEOUT_MS = 15_000
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in this
+# thread while it is open, which would break every async test collected after it.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     if executable is None:
