@@ -74,7 +74,9 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
     engine = make_engine(settings.resolved_database_url)
     hub = EventHub()
     audit = AuditLog(hub)
-    files = FileStore(engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes)
+    files = FileStore(
+        engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes, audit=audit
+    )
     interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool()
     runs = RunService(

@@ -13,7 +13,6 @@ import mimetypes
 import os
 import re
 import secrets
-import shutil
 import tempfile
 import unicodedata
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from typing import Any, BinaryIO
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from webui.audit.log import AuditLog
 from webui.errors import InvalidArguments
 from webui.store.models import ManagedFile
 
@@ -82,8 +82,11 @@ class BlobWriter:
 
 
 class FileStore:
-    def __init__(self, engine: Engine, blob_dir: Path, *, max_bytes: int) -> None:
+    def __init__(
+        self, engine: Engine, blob_dir: Path, *, max_bytes: int, audit: AuditLog | None = None
+    ) -> None:
         self.engine = engine
+        self.audit = audit
         self.blob_dir = blob_dir
         self.max_bytes = max_bytes
 
@@ -102,7 +105,13 @@ class FileStore:
             raise
 
     async def store_upload(
-        self, *, project_id: str, chunks: AsyncIterator[bytes], name: str, mime_type: str | None
+        self,
+        *,
+        project_id: str,
+        chunks: AsyncIterator[bytes],
+        name: str,
+        mime_type: str | None,
+        actor: str | None = None,
     ) -> ManagedFile:
         """A streamed HTTP upload: never whole in memory, nothing left behind on failure."""
         blob = BlobWriter(self)
@@ -122,12 +131,23 @@ class FileStore:
             sha256=sha,
             origin="upload",
             storage=str(path),
+            uploaded_by=actor,
         )
 
-    def _record(self, **fields: Any) -> ManagedFile:
+    def _record(self, *, uploaded_by: str | None = None, **fields: Any) -> ManagedFile:
+        """The metadata row; an upload is audited in the same transaction."""
         row = ManagedFile(id=new_file_id(), **fields)
         with Session(self.engine, expire_on_commit=False) as s:
             s.add(row)
+            if row.origin == "upload" and self.audit is not None:
+                self.audit.record(
+                    s,
+                    "file.uploaded",
+                    actor=uploaded_by,
+                    project_id=row.project_id,
+                    outcome="ok",
+                    details={"fileId": row.id, "size": row.size},
+                )
             s.commit()
         return row
 
@@ -171,9 +191,6 @@ class FileStore:
             return None
         with Session(self.engine, expire_on_commit=False) as s:
             return s.get(ManagedFile, file_id)
-
-    def copy_to(self, row: ManagedFile, dest: Path) -> None:
-        shutil.copyfile(row.storage, dest)
 
 
 def worker_view(row: ManagedFile) -> dict[str, Any]:

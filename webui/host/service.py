@@ -194,7 +194,11 @@ class HostService:
             return list(s.exec(stmt.order_by(col(HostCall.created_at))))
 
     def connection_state(self, conversation_id: str, server_id: str) -> Connection | None:
-        return self._connections.get(self._key(conversation_id, server_id))
+        """The live connection this conversation would use (its own, or the host-owned one);
+        read from memory only: page renders must not re-read the config files."""
+        return self._connections.get((conversation_id, server_id)) or self._connections.get(
+            ("host", server_id)
+        )
 
     async def close_conversation(self, conversation_id: str) -> None:
         for key, conn in list(self._connections.items()):
@@ -208,10 +212,6 @@ class HostService:
                 s.commit()
 
     # ------------------------------------------------------------------ connections
-    def _key(self, conversation_id: str, server_id: str) -> tuple[str, str]:
-        owned = server_id in self.config().host_owned
-        return ("host" if owned else conversation_id, server_id)
-
     async def connect(self, conversation_id: str, server_id: str) -> Connection:
         conv = self.conversation(conversation_id)
         if server_id not in conv.selection:

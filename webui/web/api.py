@@ -7,7 +7,6 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlmodel import Session
 
 from webui.auth.keys import Forbidden
 from webui.errors import NotFound
@@ -57,18 +56,12 @@ async def upload_file(
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise FileTooLarge(f"file is larger than the {limit // (1024 * 1024)} MB limit")
     row = await services.files.store_upload(
-        project_id=project_id, chunks=request.stream(), name=file_name, mime_type=mime_type
+        project_id=project_id,
+        chunks=request.stream(),
+        name=file_name,
+        mime_type=mime_type,
+        actor=principal.actor,
     )
-    with Session(services.engine) as s:
-        services.audit.record(
-            s,
-            "file.uploaded",
-            actor=principal.actor,
-            project_id=project_id,
-            outcome="ok",
-            details={"fileId": row.id, "size": row.size},
-        )
-        s.commit()
     return JSONResponse({"data": [file_json(row)]}, status_code=201)
 
 
