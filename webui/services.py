@@ -90,6 +90,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         file_create_dir=settings.resolved_file_create_store_dir,
         max_concurrent_runs=settings.max_concurrent_runs,
         kill_grace_seconds=settings.kill_grace_seconds,
+        hub=hub,
         echo=echo,
     )
     runs.recover()

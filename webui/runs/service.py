@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.errors import NotFound, SteamharnessError
+from webui.events import EventHub
 from webui.files.store import FileStore, worker_view
 from webui.interactions.service import Answer, InteractionService
 from webui.runs.pool import Worker, WorkerPool
@@ -130,9 +131,11 @@ class RunService:
         file_create_dir: Path,
         max_concurrent_runs: int,
         kill_grace_seconds: float,
+        hub: EventHub,
         echo: TextIO | None = None,
     ) -> None:
         self.engine = engine
+        self.hub = hub
         self.pool = pool
         self.interactions = interactions
         self.files = files
@@ -392,9 +395,7 @@ class RunService:
         )
         if live.asked:
             self.interactions.close_for_run(live.run_id)
-        self.interactions.hub.publish(
-            "runs", "status", runId=live.run_id, projectId=req.project.id, status=status
-        )
+        self.hub.publish("runs", "status", runId=live.run_id, projectId=req.project.id, status=status)
         live.status = status
         live.waiting_on = None
         self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
@@ -454,7 +455,7 @@ class RunService:
     # ----------------------------------------------------------------- worker messages
     def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
         live.status = status
-        self.interactions.hub.publish(
+        self.hub.publish(
             "runs", "status", runId=live.run_id, projectId=live.request.project.id, status=status
         )
         run_store.update_run(
