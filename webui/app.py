@@ -162,7 +162,8 @@ def create_app(settings: Settings) -> FastAPI:
                     yield
                 finally:
                     tg.cancel_scope.cancel()
-                    gateway.close_all("shutdown")
+                    with anyio.CancelScope(shield=True):
+                        await gateway.close_all("shutdown")
 
     app = FastAPI(
         title="steamharness MCP",

@@ -49,12 +49,20 @@ class Subscription:
 
 
 class EventHub:
+    """Subscribers live on one event loop; `publish` may be called from any thread (work
+    done in a worker thread hands its events to the loop)."""
+
     def __init__(self, queue_size: int = QUEUE_SIZE) -> None:
         self._subs: set[Subscription] = set()
         self._queue_size = queue_size
+        self._loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
 
     @contextlib.contextmanager
     def subscribe(self, *topics: str) -> Iterator[Subscription]:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         sub = Subscription(frozenset(topics), self._queue_size)
         self._subs.add(sub)
         try:
@@ -64,10 +72,25 @@ class EventHub:
 
     def publish(self, topic: str, kind: str, **data: Any) -> None:
         event = Event(topic, kind, data)
+        loop = self._loop
+        if loop is not None and not _on_loop(loop):
+            with contextlib.suppress(RuntimeError):  # the loop already closed: nobody listens
+                loop.call_soon_threadsafe(self._deliver, event)
+            return
+        self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
         for sub in list(self._subs):
-            if topic in sub.topics:
+            if event.topic in sub.topics:
                 sub.offer(event)
 
     @property
     def subscriber_count(self) -> int:
         return len(self._subs)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -13,6 +13,7 @@ from typing import TextIO
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
+from webui.blocking import run_db
 from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
@@ -93,7 +94,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         hub=hub,
         echo=echo,
     )
-    runs.recover()
+    await run_db(runs.recover)
     await pool.start()
     try:
         yield Services(settings, engine, audit, files, interactions, pool, runs, hub)

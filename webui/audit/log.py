@@ -3,13 +3,13 @@ in the same transaction as the change it records."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, insert
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
+from webui.blocking import after_commit
 from webui.store.models import AuditEvent
 
 if TYPE_CHECKING:
@@ -42,13 +42,8 @@ class AuditLog:
         result = session.execute(_INSERT, {"event": event, "details": details, **fields})
         if self.hub is None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        # Writes run synchronously inside the event loop: by the time this callback runs,
-        # the caller's transaction has committed, so a live tail can read the row.
+        # The live tail reads the row when woken: wake it only once the row committed.
         key = cast(Any, result).inserted_primary_key
         row_id = key[0] if key else None
         hub = self.hub
-        loop.call_soon(lambda: hub.publish("audit", "recorded", id=row_id, event=event))
+        after_commit(lambda: hub.publish("audit", "recorded", id=row_id, event=event), session)

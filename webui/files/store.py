@@ -19,14 +19,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import anyio
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from webui.audit.log import AuditLog
+from webui.blocking import run_db
 from webui.errors import InvalidArguments
 from webui.store.models import ManagedFile
 
 CHUNK = 1024 * 1024
+UPLOAD_BATCH = 1024 * 1024  # bytes gathered from the network before a thread writes them
 FILE_ID_RE = re.compile(r"^wf_[0-9a-f]{16}$")
 
 
@@ -65,6 +68,10 @@ class BlobWriter:
             raise FileTooLarge(f"file is larger than the {self._store.max_bytes // (1024 * 1024)} MB limit")
         self._digest.update(chunk)
         self._out.write(chunk)
+
+    def write_all(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            self.write(chunk)
 
     def commit(self) -> tuple[Path, str, int]:
         self._out.close()
@@ -113,17 +120,27 @@ class FileStore:
         mime_type: str | None,
         actor: str | None = None,
     ) -> ManagedFile:
-        """A streamed HTTP upload: never whole in memory, nothing left behind on failure."""
-        blob = BlobWriter(self)
+        """A streamed HTTP upload: never whole in memory, nothing left behind on failure.
+        Hashing and writing happen in a thread, a batch of chunks at a time."""
+        blob = await run_db(BlobWriter, self)
         try:
+            batch: list[bytes] = []
+            held = 0
             async for chunk in chunks:
-                blob.write(chunk)
-            path, sha, size = blob.commit()
+                batch.append(chunk)
+                held += len(chunk)
+                if held >= UPLOAD_BATCH:
+                    await run_db(blob.write_all, batch)
+                    batch, held = [], 0
+            await run_db(blob.write_all, batch)
+            path, sha, size = await run_db(blob.commit)
         except BaseException:
-            blob.abort()
+            with anyio.CancelScope(shield=True):
+                await run_db(blob.abort)
             raise
         clean = sanitize_name(name)
-        return self._record(
+        return await run_db(
+            self._record,
             project_id=project_id,
             name=clean,
             mime_type=(mime_type or mimetypes.guess_type(clean)[0] or "application/octet-stream")[:200],

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from webui.audit.log import AuditLog
+from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
 from webui.events import EventHub
 from webui.store.models import Interaction, utcnow
@@ -211,6 +212,19 @@ class InteractionService:
         actor: str | None = None,
         channel: str,
     ) -> Answer:
+        row, result = await run_db(self._record_answer, interaction_id, action, content, actor, channel)
+        if result.repeated:
+            return result
+        self.hub.publish(
+            "interactions", "answered", interactionId=row.id, runId=row.run_id, action=action, channel=channel
+        )
+        for listener in self._listeners:
+            await listener(row, result)
+        return result
+
+    def _record_answer(
+        self, interaction_id: str, action: str, content: Any, actor: str | None, channel: str
+    ) -> tuple[Interaction, Answer]:
         with Session(self.engine, expire_on_commit=False) as s:
             row = s.get(Interaction, interaction_id)
             if row is None:
@@ -219,7 +233,7 @@ class InteractionService:
             digest = answer_digest(action, clean)
             if row.status == "answered":
                 if row.answer_digest == digest:
-                    return Answer(row.id, row.run_id, action, clean, repeated=True)
+                    return row, Answer(row.id, row.run_id, action, clean, repeated=True)
                 raise InteractionConflict(f"interaction {row.id} already has a different answer")
             if row.status == "pending" and row.expires_at is not None and _aware(row.expires_at) <= utcnow():
                 row.status, row.close_reason = "closed", "expired"
@@ -245,10 +259,4 @@ class InteractionService:
                 details={"interactionId": row.id, "channel": channel},
             )
             s.commit()
-        result = Answer(row.id, row.run_id, action, clean)
-        self.hub.publish(
-            "interactions", "answered", interactionId=row.id, runId=row.run_id, action=action, channel=channel
-        )
-        for listener in self._listeners:
-            await listener(row, result)
-        return result
+        return row, Answer(row.id, row.run_id, action, clean)

@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from sqlmodel import Session
 
 from webui.audit.log import AuditLog
+from webui.blocking import DatabaseBusy, run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, InvalidArguments, NotFound
 from webui.files.store import FileStore, worker_view
 from webui.interactions.service import InteractionService
@@ -39,6 +40,7 @@ from webui.workflows.schema import validate_arguments
 log = logging.getLogger(__name__)
 
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 MAX_INLINE_ATTEMPTS = 3
 URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 BASE64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
@@ -57,7 +59,7 @@ class CallBridge:
         self.files = files
         self.audit = audit
 
-    def _audit(
+    async def _audit(
         self,
         ctx: ServerRequestContext[Any, Any],
         b: Binding,
@@ -70,24 +72,29 @@ class CallBridge:
         request = getattr(ctx, "request", None)
         client = getattr(request, "client", None)
         headers = getattr(request, "headers", None)
-        with Session(self.runs.engine) as s:
-            self.audit.record(
-                s,
-                event,
-                actor=b.actor,
-                project_id=b.catalog.project.id,
-                target=b.target,
-                version=b.version,
-                session_id=b.session_id,
-                tool=ep.id,
-                run_id=run_id,
-                outcome=outcome,
-                source="mcp",
-                client_address=getattr(client, "host", None),
-                user_agent=(headers.get("user-agent") or "")[:300] or None if headers is not None else None,
-                details=details,
-            )
-            s.commit()
+        agent = (headers.get("user-agent") or "")[:300] or None if headers is not None else None
+
+        def write() -> None:
+            with Session(self.runs.engine) as s:
+                self.audit.record(
+                    s,
+                    event,
+                    actor=b.actor,
+                    project_id=b.catalog.project.id,
+                    target=b.target,
+                    version=b.version,
+                    session_id=b.session_id,
+                    tool=ep.id,
+                    run_id=run_id,
+                    outcome=outcome,
+                    source="mcp",
+                    client_address=getattr(client, "host", None),
+                    user_agent=agent,
+                    details=details,
+                )
+                s.commit()
+
+        await run_db(write)
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, params: types.CallToolRequestParams
@@ -95,21 +102,32 @@ class CallBridge:
         ep = b.catalog.entrypoint(params.name)
         if ep is None:
             raise _invalid(f"Unknown tool: {params.name}")
+        try:
+            return await self._call(ctx, b, ep, params)
+        except DatabaseBusy as exc:
+            raise MCPError(INTERNAL_ERROR, f"{exc.message} (the server's database is locked)") from None
+
+    async def _call(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.request_state:
             run_id = await self._resume_from_state(ep, params)
         else:
             try:
-                args = validate_arguments(b.catalog.schemas[ep.id], params.arguments, tool=ep.id)
-                worker_params, stored = self._resolve_files(b, ep, args)
+                worker_params, stored = await run_db(self._prepare, b, ep, params.arguments)
             except InvalidArguments as exc:
                 raise _invalid(exc.message) from None
             try:
-                limits = b.preflight() if b.preflight is not None else RunLimits()
+                limits = await run_db(b.preflight) if b.preflight is not None else RunLimits()
                 run_id = await self._start(ctx, b, ep, worker_params, stored, limits)
             except RunRefused as exc:
-                self._audit(ctx, b, "tool.failed", ep, None, exc.code)
+                await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
-            self._audit(ctx, b, "tool.called", ep, run_id, "started")
+            await self._audit(ctx, b, "tool.called", ep, run_id, "started")
         return await self._follow(ctx, b, ep, run_id)
 
     async def _start(
@@ -155,7 +173,7 @@ class CallBridge:
                     if update.kind == "final":
                         finished = True
                         event = "tool.completed" if update.status == "success" else "tool.failed"
-                        self._audit(ctx, b, event, ep, run_id, update.status)
+                        await self._audit(ctx, b, event, ep, run_id, update.status)
                         return final_result(run_id, ep, update.status, update.output, update.error)
                     if update.kind == "progress" and update.progress is not None:
                         await self._progress(ctx, update.progress)
@@ -165,7 +183,9 @@ class CallBridge:
                             keep_run = True  # the run waits for the answer, on the same runId
                             if isinstance(delivered, types.CallToolResult):
                                 details = {"interactionId": update.interaction.id}
-                                self._audit(ctx, b, "interaction.required", ep, run_id, "waiting", details)
+                                await self._audit(
+                                    ctx, b, "interaction.required", ep, run_id, "waiting", details
+                                )
                             return delivered
         except NotFound:
             finished = True
@@ -236,7 +256,7 @@ class CallBridge:
         cancelled."""
         outcome: list[types.ElicitResult] = []
         with self.interactions.hub.subscribe("interactions") as events:
-            if self.interactions.get(ia.id).status != "pending":
+            if (await run_db(self.interactions.get, ia.id)).status != "pending":
                 return None
             async with anyio.create_task_group() as tg:
 
@@ -282,6 +302,14 @@ class CallBridge:
         return run_id
 
     # ------------------------------------------------------------------ files
+    def _prepare(
+        self, b: Binding, ep: Entrypoint, arguments: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Check the arguments and resolve file params (reads, maybe a file import):
+        blocking work, run in a thread."""
+        args = validate_arguments(b.catalog.schemas[ep.id], arguments, tool=ep.id)
+        return self._resolve_files(b, ep, args)
+
     def _resolve_files(
         self, b: Binding, ep: Entrypoint, args: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:

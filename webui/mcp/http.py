@@ -29,6 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal
+from webui.blocking import DatabaseBusy, run_db
 from webui.errors import NotFound, SteamharnessError
 from webui.mcp.binding import Binding, current_binding
 from webui.mcp.catalog import Catalog
@@ -103,23 +104,34 @@ class McpGateway:
         self._catalogs: dict[tuple[str, str], Catalog] = {}
 
     # ------------------------------------------------------------------ audit
-    def _audit(self, event: str, scope: Scope, **fields: Any) -> None:
+    async def _audit(self, event: str, scope: Scope, **fields: Any) -> None:
         headers = _headers(scope)
         client = scope.get("client")
-        with Session(self.engine) as s:
-            self.audit.record(
-                s,
-                event,
-                client_address=f"{client[0]}" if client else None,
-                user_agent=(headers.get("user-agent") or "")[:300] or None,
-                **fields,
-            )
-            s.commit()
+
+        def write() -> None:
+            with Session(self.engine) as s:
+                self.audit.record(
+                    s,
+                    event,
+                    client_address=f"{client[0]}" if client else None,
+                    user_agent=(headers.get("user-agent") or "")[:300] or None,
+                    **fields,
+                )
+                s.commit()
+
+        await run_db(write)
 
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        try:
+            await self._handle(scope, receive, send)
+        except DatabaseBusy as exc:
+            # Only before the SDK took the request over: afterwards the response has begun.
+            await _reply(send, 503, exc.message, extra={"retry-after": str(exc.retry_after)})
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
         pid = str(scope.get("path_params", {}).get("project_id", ""))
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -128,22 +140,22 @@ class McpGateway:
                 raise AuthError("credentials in the query string are refused; use Authorization: Bearer")
             if "authorization" not in headers and UI_SESSION_COOKIE in headers.get("cookie", ""):
                 raise AuthError("a browser session cannot authenticate the MCP endpoint; use an API key")
-            principal = self.auth.from_header(headers.get("authorization"))
+            principal = await run_db(self.auth.from_header, headers.get("authorization"))
         except AuthError as exc:
-            self._audit(
+            await self._audit(
                 "auth.failed", scope, project_id=pid or None, outcome="401", details={"reason": exc.message}
             )
             await _reply(send, 401, exc.message, extra={"www-authenticate": 'Bearer realm="steamharness"'})
             return
         try:
-            self.registry.record(pid)
+            await run_db(self.registry.record, pid)
             principal.require_run(pid)
             target = parse_target((query.get("target") or [None])[0])
         except NotFound as exc:
             await _reply(send, 404, exc.message)
             return
         except Forbidden as exc:
-            self._audit(
+            await self._audit(
                 "auth.denied",
                 scope,
                 actor=principal.actor,
@@ -190,7 +202,7 @@ class McpGateway:
             await _reply(send, 404, "Session not found")
             return
         if (entry.fingerprint, entry.project_id, entry.target) != (principal.fingerprint, pid, target.label):
-            self._audit(
+            await self._audit(
                 "session.denied",
                 scope,
                 actor=principal.actor,
@@ -208,9 +220,9 @@ class McpGateway:
             entry.in_flight -= 1
             entry.last_active = time.monotonic()
         if scope["method"] == "DELETE" and status is not None and status < 300:
-            self._forget(session_id, "deleted", scope)
+            await self._forget(session_id, "deleted")
         elif status == 404:
-            self._forget(session_id, "expired", scope)
+            await self._forget(session_id, "expired")
 
     async def _opening(
         self, scope: Scope, receive: Receive, send: Send, principal: Principal, pid: str, target: Target
@@ -229,7 +241,7 @@ class McpGateway:
                     None,
                 )
                 if sid is not None and sid not in self.sessions:
-                    self._remember(scope, sid, principal, pid, target, resolved)
+                    await self._remember(scope, sid, principal, pid, target, resolved)
             await send(message)
 
         binding = self._binding(scope, principal, resolved, None)
@@ -238,7 +250,7 @@ class McpGateway:
     # ------------------------------------------------------------------ helpers
     async def _resolve_or_reply(self, send: Send, pid: str, target: Target) -> Resolved | None:
         try:
-            return self.registry.resolve(pid, target)
+            return await run_db(self.registry.resolve, pid, target)
         except NotFound as exc:
             await _reply(send, 404, exc.message)
         except SteamharnessError as exc:  # e.g. the draft no longer loads
@@ -318,7 +330,7 @@ class McpGateway:
             max_queued=record.max_queued if record.max_queued is not None else self.default_max_queued,
         )
 
-    def _remember(
+    async def _remember(
         self, scope: Scope, sid: str, principal: Principal, pid: str, target: Target, resolved: Resolved
     ) -> None:
         binding = self._binding(scope, principal, resolved, sid)
@@ -354,9 +366,9 @@ class McpGateway:
                 user_agent=ua,
             )
 
-        session_store.add_session(self.engine, row=row, audit=audit)
+        await run_db(session_store.add_session, self.engine, row=row, audit=audit)
 
-    def _forget(self, sid: str, reason: str, scope: Scope | None = None) -> None:
+    async def _forget(self, sid: str, reason: str) -> None:
         entry = self.sessions.pop(sid, None)
         if entry is None:
             return
@@ -373,7 +385,7 @@ class McpGateway:
                 outcome=reason,
             )
 
-        session_store.close_session(self.engine, session_id=sid, reason=reason, audit=audit)
+        await run_db(session_store.close_session, self.engine, session_id=sid, reason=reason, audit=audit)
 
     # ------------------------------------------------------------------ lifecycle
     async def reap(self, sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
@@ -384,11 +396,11 @@ class McpGateway:
             now = time.monotonic()
             for sid, entry in list(self.sessions.items()):
                 if entry.in_flight == 0 and now - entry.last_active > self.idle_timeout + 1:
-                    self._forget(sid, "expired")
+                    await self._forget(sid, "expired")
 
-    def close_all(self, reason: str) -> None:
+    async def close_all(self, reason: str) -> None:
         for sid in list(self.sessions):
-            self._forget(sid, reason)
+            await self._forget(sid, reason)
 
 
 def _base_url(scope: Scope) -> str:

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
+from webui.blocking import DatabaseBusy, TaskSet, run_db
 from webui.errors import NotFound, SteamharnessError
 from webui.events import EventHub
 from webui.files.store import FileStore, worker_view
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 EXIT_WAIT_SECONDS = 10.0
+# A run's own records (status, timeline, outcome) are retried while the database is
+# locked by someone else, each attempt bounded by the driver's busy timeout.
+WRITE_ATTEMPTS = 5
 
 
 def new_run_id() -> str:
@@ -115,6 +119,8 @@ class _Live:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     asked: bool = False
     task: asyncio.Task[None] | None = None
+    # Writes of this run's records happen in threads; the lock keeps them in call order.
+    writes: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class RunService:
@@ -149,6 +155,7 @@ class RunService:
         self.max_concurrent_runs = max_concurrent_runs
         self._admission = asyncio.Condition()
         self._live: dict[str, _Live] = {}
+        self._tasks = TaskSet()
         interactions.on_answer(self._on_answer)
 
     # ----------------------------------------------------------------- lifecycle
@@ -168,6 +175,7 @@ class RunService:
                 {"code": "interrupted", "message": "The server stopped while this run was active."},
                 grace=0.0,
             )
+        await self._tasks.cancel_all()
 
     # ----------------------------------------------------------------- API
     def _counts(self, project_id: str | None = None) -> tuple[int, int]:
@@ -234,7 +242,7 @@ class RunService:
                 source=request.source,
             )
 
-        run_store.create_run(self.engine, run=run, audit=audit)
+        await run_db(run_store.create_run, self.engine, run=run, audit=audit)
         live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
         self._live[run_id] = live
         if request.on_created is not None:
@@ -255,7 +263,7 @@ class RunService:
         queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
         live = self._live.get(run_id)
         if live is None:
-            run = run_store.get_run(self.engine, run_id=run_id)
+            run = await run_db(run_store.get_run, self.engine, run_id=run_id)
             if run is None:
                 raise NotFound(f"run {run_id!r} not found")
             if run.status not in run_store.FINAL_STATUSES:
@@ -316,18 +324,18 @@ class RunService:
             worker.kill()
         self._start_timer(live)
         # Recorded while the worker already runs: the write is off the run's critical path.
-        self._set_status(live, "running", started_at=utcnow())
+        await self._set_status(live, "running", started_at=utcnow())
         while True:
             msg = await worker.recv()
             if msg is None:
                 break
             kind = msg.get("type")
             if kind == "output":
-                self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
+                await self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
             elif kind == "log":
-                self._record_output(live, "log", str(msg.get("text", "")))
+                await self._record_output(live, "log", str(msg.get("text", "")))
             elif kind == "progress":
-                self._on_progress(live, msg)
+                await self._on_progress(live, msg)
             elif kind == "rpc":
                 await self._on_rpc(live, worker, msg)
             elif kind == "done":
@@ -382,26 +390,32 @@ class RunService:
                 details={"code": error.get("code")} if error else None,
             )
 
-        run_store.update_run(
-            self.engine,
-            run_id=live.run_id,
-            status=status,
-            output=output,
-            error=error,
-            finished_at=utcnow(),
-            event_text=status,
-            source=req.source,
-            audit=audit,
-        )
-        if live.asked:
-            self.interactions.close_for_run(live.run_id)
+        def record() -> None:
+            run_store.update_run(
+                self.engine,
+                run_id=live.run_id,
+                status=status,
+                output=output,
+                error=error,
+                finished_at=utcnow(),
+                event_text=status,
+                source=req.source,
+                audit=audit,
+            )
+            if live.asked:
+                self.interactions.close_for_run(live.run_id)
+
+        try:
+            await self._write(live, record)
+        except Exception:
+            log.exception("run %s: its outcome (%s) could not be recorded", live.run_id, status)
         self.hub.publish("runs", "status", runId=live.run_id, projectId=req.project.id, status=status)
         live.status = status
         live.waiting_on = None
         self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
         self._live.pop(live.run_id, None)
         live.done.set()
-        asyncio.get_running_loop().create_task(self._wake_queue())
+        self._tasks.spawn(self._wake_queue())
 
     async def _wake_queue(self) -> None:
         async with self._admission:
@@ -450,15 +464,31 @@ class RunService:
         live.timer = None
         limit = live.request.entrypoint.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
         error = {"code": "timeout", "message": f"The run exceeded its time limit of {limit:g} s."}
-        asyncio.get_running_loop().create_task(self._terminate(live, "timeout", error))
+        self._tasks.spawn(self._terminate(live, "timeout", error), name=f"timeout-{live.run_id}")
 
     # ----------------------------------------------------------------- worker messages
-    def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
+    async def _write(self, live: _Live, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One of this run's writes, in a thread, in order, retried while the database is
+        locked by someone else."""
+        async with live.writes:
+            for attempt in range(WRITE_ATTEMPTS):
+                try:
+                    return await run_db(fn, *args, **kwargs)
+                except DatabaseBusy:
+                    if attempt == WRITE_ATTEMPTS - 1:
+                        raise
+                    log.warning("run %s: database busy, retrying a write", live.run_id)
+
+    async def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
+        if live.done.is_set():
+            return
         live.status = status
         self.hub.publish(
             "runs", "status", runId=live.run_id, projectId=live.request.project.id, status=status
         )
-        run_store.update_run(
+        await self._write(
+            live,
+            run_store.update_run,
             self.engine,
             run_id=live.run_id,
             status=status,
@@ -467,11 +497,17 @@ class RunService:
             **changes,
         )
 
-    def _record_output(self, live: _Live, stream: str, text: str) -> None:
+    async def _record_output(self, live: _Live, stream: str, text: str) -> None:
         if not text:
             return
-        run_store.add_event(
-            self.engine, run_id=live.run_id, kind=stream, text=text, source=live.request.source
+        await self._write(
+            live,
+            run_store.add_event,
+            self.engine,
+            run_id=live.run_id,
+            kind=stream,
+            text=text,
+            source=live.request.source,
         )
         if self.echo is not None:
             # stdio: project logs and worker output go to stderr, never the protocol stream
@@ -479,10 +515,16 @@ class RunService:
                 self.echo.write(f"[{live.run_id} {stream}] {line}\n")
             self.echo.flush()
 
-    def _on_progress(self, live: _Live, msg: dict[str, Any]) -> None:
+    async def _on_progress(self, live: _Live, msg: dict[str, Any]) -> None:
         data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}
-        run_store.add_event(
-            self.engine, run_id=live.run_id, kind="progress", data=data, source=live.request.source
+        await self._write(
+            live,
+            run_store.add_event,
+            self.engine,
+            run_id=live.run_id,
+            kind="progress",
+            data=data,
+            source=live.request.source,
         )
         self._publish(live, RunUpdate("progress", live.run_id, live.status, progress=data))
 
@@ -492,9 +534,9 @@ class RunService:
         args = msg.get("args") or {}
         try:
             if op in ("ask", "approve"):
-                self._open_interaction(live, rid, op, args)
+                await self._open_interaction(live, rid, op, args)
                 return
-            result = self._serve_rpc(live, op, args)
+            result = await self._write(live, self._serve_rpc, live, op, args)
         except SteamharnessError as exc:
             await worker.send({"type": "reply", "id": rid, "ok": False, "error": exc.message})
             return
@@ -544,7 +586,7 @@ class RunService:
             return worker_view(row)
         raise SteamharnessError(f"unknown operation {op!r}")
 
-    def _open_interaction(self, live: _Live, rid: int, op: str, args: dict[str, Any]) -> None:
+    async def _open_interaction(self, live: _Live, rid: int, op: str, args: dict[str, Any]) -> None:
         if op == "ask":
             params = parse_params(args.get("fields") or [], where="ctx.ask() fields")
             title = str(args.get("title") or "Input needed")
@@ -564,7 +606,9 @@ class RunService:
             if args.get("details") is not None:
                 parts.append(f"Details: {json.dumps(args['details'], ensure_ascii=False, default=str)}")
             message = "\n".join(parts)
-        row = self.interactions.create(
+        row = await self._write(
+            live,
+            self.interactions.create,
             run_id=live.run_id,
             kind=kind,
             title=title,
@@ -579,7 +623,7 @@ class RunService:
         live.waiting_on = row
         live.asked = True
         self._stop_timer(live)  # a person thinking is not the handler running
-        self._set_status(live, "waiting_for_input")
+        await self._set_status(live, "waiting_for_input")
         self._publish(live, RunUpdate("waiting", live.run_id, live.status, interaction=row))
 
     async def _on_answer(self, row: Interaction, answer: Answer) -> None:
@@ -593,7 +637,7 @@ class RunService:
                 live, "cancelled", {"code": "cancelled", "message": "The person cancelled the run."}
             )
             return
-        self._set_status(live, "running")
+        await self._set_status(live, "running")
         self._start_timer(live)
         self._publish(live, RunUpdate("running", live.run_id, live.status))
         assert live.worker is not None

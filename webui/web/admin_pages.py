@@ -85,12 +85,12 @@ def _users_panel(
 
 
 @router.get("/users", summary="Users and their project permissions")
-async def users_page(request: Request, admin_user: AdminDep, services: ServicesDep) -> Response:
+def users_page(request: Request, admin_user: AdminDep, services: ServicesDep) -> Response:
     return _users_panel(request, services)
 
 
 @router.post("/users", summary="Create a user")
-async def create_user(
+def create_user(
     request: Request,
     admin_user: AdminDep,
     services: ServicesDep,
@@ -149,21 +149,21 @@ def _set_disabled(
 
 
 @router.post("/users/{account_id}/disable", summary="Disable a user (logins and API keys stop working)")
-async def disable_user(
+def disable_user(
     request: Request, account: AccountDep, admin_user: AdminDep, services: ServicesDep
 ) -> Response:
     return _set_disabled(request, account, admin_user, services, disabled=True)
 
 
 @router.post("/users/{account_id}/enable", summary="Enable a disabled user")
-async def enable_user(
+def enable_user(
     request: Request, account: AccountDep, admin_user: AdminDep, services: ServicesDep
 ) -> Response:
     return _set_disabled(request, account, admin_user, services, disabled=False)
 
 
 @router.post("/users/{account_id}/projects", summary="Set a user's project permissions")
-async def set_user_projects(
+def set_user_projects(
     request: Request,
     account: AccountDep,
     admin_user: AdminDep,
@@ -230,12 +230,12 @@ def _limit(raw: str, *, minimum: int) -> tuple[int | None, str | None]:
 
 
 @router.get("/projects", summary="Projects: run gate and queue limits")
-async def projects_page(request: Request, admin_user: AdminDep, services: ServicesDep) -> Response:
+def projects_page(request: Request, admin_user: AdminDep, services: ServicesDep) -> Response:
     return _projects_panel(request, services)
 
 
 @router.post("/projects/{project_id}/limits", summary="Open or close the run gate; set queue limits")
-async def set_project_limits(
+def set_project_limits(
     request: Request,
     record: ProjectRecordDep,
     admin_user: AdminDep,

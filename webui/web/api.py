@@ -108,7 +108,7 @@ def run_json(run: Run, services: Any, *, full: bool) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}", summary="A run's status, output or error, and any pending interaction")
-async def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
+def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
     run = run_store.get_run(services.engine, run_id=run_id)
     if run is None or not principal.may_read(run.project_id):
         raise NotFound(f"run {run_id!r} not found")

@@ -419,7 +419,7 @@ async def tail_events(
 
 
 @router.get("/tail", summary="New audit events as server-sent events (rendered table rows)")
-async def audit_tail(
+def audit_tail(
     request: Request,
     _admin: AdminDep,
     services: ServicesDep,

@@ -40,7 +40,7 @@ def _login_page(request: Request, *, error: str | None, next_url: str, status: i
 
 
 @router.get("/login", summary="Login page")
-async def login_form(request: Request, next: str | None = None) -> Response:
+def login_form(request: Request, next: str | None = None) -> Response:
     if get_ui_user(request) is not None:
         return RedirectResponse(safe_next(next), status_code=303)
     return _login_page(request, error=None, next_url=safe_next(next))
@@ -83,7 +83,7 @@ async def login(
 
 
 @router.post("/logout", summary="Log out")
-async def logout(request: Request, user: UserDep, services: ServicesDep) -> Response:
+def logout(request: Request, user: UserDep, services: ServicesDep) -> Response:
     request.app.state.ui_auth.logout(user.session_id)
     with Session(services.engine) as s:
         services.audit.record(s, "ui.logout", actor=user.actor, outcome="ok", source="ui")

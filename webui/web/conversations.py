@@ -369,7 +369,7 @@ def submitted_values(
 
 
 @router.get("/conversations", summary="Pending interactions you may answer (live)")
-async def conversations(request: Request, user: UserDep, services: ServicesDep) -> Response:
+def conversations(request: Request, user: UserDep, services: ServicesDep) -> Response:
     # htmx gets the feed alone, except when restoring history, which needs the whole page;
     # caches keep the answers apart.
     restoring = request.headers.get("hx-history-restore-request") == "true"
@@ -380,7 +380,7 @@ async def conversations(request: Request, user: UserDep, services: ServicesDep) 
 
 
 @router.get("/runs/{run_id}/timeline", summary="A run's questions, answers and result (HTML fragment)")
-async def timeline_fragment(run_id: str, request: Request, user: UserDep, services: ServicesDep) -> Response:
+def timeline_fragment(run_id: str, request: Request, user: UserDep, services: ServicesDep) -> Response:
     run = run_store.get_run(services.engine, run_id=run_id)
     if run is None or not user.may_use(run.project_id):
         raise NotFound(f"run {run_id!r} not found")
@@ -546,7 +546,7 @@ def _events_for(
 
 
 @router.get("/conversations/events", summary="Live updates of the conversation view (SSE)")
-async def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> EventSourceResponse:
+def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> EventSourceResponse:
     feed = Feed(services.engine, request.app.state.templates.env, server_names_of(request))
     cookie = request.cookies.get(COOKIE_NAME)
     ui_auth = request.app.state.ui_auth

@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 
 from webui.auth.keys import Forbidden, Principal
 from webui.auth.ui import COOKIE_NAME, UiUser
+from webui.blocking import run_db
 from webui.services import Services
 from webui.web.security import check_csrf
 from webui.workflows.registry import ProjectRegistry
@@ -40,7 +41,7 @@ def get_ui_user(request: Request) -> UiUser | None:
 
 async def require_user(request: Request) -> UiUser:
     """A logged-in person; for writes, also a matching CSRF token (header or form field)."""
-    user = get_ui_user(request)
+    user = await run_db(get_ui_user, request)
     if user is None:
         raise LoginRequired()
     if request.method in UNSAFE_METHODS:

@@ -629,7 +629,7 @@ def _servers_page(
 
 
 @router.get("/host/servers", summary="The MCP servers the host may connect to")
-async def servers_page(request: Request, user: UserDep) -> Response:
+def servers_page(request: Request, user: UserDep) -> Response:
     return _servers_page(request, user)
 
 
@@ -690,7 +690,7 @@ def _list_page(
 
 
 @router.get("/host/conversations", summary="Your conversations with external MCP servers")
-async def conversations_page(request: Request, user: UserDep) -> Response:
+def conversations_page(request: Request, user: UserDep) -> Response:
     return _list_page(request, user)
 
 
@@ -729,7 +729,7 @@ def _conversation_page(
 
 
 @router.get("/host/conversations/{conversation_id}", summary="A conversation: its servers, tools and calls")
-async def conversation_page(request: Request, conversation_id: str, user: UserDep) -> Response:
+def conversation_page(request: Request, conversation_id: str, user: UserDep) -> Response:
     conv = visible_conversation(request, user, conversation_id)
     return _conversation_page(request, user, conv)
 

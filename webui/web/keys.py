@@ -74,12 +74,12 @@ def _panel(
 
 
 @router.get("/keys", summary="Your API keys")
-async def keys_page(request: Request, user: UserDep, services: ServicesDep) -> Response:
+def keys_page(request: Request, user: UserDep, services: ServicesDep) -> Response:
     return _panel(request, user, services)
 
 
 @router.post("/keys", summary="Create an API key (the raw key is shown once)")
-async def create_key(
+def create_key(
     request: Request,
     user: UserDep,
     services: ServicesDep,
@@ -120,7 +120,7 @@ async def create_key(
 
 
 @router.post("/keys/{key_id}/revoke", summary="Revoke one of your API keys")
-async def revoke_key(request: Request, key: OwnKeyDep, user: UserDep, services: ServicesDep) -> Response:
+def revoke_key(request: Request, key: OwnKeyDep, user: UserDep, services: ServicesDep) -> Response:
     admin.revoke_key(services.engine, key_id=key.id, actor=user.actor, source="ui")
     if not is_htmx(request):
         return RedirectResponse("/keys", status_code=303)

@@ -522,7 +522,7 @@ def _render(
 
 
 @router.get("/projects/{project_id}/mcp", summary="A project's MCP connection page")
-async def mcp_page(
+def mcp_page(
     request: Request, project_id: str, user: UserDep, registry: RegistryDep, target: str | None = None
 ) -> Response:
     record = visible_record(registry, user, project_id)

@@ -13,14 +13,12 @@ router = APIRouter(tags=["pages"])
 
 
 @router.get("/", include_in_schema=False)
-async def home() -> Response:
+def home() -> Response:
     return RedirectResponse("/projects", status_code=303)
 
 
 @router.get("/projects", summary="Projects you may use")
-async def projects_list(
-    request: Request, user: UserDep, services: ServicesDep, registry: RegistryDep
-) -> Response:
+def projects_list(request: Request, user: UserDep, services: ServicesDep, registry: RegistryDep) -> Response:
     rows = []
     for record in project_store.list_projects(services.engine):
         if not user.may_use(record.id):

@@ -70,7 +70,7 @@ def runs_url(filters: dict[str, str], **extra: str) -> str:
 
 
 @router.get("/runs", summary="Runs of the projects you may use")
-async def runs_list(
+def runs_list(
     request: Request,
     user: UserDep,
     services: ServicesDep,
@@ -116,7 +116,7 @@ async def runs_list(
 
 
 @router.get("/runs/{run_id}", summary="A run: params, status, timeline, output or error, report")
-async def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep) -> Response:
+def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep) -> Response:
     events = run_store.list_events(services.engine, run_id=run.id)
     full = may_see_report(user, run)
     record = project_store.get_project(services.engine, project_id=run.project_id)
