@@ -21,11 +21,13 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from sqlalchemy.exc import OperationalError
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from webui.auth.keys import Authenticator, AuthError
 from webui.auth.ui import UiAuth
+from webui.blocking import DatabaseBusy, is_busy_error, run_db
 from webui.errors import SteamharnessError
 from webui.host.service import HostService
 from webui.mcp.bridge import CallBridge
@@ -36,6 +38,7 @@ from webui.runs.env import server_base_env
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.store import sessions as session_store
+from webui.store.db import ping
 from webui.web import (
     admin_pages,
     api,
@@ -65,6 +68,7 @@ ERROR_TITLES = {
     410: "Gone",
     413: "Too large",
     422: "Invalid input",
+    503: "Busy",
 }
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -191,7 +195,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(SteamharnessError)
     async def _known_error(request: Request, exc: SteamharnessError) -> Response:
         if not request.url.path.startswith("/api/"):
-            return page(
+            response = page(
                 request,
                 "error.html",
                 {
@@ -201,12 +205,31 @@ def create_app(settings: Settings) -> FastAPI:
                 },
                 status_code=exc.status,
             )
+            if isinstance(exc, DatabaseBusy):
+                response.headers["Retry-After"] = str(exc.retry_after)
+            return response
         headers: dict[str, Any] = {}
         if isinstance(exc, AuthError):
             headers["WWW-Authenticate"] = 'Bearer realm="steamharness"'
+        if isinstance(exc, DatabaseBusy):
+            headers["Retry-After"] = str(exc.retry_after)
         return JSONResponse(
             {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status, headers=headers
         )
+
+    @app.exception_handler(OperationalError)
+    async def _database_error(request: Request, exc: OperationalError) -> Response:
+        # Work that reached the database outside `run_db` (sync routes in the framework's
+        # thread pool): a lock held past the busy timeout is the same 503.
+        if is_busy_error(exc):
+            return await _known_error(request, DatabaseBusy("the database is busy; try again in a moment"))
+        raise exc
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        """Liveness plus a database read (reads go on while another process writes)."""
+        await run_db(ping, app.state.services.engine)
+        return {"status": "ok"}
 
     @app.exception_handler(LoginRequired)
     async def _login_required(request: Request, exc: LoginRequired) -> Response:

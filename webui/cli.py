@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import anyio
 import typer
 from pydantic import ValidationError
+from sqlalchemy.exc import OperationalError
 
+from webui.blocking import is_busy_error
 from webui.errors import ConfigError, SteamharnessError
 
 if TYPE_CHECKING:
@@ -556,7 +558,18 @@ def config_validate(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except OperationalError as exc:
+        # Another process (a running server mid-write, a backup) holds the database lock
+        # longer than the busy timeout: one line, not a traceback.
+        message = (
+            "the database is busy (another process is writing); try again in a moment"
+            if is_busy_error(exc)
+            else f"database error: {exc.orig}"
+        )
+        typer.echo(f"steamharness: error: {message}", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url)
+    engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
     hub = EventHub()
     audit = AuditLog(hub)
     files = FileStore(

@@ -11,13 +11,18 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from itsdangerous import BadSignature, URLSafeSerializer
+from sqlalchemy import Table, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
 from webui.auth.passwords import hash_password, verify_password
+from webui.blocking import is_busy_error
 from webui.store import accounts as account_store
+from webui.store.db import quick_write
 from webui.store.models import Account, UiSession, utcnow
 
 COOKIE_NAME = "steamharness_session"
@@ -94,9 +99,7 @@ class UiAuth:
             if account is None or account.disabled or account.id is None:
                 return None
             if now - seen > LAST_SEEN_RESOLUTION:
-                row.last_seen_at = now
-                s.add(row)
-                s.commit()
+                _touch(self.engine, row.id, now)
             projects = (
                 None
                 if account.is_admin
@@ -125,3 +128,17 @@ class UiAuth:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _touch(engine: Engine, session_id: str, now: datetime) -> None:
+    """Best effort: reading a page must not wait for (or fail on) another writer's lock;
+    a skipped touch is retried on the next request."""
+    try:
+        with quick_write(engine) as conn:
+            conn.execute(update(_SESSIONS).where(_SESSIONS.c.id == session_id).values(last_seen_at=now))
+    except OperationalError as exc:
+        if not is_busy_error(exc):
+            raise
+
+
+_SESSIONS = cast(Table, UiSession.__table__)  # pyright: ignore[reportAttributeAccessIssue]

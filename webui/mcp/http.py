@@ -234,14 +234,26 @@ class McpGateway:
         if resolved is None:
             return
 
+        refused = False
+
         async def bind_then_send(message: Message) -> None:
+            nonlocal refused
+            if refused:
+                return  # the client already has its 503; the SDK's answer goes nowhere
             if message["type"] == "http.response.start" and message.get("status") == 200:
                 sid = next(
                     (v.decode() for k, v in message.get("headers", []) if k.lower() == b"mcp-session-id"),
                     None,
                 )
                 if sid is not None and sid not in self.sessions:
-                    await self._remember(scope, sid, principal, pid, target, resolved)
+                    try:
+                        await self._remember(scope, sid, principal, pid, target, resolved)
+                    except DatabaseBusy as exc:
+                        # Unrecorded, the session is unknown to us (404 if used) and the
+                        # SDK reaps it when idle.
+                        refused = True
+                        await _reply(send, 503, exc.message, extra={"retry-after": str(exc.retry_after)})
+                        return
             await send(message)
 
         binding = self._binding(scope, principal, resolved, None)

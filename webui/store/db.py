@@ -3,33 +3,37 @@ used as given, and nothing in the query modules is SQLite-specific."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel, create_engine
 
 from webui.store import models  # noqa: F401  (registers the tables)
 
-SQLITE_BUSY_TIMEOUT_MS = 10_000
+DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
 
 
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def make_engine(url: str) -> Engine:
-    """Create the engine and the tables it needs."""
+def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Engine:
+    """Create the engine and the tables it needs. A writer waits at most `busy_timeout`
+    seconds for another writer's lock, then fails (the server answers 503)."""
+    busy_ms = int(busy_timeout * 1000)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute(f"PRAGMA busy_timeout={busy_ms}")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
@@ -38,6 +42,24 @@ def make_engine(url: str) -> Engine:
     SQLModel.metadata.create_all(engine)
     upgrade_schema(engine)
     return engine
+
+
+@contextlib.contextmanager
+def quick_write(engine: Engine) -> Iterator[Connection]:
+    """A transaction for a write that may be skipped: it fails at once (OperationalError)
+    instead of waiting when another writer holds the lock."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            before = int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar() or 0)
+            conn.exec_driver_sql("PRAGMA busy_timeout=0")
+            try:
+                yield conn
+            finally:
+                conn.exec_driver_sql(f"PRAGMA busy_timeout={before}")
+        else:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL lock_timeout = '50ms'")
+            yield conn
 
 
 def upgrade_schema(engine: Engine) -> list[str]:
@@ -78,3 +100,9 @@ def upgrade_schema(engine: Engine) -> list[str]:
                     index.create(conn)
                     done.append(f"added index {index.name}")
     return done
+
+
+def ping(engine: Engine) -> None:
+    """A trivial read: the database answers."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")

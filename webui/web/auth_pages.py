@@ -10,6 +10,7 @@ from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
 from webui.auth.ui import COOKIE_NAME
+from webui.blocking import run_db, run_hash
 from webui.web.deps import ServicesDep, UserDep, get_ui_user
 from webui.web.security import check_csrf
 from webui.web.templating import page
@@ -56,19 +57,23 @@ async def login(
     next: Annotated[str, Form()] = "/projects",
 ) -> Response:
     check_csrf(request.cookies.get(LOGIN_CSRF_COOKIE, ""), csrf_token)
-    result = request.app.state.ui_auth.login(username, password)
+    result = await run_hash(request.app.state.ui_auth.login, username, password)
     client = request.client.host if request.client else None
-    with Session(services.engine) as s:
-        services.audit.record(
-            s,
-            "ui.login",
-            actor=f"user:{username}",
-            outcome="ok" if result else "failed",
-            source="ui",
-            client_address=client,
-            user_agent=(request.headers.get("user-agent") or "")[:300] or None,
-        )
-        s.commit()
+
+    def audit() -> None:
+        with Session(services.engine) as s:
+            services.audit.record(
+                s,
+                "ui.login",
+                actor=f"user:{username}",
+                outcome="ok" if result else "failed",
+                source="ui",
+                client_address=client,
+                user_agent=(request.headers.get("user-agent") or "")[:300] or None,
+            )
+            s.commit()
+
+    await run_db(audit)
     if result is None:
         return _login_page(
             request, error="Invalid username or password.", next_url=safe_next(next), status=401
