@@ -5,17 +5,43 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 import sqlalchemy
 from sqlalchemy import text
 
-from webui.store.db import make_engine, upgrade_schema
+from webui.blocking import is_busy_error
+from webui.store.db import make_engine, quick_write, upgrade_schema
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
     with engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 10_000
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 5_000
+    engine.dispose()
+
+
+def test_the_busy_timeout_is_configurable_and_a_quick_write_restores_it(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}", busy_timeout=1.5)
+    with quick_write(engine) as conn:
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 0
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 1_500
+    engine.dispose()
+
+
+def test_a_quick_write_fails_at_once_while_another_connection_holds_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    engine = make_engine(f"sqlite:///{path}", busy_timeout=60)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlalchemy.exc.OperationalError) as caught, quick_write(engine) as conn:
+            conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        assert is_busy_error(caught.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
     engine.dispose()
 
 
