@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import anyio
 from fastapi import FastAPI, Request
@@ -24,8 +24,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy.exc import OperationalError
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from webui.auth.keys import Authenticator, AuthError
+from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import UiAuth
 from webui.blocking import DatabaseBusy, is_busy_error, run_db
 from webui.errors import SteamharnessError
@@ -52,7 +54,9 @@ from webui.web import (
     runs_pages,
 )
 from webui.web.deps import LoginRequired
+from webui.web.guard import RequestGuard
 from webui.web.logging import install_redaction
+from webui.web.refusals import RefusalAudit
 from webui.web.security import SecurityHeaders
 from webui.web.templating import STATIC_DIR, make_templates, page
 from webui.workflows.registry import ProjectRegistry
@@ -70,15 +74,28 @@ ERROR_TITLES = {
     422: "Invalid input",
     503: "Busy",
 }
-LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
+LOOPBACK_HOSTS = [*LOOPBACK_NAMES, *(f"{name}:*" for name in LOOPBACK_NAMES)]
+LOOPBACK_ORIGINS = [f"http://{host}" for host in LOOPBACK_HOSTS]
 
 
 def security_settings(settings: Settings) -> TransportSecuritySettings:
+    """The Host and Origin values every route accepts (the MCP endpoint and the request
+    guard share them): loopback, the configured ones, the public URL's, the internal URL's
+    host (Try it calls the server there), and each allowed host's own http(s) origins (a
+    page served on an allowed host posts from it)."""
+    hosts = [*LOOPBACK_HOSTS, *settings.allowed_hosts]
+    origins = [*LOOPBACK_ORIGINS, *settings.allowed_origins]
+    for url in (settings.public_url, settings.internal_url):
+        parts = urlsplit(url or "")
+        if parts.netloc:
+            hosts.append(parts.netloc)
+            origins.append(f"{parts.scheme}://{parts.netloc}")
+    origins += [f"{scheme}://{host}" for host in hosts[len(LOOPBACK_HOSTS) :] for scheme in ("http", "https")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[*LOOPBACK_HOSTS, *settings.allowed_hosts],
-        allowed_origins=[*LOOPBACK_ORIGINS, *settings.allowed_origins],
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys(origins)),
     )
 
 
@@ -93,19 +110,21 @@ class _GatewayEndpoint:
 
 
 def create_app(settings: Settings) -> FastAPI:
+    admin_secret = settings.server_admin_key.get_secret_value() if settings.server_admin_key else None
+    transport_security = security_settings(settings)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        install_redaction()  # after the server configured logging
+        install_redaction(admin_key=admin_secret)  # after the server configured logging
         async with open_services(settings) as services:
             registry = ProjectRegistry(services.engine, settings.versions_dir)
             for projects_dir in settings.projects_dirs:
                 for folder, reason in registry.register_dir(projects_dir):
                     log.warning("not serving %s: %s", folder, reason)
             session_store.close_all_open(services.engine, reason="server restarted")
-            admin_key = settings.server_admin_key.get_secret_value() if settings.server_admin_key else None
             authenticator = Authenticator(
                 services.engine,
-                admin_key=admin_key,
+                admin_key=admin_secret,
                 fingerprint_secret=persistent_secret(settings, "fingerprint.key"),
             )
             bridge = CallBridge(
@@ -124,7 +143,8 @@ def create_app(settings: Settings) -> FastAPI:
                 json_response=False,  # SSE keeps the back-channel elicitation needs
                 stateless=False,
                 session_idle_timeout=settings.session_idle_timeout_seconds,
-                security_settings=security_settings(settings),
+                security_settings=transport_security,
+                max_request_body_size=settings.max_body_bytes,
             )
             gateway = McpGateway(
                 manager=manager,
@@ -177,7 +197,19 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.templates = make_templates()
+    app.state.auth_throttle = AuthThrottle.from_settings(settings)
+    app.state.refusals = RefusalAudit(max_keys=settings.throttle_max_tracked)
+    # Outermost last: proxy headers fix the client address, then every response (refusals
+    # included) gets the security headers, then the guard checks the request.
+    app.add_middleware(
+        RequestGuard,
+        security=transport_security,
+        throttle=app.state.auth_throttle,
+        refusals=app.state.refusals,
+        max_body_bytes=settings.max_body_bytes,
+    )
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router)
     app.include_router(auth_pages.router)

@@ -228,6 +228,7 @@ def serve_command(
     from webui.admin import setup_demo
     from webui.app import create_app
     from webui.store.projects import list_projects
+    from webui.web.connections import with_header_timeout
 
     dirs = [d.expanduser().resolve() for d in projects_dir or []]
     for d in dirs:
@@ -267,6 +268,10 @@ def serve_command(
         port=port,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
         log_level="info",
+        http=with_header_timeout(settings.header_timeout_seconds),
+        timeout_keep_alive=settings.keep_alive_timeout_seconds,
+        limit_concurrency=settings.max_connections,
+        proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
     )
 
 

@@ -6,7 +6,9 @@ tests construct their own with temporary directories.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -61,6 +63,45 @@ class Settings(BaseSettings):
     # How long a writer waits for another writer's database lock before the request
     # fails with 503 and Retry-After.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)
+
+    # The HTTP edge (README: "Behind a reverse proxy").
+    # JSON, form and MCP JSON-RPC bodies; file uploads keep max_file_bytes.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+    # Addresses or networks (CIDR) whose X-Forwarded-For/-Proto are believed; none by default.
+    trusted_proxies: list[str] = Field(default_factory=list)
+    # How the server reaches its own MCP endpoint (Try it); by default the listening socket
+    # the page request came in on, never a host named by the request.
+    internal_url: str | None = None
+    login_failures_per_account: int = Field(default=5, ge=1)
+    login_failures_per_address: int = Field(default=20, ge=1)
+    bearer_failures_per_address: int = Field(default=30, ge=1)
+    # Failures older than this no longer count; a throttled client waits until they age out.
+    auth_failure_window_seconds: float = Field(default=300.0, gt=0)
+    throttle_max_tracked: int = Field(default=10_000, ge=1)
+    # uvicorn: a connection must deliver a request's headers within this time.
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    keep_alive_timeout_seconds: int = Field(default=5, ge=1)
+    max_connections: int = Field(default=1000, ge=1)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted proxy {entry!r} is not an IP address or CIDR network") from None
+        return value
+
+    @field_validator("internal_url")
+    @classmethod
+    def _internal_url_is_http(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+            raise ValueError("internal_url must be an http(s) URL without a path, e.g. http://127.0.0.1:8000")
+        return value.strip().rstrip("/")
 
     @field_validator("server_admin_key")
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
@@ -31,6 +32,28 @@ class AuthError(SteamharnessError):
 
     code = "unauthorized"
     status = 401
+
+
+class AmbiguousAuthorization(AuthError):
+    """More than one Authorization header: HTTP 400. Servers and proxies disagree on which
+    one counts, so none does."""
+
+    code = "bad_request"
+    status = 400
+
+
+def single_authorization(values: list[str]) -> str | None:
+    """The request's one Authorization header value (None when absent). The only place that
+    decides which header authenticates a request: the guard, the MCP gateway and the API
+    dependency all go through it."""
+    if len(values) > 1:
+        raise AmbiguousAuthorization("send exactly one Authorization header")
+    return values[0] if values else None
+
+
+def authorization_values(raw_headers: Sequence[tuple[bytes, bytes]]) -> list[str]:
+    """Every Authorization header of an ASGI scope's raw header list, in order."""
+    return [v.decode("latin-1") for k, v in raw_headers if k.lower() == b"authorization"]
 
 
 class Forbidden(SteamharnessError):
@@ -123,7 +146,9 @@ class Authenticator:
     def fingerprint(self, raw: str) -> str:
         return hmac.new(self._secret, raw.encode(), hashlib.sha256).hexdigest()[:32]
 
-    def from_header(self, header: str | None) -> Principal:
+    def from_header(self, headers: list[str]) -> Principal:
+        """Every Authorization header the request carried (see `single_authorization`)."""
+        header = single_authorization(headers)
         if header is None or not header.strip():
             raise AuthError("missing Authorization: Bearer <API key>")
         scheme, _, raw = header.strip().partition(" ")

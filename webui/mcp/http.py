@@ -28,7 +28,7 @@ from sqlmodel import Session
 from starlette.types import Message, Receive, Scope, Send
 
 from webui.audit.log import AuditLog
-from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal
+from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.blocking import DatabaseBusy, run_db
 from webui.errors import NotFound, SteamharnessError
 from webui.mcp.binding import Binding, current_binding
@@ -140,7 +140,7 @@ class McpGateway:
                 raise AuthError("credentials in the query string are refused; use Authorization: Bearer")
             if "authorization" not in headers and UI_SESSION_COOKIE in headers.get("cookie", ""):
                 raise AuthError("a browser session cannot authenticate the MCP endpoint; use an API key")
-            principal = await run_db(self.auth.from_header, headers.get("authorization"))
+            principal = await run_db(self.auth.from_header, authorization_values(scope.get("headers", [])))
         except AuthError as exc:
             await self._audit(
                 "auth.failed", scope, project_id=pid or None, outcome="401", details={"reason": exc.message}

@@ -9,9 +9,11 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
+from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import run_db, run_hash
 from webui.web.deps import ServicesDep, UserDep, get_ui_user
+from webui.web.refusals import RefusalAudit
 from webui.web.security import check_csrf
 from webui.web.templating import page
 
@@ -57,8 +59,28 @@ async def login(
     next: Annotated[str, Form()] = "/projects",
 ) -> Response:
     check_csrf(request.cookies.get(LOGIN_CSRF_COOKIE, ""), csrf_token)
-    result = await run_hash(request.app.state.ui_auth.login, username, password)
+    throttle: AuthThrottle = request.app.state.auth_throttle
     client = request.client.host if request.client else None
+    address = client or "unknown"
+    wait = throttle.login_retry_after(username, address)
+    if wait is not None:  # refused before the password is even hashed
+        refusals: RefusalAudit = request.app.state.refusals
+        await refusals.record(
+            request.scope, "auth.throttled", outcome="429", actor=f"user:{username}", credential="password"
+        )
+        response = _login_page(
+            request,
+            error=f"Too many failed logins. Try again in {wait} seconds.",
+            next_url=safe_next(next),
+            status=429,
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
+    result = await run_hash(request.app.state.ui_auth.login, username, password)
+    if result is None:
+        throttle.login_failed(username, address)
+    else:
+        throttle.login_succeeded(username)
 
     def audit() -> None:
         with Session(services.engine) as s:

@@ -29,8 +29,12 @@ def get_registry(request: Request) -> ProjectRegistry:
 
 
 def get_principal(request: Request) -> Principal:
-    """Bearer API key or admin key, checked on every request."""
-    return request.app.state.authenticator.from_header(request.headers.get("authorization"))
+    """Bearer API key or admin key, checked on every request. The request guard has already
+    authenticated /api requests (before their body was read); its principal is reused."""
+    principal = getattr(request.state, "principal", None)
+    if isinstance(principal, Principal):
+        return principal
+    return request.app.state.authenticator.from_header(request.headers.getlist("authorization"))
 
 
 def get_ui_user(request: Request) -> UiUser | None:

@@ -72,6 +72,26 @@ def endpoint_url(request: Request, project_id: str, target: str) -> str:
     return f"{str(request.base_url).rstrip('/')}/api/workflows/{project_id}/mcp?target={target}"
 
 
+WILDCARD_BINDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def own_endpoint_url(request: Request, project_id: str, target: str) -> str:
+    """Where Try it reaches the project's endpoint: the configured internal URL, else the
+    listening socket this request arrived on; never a host the request names (its Host
+    header is the client's to choose). A server bound to every interface is reached over
+    loopback, whichever interface the page came through."""
+    settings = request.app.state.settings
+    if settings.internal_url:
+        base = settings.internal_url
+    else:
+        server = request.scope.get("server")
+        host, port = (server[0], server[1]) if server else (settings.host, settings.port)
+        if settings.host in WILDCARD_BINDS:
+            host = WILDCARD_BINDS[settings.host]
+        base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"{base}/api/workflows/{project_id}/mcp?target={target}"
+
+
 def page_url(project_id: str, target: str) -> str:
     return f"/projects/{project_id}/mcp?target={target}"
 
@@ -408,6 +428,7 @@ class TryIt:
                 async with (
                     httpx2.AsyncClient(
                         headers=headers,
+                        trust_env=False,  # the key goes to this server only, never via an env proxy
                         timeout=httpx2.Timeout(30, read=bound),
                         event_hooks={"response": [remember_session]},
                     ) as http,
@@ -431,7 +452,9 @@ class TryIt:
                 kind="failed", message=f"No answer within {bound:.0f} seconds; the call was cancelled."
             )
         if isinstance(exc, httpx2.HTTPError):
-            return Outcome(kind="failed", message=f"Could not reach the MCP endpoint {url}: {exc}")
+            # Details stay in the server log: the page only says the server's own endpoint failed.
+            log.warning("Try it could not reach %s: %s", url, exc)
+            return Outcome(kind="failed", message="Could not reach the MCP endpoint of this server.")
         log.exception("Try it call failed", exc_info=exc)
         return Outcome(kind="failed", message="The call failed unexpectedly; the server log has the details.")
 
@@ -554,7 +577,7 @@ async def try_tool(
         try_it: TryIt = request.app.state.try_it
         state.call = try_it.start(
             user,
-            url=endpoint_url(request, project_id, chosen.label),
+            url=own_endpoint_url(request, project_id, chosen.label),
             target=chosen.label,
             resolved=resolved,
             tool=tool.name,

@@ -1,0 +1,108 @@
+"""Failed-authentication throttles, in memory.
+
+Only failures count: a client that authenticates is never slowed. A key (an account name
+or a client address) with `limit` failures inside the last `window` seconds is refused
+until the oldest of them leaves the window; the refusal itself is cheap (no key lookup,
+no password hash). Memory is bounded: at most `max_keys` keys, the least recently failed
+forgotten first, and `limit` timestamps per key. Per-process: several replicas throttle
+independently, each one still bounding what a client can try.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from webui.settings import Settings
+
+Clock = Callable[[], float]
+
+
+class FailureCounter:
+    def __init__(self, *, limit: int, window: float, max_keys: int, clock: Clock = time.monotonic) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_keys = max_keys
+        self._clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def retry_after(self, key: str) -> int | None:
+        """Whole seconds until `key` may try again, or None when it may try now."""
+        times = self._failures.get(key)
+        if times is None or len(times) < self.limit:
+            return None
+        left = self.window - (self._clock() - times[0])
+        return max(1, math.ceil(left)) if left > 0 else None
+
+    def failed(self, key: str) -> None:
+        times = self._failures.pop(key, None)
+        if times is None:
+            times = deque(maxlen=self.limit)
+        times.append(self._clock())
+        self._failures[key] = times  # most recently failed last
+        while len(self._failures) > self.max_keys:
+            self._failures.popitem(last=False)
+
+    def clear(self, key: str) -> None:
+        self._failures.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
+
+@dataclass
+class AuthThrottle:
+    """Logins per account and per client address; Bearer failures per client address."""
+
+    login_account: FailureCounter
+    login_address: FailureCounter
+    bearer_address: FailureCounter
+
+    @classmethod
+    def from_settings(cls, settings: Settings, clock: Clock = time.monotonic) -> AuthThrottle:
+        def counter(limit: int) -> FailureCounter:
+            return FailureCounter(
+                limit=limit,
+                window=settings.auth_failure_window_seconds,
+                max_keys=settings.throttle_max_tracked,
+                clock=clock,
+            )
+
+        return cls(
+            login_account=counter(settings.login_failures_per_account),
+            login_address=counter(settings.login_failures_per_address),
+            bearer_address=counter(settings.bearer_failures_per_address),
+        )
+
+    def login_retry_after(self, account: str, address: str) -> int | None:
+        waits = [
+            w
+            for w in (
+                self.login_account.retry_after(_account(account)),
+                self.login_address.retry_after(address),
+            )
+            if w is not None
+        ]
+        return max(waits) if waits else None
+
+    def login_failed(self, account: str, address: str) -> None:
+        self.login_account.failed(_account(account))
+        self.login_address.failed(address)
+
+    def login_succeeded(self, account: str) -> None:
+        # The address keeps its count: one known password must not wash out guesses at others.
+        self.login_account.clear(_account(account))
+
+    def bearer_retry_after(self, address: str) -> int | None:
+        return self.bearer_address.retry_after(address)
+
+    def bearer_failed(self, address: str) -> None:
+        self.bearer_address.failed(address)
+
+
+def _account(name: str) -> str:
+    # Case variants of one name count as one account (stricter, never looser).
+    return name.strip().casefold()[:128]

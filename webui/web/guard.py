@@ -1,0 +1,198 @@
+"""Checks every HTTP request passes before any route sees it. Pure ASGI: it never buffers a
+request or a response, so uploads and SSE streams stay streams.
+
+In order, each refusal audited (rate-limited, see `RefusalAudit`):
+  1. Host and Origin against the allowed lists the MCP endpoint uses (DNS rebinding;
+     421 and 403, the MCP SDK's statuses), before any credential is looked at;
+  2. at most one Authorization header (400);
+  3. Bearer routes (/api, the MCP endpoint included): a client address with too many
+     recent failed credentials is refused (429 + Retry-After) without checking this one;
+  4. bodies: a declared Content-Length over the cap is refused before reading; a body that
+     grows past it while streaming is cut off with 413 and the route cancelled (uploads
+     keep their own, larger limit, enforced by the file store as they stream);
+  5. /api routes other than the MCP endpoint are authenticated here, before any of the
+     body is read (FastAPI reads a body parameter before running dependencies); the
+     principal is handed to the route (`deps.get_principal`). The MCP gateway reads no
+     body before it has authenticated, and its 401s count as failures here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.transport_security import TransportSecuritySettings
+from sqlmodel import Session
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
+from webui.auth.throttle import AuthThrottle
+from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
+
+UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
+WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
+
+
+def allowed(value: str, patterns: list[str]) -> bool:
+    """The MCP SDK's rule (an exact match, or `base:*` for `base` on any port), except that
+    the port must be digits."""
+    for p in patterns:
+        if value == p:
+            return True
+        if p.endswith(":*") and value.startswith(p[:-1]) and value[len(p) - 1 :].isdigit():
+            return True
+    return False
+
+
+class RequestGuard:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        security: TransportSecuritySettings,
+        throttle: AuthThrottle,
+        refusals: RefusalAudit,
+        max_body_bytes: int,
+    ) -> None:
+        self.app = app
+        self.security = security
+        self.throttle = throttle
+        self.refusals = refusals
+        self.max_body = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        kind = kind_of(scope["path"])
+        address = client_address(scope)
+
+        host = headers.get("host")
+        if not host or not allowed(host, self.security.allowed_hosts):
+            await self.refusals.record(scope, "request.host_refused", outcome="421", host=(host or "")[:200])
+            await refuse(scope, send, 421, "bad_host", "Invalid Host header")
+            return
+        origin = headers.get("origin")
+        if origin and not allowed(origin, self.security.allowed_origins):
+            await self.refusals.record(scope, "request.origin_refused", outcome="403", origin=origin[:200])
+            await refuse(scope, send, 403, "bad_origin", "Invalid Origin header")
+            return
+        try:
+            authorization = single_authorization(headers.getlist("authorization"))
+        except AmbiguousAuthorization as exc:
+            await self.refusals.record(scope, "auth.ambiguous", outcome="400")
+            await refuse(scope, send, 400, exc.code, exc.message)
+            return
+
+        if kind != "page":
+            wait = self.throttle.bearer_retry_after(address)
+            if wait is not None:
+                await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
+                await refuse(
+                    scope,
+                    send,
+                    429,
+                    "throttled",
+                    f"too many failed credentials from this address; retry in {wait} seconds",
+                    headers={"Retry-After": str(wait)},
+                )
+                return
+
+        capped = not (kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]))
+        declared = headers.get("content-length")
+        if capped and declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            await self._too_large(scope, send, declared=int(declared))
+            return
+
+        if kind == "api":
+            principal = await self._authenticate(scope, send, authorization)
+            if principal is None:
+                return
+            scope.setdefault("state", {})["principal"] = principal
+        elif kind == "mcp":
+            send = self._count_failures(send, address)
+        if capped:
+            await self._capped(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    # ------------------------------------------------------------------ helpers
+    async def _authenticate(self, scope: Scope, send: Send, authorization: str | None) -> Principal | None:
+        authenticator: Authenticator = scope["app"].state.authenticator
+        values = [] if authorization is None else [authorization]
+        try:
+            return await anyio.to_thread.run_sync(authenticator.from_header, values)
+        except AuthError as exc:
+            address = client_address(scope)
+            self.throttle.bearer_failed(address)
+            await _audit_auth_failed(scope, exc.message)
+            await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
+            return None
+
+    def _count_failures(self, send: Send, address: str) -> Send:
+        async def counting(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                self.throttle.bearer_failed(address)
+            await send(message)
+
+        return counting
+
+    async def _too_large(self, scope: Scope, send: Send, *, declared: int | None) -> None:
+        await self.refusals.record(
+            scope, "request.too_large", outcome="413", limit=self.max_body, declared=declared
+        )
+        await refuse(scope, send, 413, "too_large", f"the request body is larger than {self.max_body} bytes")
+
+    async def _capped(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Runs the app with a body that may not grow past the cap. Past it, the client gets
+        413 (when no response has started) and the app is cancelled where it waits for more
+        body: it never sees a truncated body, nor a disconnect to log."""
+        read = 0
+        started = False
+
+        with anyio.CancelScope() as app_scope:
+
+            async def limited_receive() -> Message:
+                nonlocal read
+                message = await receive()
+                if message["type"] == "http.request":
+                    read += len(message.get("body", b""))
+                    if read > self.max_body:
+                        if not started:
+                            await self._too_large(scope, send, declared=None)
+                        app_scope.cancel()
+                        await anyio.sleep_forever()
+                return message
+
+            async def tracking_send(message: Message) -> None:
+                nonlocal started
+                if message["type"] == "http.response.start":
+                    started = True
+                await send(message)
+
+            await self.app(scope, limited_receive, tracking_send)
+
+
+async def _audit_auth_failed(scope: Scope, reason: str) -> None:
+    services: Any = getattr(scope["app"].state, "services", None)
+    if services is None:
+        return
+    headers = dict(scope.get("headers", []))
+    fields: dict[str, Any] = {
+        "outcome": "401",
+        "source": "api",
+        "client_address": client_address(scope),
+        "user_agent": headers.get(b"user-agent", b"").decode("latin-1")[:300] or None,
+        "details": {"reason": reason, "path": scope.get("path", "")[:300]},
+    }
+
+    def write() -> None:
+        with Session(services.engine) as s:
+            services.audit.record(s, "auth.failed", **fields)
+            s.commit()
+
+    await anyio.to_thread.run_sync(write)
