@@ -77,13 +77,13 @@ class Worker:
                 "output_too_large",
                 f"The worker sent a message over the {MAX_FRAME_BYTES // (1024 * 1024)} MB limit.",
             ) from None
-        if not line:
-            return None
+        if not line.endswith(b"\n"):
+            return None  # end of stream, possibly mid-message: the worker is gone
         try:
             msg = json.loads(line)
         except ValueError:
             msg = None
-        if not isinstance(msg, dict) or not line.endswith(b"\n"):
+        if not isinstance(msg, dict):
             raise WorkerProtocolError("handler_error", "The worker sent a malformed message.")
         return msg
 
@@ -334,6 +334,8 @@ class WorkerPool:
         if self._zygote_reader is not None:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(self._zygote_reader, 2)
+        # Scratch removals scheduled by the last exit reports.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             self._server.close()
         for writer in list(self._unclaimed):
