@@ -11,6 +11,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -117,6 +118,17 @@ async def test_an_empty_worker_user_is_the_explicit_way_to_keep_root(
         final = await run_to_end(svc, intruder, "identity")
     assert final.status == "success", final.error
     assert final.output["uid"] == [0, 0, 0]
+    # Forked from the zygote without a drop: it inherits the zygote's non-dumpable state.
+    assert final.output["dumpable"] == 0
+
+
+def test_a_hardened_server_process_is_not_dumpable() -> None:
+    code = (
+        "import ctypes; from webui.runs.isolation import harden_process; harden_process();"
+        " print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.stdout.strip() == "0", out.stderr
 
 
 @pytest.mark.parametrize(
