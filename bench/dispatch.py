@@ -133,6 +133,11 @@ async def main() -> None:
     parser.add_argument(
         "--cold", type=int, default=20, help=f"cold starts per reference ({ROUNDS}..{MAX_COLD})"
     )
+    parser.add_argument(
+        "--worker-user",
+        default="",
+        help="as root: drop each worker to this user, as a root server does (its default: nobody)",
+    )
     args = parser.parse_args()
     spawns = max(ROUNDS, min(args.spawns, MAX_SPAWNS))
     cold = max(ROUNDS, min(args.cold, MAX_COLD))
@@ -153,7 +158,13 @@ async def main() -> None:
     # first on sys.path, so started from the checkout they would ignore a PYTHONPATH snapshot.
     old_cwd = os.getcwd()
     os.chdir(create_dir)
-    pool = WorkerPool()
+    if args.worker_user:
+        from webui.runs.isolation import worker_user
+
+        pool = WorkerPool(user=worker_user(args.worker_user))
+        print(f"workers drop to {args.worker_user!r}")
+    else:
+        pool = WorkerPool()
     procs: _common.ProcMap = {}
     try:
         t0 = time.perf_counter()

@@ -155,7 +155,7 @@ def create_app(settings: Settings) -> FastAPI:
                 idle_timeout=settings.session_idle_timeout_seconds,
                 default_max_running=settings.max_running_per_project,
                 default_max_queued=settings.max_queued_per_project,
-                env=server_base_env(os.environ),
+                env=server_base_env(os.environ, settings.worker_env_passthrough),
             )
             app.state.ui_auth = UiAuth(
                 services.engine,

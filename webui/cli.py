@@ -87,6 +87,7 @@ def mcp_command(
 ) -> None:
     """Serve a workflow project's entrypoints as MCP tools over stdio."""
     from webui.mcp.stdio import serve_stdio
+    from webui.runs.isolation import harden_process
 
     try:
         options = {
@@ -113,6 +114,7 @@ def mcp_command(
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="steamharness: %(levelname)s %(message)s"
     )
+    harden_process()
     try:
         anyio.run(serve_stdio, settings, project, related)
     except SteamharnessError as exc:
@@ -177,10 +179,10 @@ def _first_error(exc: ValueError) -> str:
 
 
 def _store(settings: Settings) -> tuple[Engine, ProjectRegistry]:
-    from webui.store.db import make_engine
+    from webui.store.db import make_engine, private_dir
     from webui.workflows.registry import ProjectRegistry
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     engine = make_engine(settings.resolved_database_url)
     return engine, ProjectRegistry(engine, settings.versions_dir)
 
@@ -227,6 +229,7 @@ def serve_command(
 
     from webui.admin import setup_demo
     from webui.app import create_app
+    from webui.runs.isolation import harden_process, worker_user
     from webui.store.projects import list_projects
     from webui.web.connections import with_header_timeout
 
@@ -248,6 +251,7 @@ def serve_command(
             err=True,
         )
     try:
+        worker_user(settings.worker_user)  # a missing worker user stops the server here
         engine, registry = _store(settings)
         for d in dirs:
             registry.register_dir(d)
@@ -262,6 +266,7 @@ def serve_command(
     except SteamharnessError as exc:
         fail(exc.message)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    harden_process()
     uvicorn.run(
         create_app(settings),
         host=host,

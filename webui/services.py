@@ -17,10 +17,11 @@ from webui.blocking import run_db
 from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
+from webui.runs.isolation import worker_user
 from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
 from webui.settings import Settings
-from webui.store.db import make_engine, sqlite_url
+from webui.store.db import make_engine, private_dir, sqlite_url
 
 
 @dataclass
@@ -51,10 +52,13 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
     """32 random bytes kept under the data dir's keys folder (mode 0600)."""
     path = settings.keys_dir / name
     try:
-        return path.read_bytes()
+        key = path.read_bytes()
     except FileNotFoundError:
         pass
-    settings.keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    else:
+        os.chmod(path, 0o600)  # a key file from an older version may be world-readable
+        return key
+    private_dir(settings.keys_dir)
     key = os.urandom(32)
     tmp = path.with_name(f".{name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -71,7 +75,8 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    user = worker_user(settings.worker_user)  # fails before anything is created
+    private_dir(settings.data_dir)
     engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
     hub = EventHub()
     audit = AuditLog(hub)
@@ -79,7 +84,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes, audit=audit
     )
     interactions = InteractionService(engine, audit, hub)
-    pool = WorkerPool()
+    pool = WorkerPool(user=user)
     runs = RunService(
         engine=engine,
         pool=pool,

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     # fails with 503 and Retry-After.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)
 
+    # Workflow code is untrusted. A server running as root runs it as this user instead;
+    # empty keeps root (an explicit opt-out). Ignored when the server is not root.
+    worker_user: str = "nobody"
+    # Names of server environment variables handed to runs besides PATH, LANG, LC_*, TZ.
+    worker_env_passthrough: list[str] = Field(default_factory=list)
+
     # The HTTP edge (README: "Behind a reverse proxy").
     # JSON, form and MCP JSON-RPC bodies; file uploads keep max_file_bytes.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)

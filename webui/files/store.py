@@ -182,16 +182,9 @@ class FileStore:
             storage=str(blob),
         )
 
-    def adopt(
-        self, *, project_id: str, tmp_path: Path, name: str, mime_type: str, run_id: str
-    ) -> ManagedFile:
-        """Take a file a worker wrote (ctx.files.create) into the store."""
-        try:
-            with tmp_path.open("rb") as src:
-                blob, sha, size = self._store_stream(src)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp_path.unlink()
+    def adopt(self, *, project_id: str, src: BinaryIO, name: str, mime_type: str, run_id: str) -> ManagedFile:
+        """Take a file a worker wrote (ctx.files.create), opened by the caller, into the store."""
+        blob, sha, size = self._store_stream(src)
         return self._record(
             project_id=project_id,
             name=sanitize_name(name),

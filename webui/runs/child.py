@@ -6,7 +6,17 @@ SDK) or share state between runs.
 
 Wire: newline-delimited JSON over a Unix socket to the run service. The child says
 `hello`, then sends `log`/`progress` notes, `rpc` requests (ask, approve, kv, values,
-files) that block the handler until a `reply`, and finally `done` or `error`.
+files) that block the handler until a `reply`, and finally `done`, `failed` or `error`.
+No message is larger than MAX_FRAME_BYTES: log text and progress messages are cut, a
+request that would be larger raises MessageTooLarge in the handler, and an outcome that
+would be larger becomes an `output_too_large` error.
+
+Isolation: the child is forked as root (when the server runs as root) and, once it has its
+run, prepares what needs privileges (the run's scratch directory, copies of the file
+params, the project folder as working directory) and then drops to the worker user for
+good before any workflow code runs. It is a child subreaper: when the handler returns,
+every process it left behind (daemonised, double-forked, setsid) is killed before the
+outcome is sent.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import io
 import json
 import mimetypes
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -26,7 +37,18 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from webui.runs import procs
+
 READ_CHUNK = 65536
+# The run service reads at most this much per message (one JSON line).
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+# In characters; with JSON escaping even the worst text stays far below the frame limit.
+LOG_TEXT_LIMIT = 1024 * 1024
+PROGRESS_MESSAGE_LIMIT = 4096
+
+
+class MessageTooLarge(ValueError):
+    """A request to the run service that would exceed MAX_FRAME_BYTES."""
 
 
 class WorkflowFailure(Exception):
@@ -74,7 +96,11 @@ class Channel:
         self._start: dict[str, Any] | None = None
 
     def send(self, msg: dict[str, Any]) -> None:
-        data = (json.dumps(msg, separators=(",", ":"), default=_json_default) + "\n").encode()
+        self.send_frame(encode(msg))
+
+    def send_frame(self, data: bytes) -> None:
+        if len(data) > MAX_FRAME_BYTES:
+            raise MessageTooLarge(f"the message is {_mb(len(data))}, over the {_mb(MAX_FRAME_BYTES)} limit")
         with self._send_lock:
             self._sock.sendall(data)
 
@@ -82,7 +108,13 @@ class Channel:
         with self._cond:
             self._next_id += 1
             rid = self._next_id
-        self.send({"type": "rpc", "id": rid, "op": op, "args": args})
+        data = encode({"type": "rpc", "id": rid, "op": op, "args": args})
+        if len(data) > MAX_FRAME_BYTES:
+            raise MessageTooLarge(
+                f"ctx {op}: the request is {_mb(len(data))} as JSON, over the"
+                f" {_mb(MAX_FRAME_BYTES)} a message to the server may be"
+            )
+        self.send_frame(data)
         with self._cond:
             while rid not in self._replies:
                 self._cond.wait()
@@ -122,6 +154,20 @@ class Channel:
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
         os._exit(70)
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    return (json.dumps(msg, separators=(",", ":"), default=_json_default) + "\n").encode()
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
 
 
 def _json_default(value: Any) -> Any:
@@ -188,9 +234,11 @@ class Context:
         return answer["action"] == "accept"
 
     def log(self, text: Any) -> None:
-        self._chan.send({"type": "log", "text": str(text)})
+        self._chan.send({"type": "log", "text": _cut(str(text), LOG_TEXT_LIMIT)})
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        if message is not None:
+            message = _cut(str(message), PROGRESS_MESSAGE_LIMIT)
         self._chan.send({"type": "progress", "done": done, "total": total, "message": message})
 
     def fail(self, err_code: int | str, message: str) -> None:
@@ -247,6 +295,75 @@ def _load_handler(root: str, handler: str) -> Any:
     return func
 
 
+def _copy_file_params(params: dict[str, Any], scratch: str) -> dict[str, Any]:
+    """File params point into the server's private store: give the run its own copies."""
+
+    def conv(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"$file"}:
+            meta = dict(value["$file"])
+            folder = os.path.join(scratch, "inputs", os.path.basename(str(meta["id"])))
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            name = os.path.basename(str(meta.get("name") or ""))
+            dest = os.path.join(folder, name if name not in ("", ".", "..") else "file")
+            shutil.copyfile(meta["path"], dest)
+            meta["path"] = dest
+            return {"$file": meta}
+        if isinstance(value, list):
+            return [conv(v) for v in value]
+        return value
+
+    return {k: conv(v) for k, v in params.items()}
+
+
+def _become(user: dict[str, Any], scratch: str) -> None:
+    """Hand the scratch directory to the worker user, then become that user for good:
+    no groups, real = effective = saved ids, no way back up through setuid binaries, and
+    not dumpable (other runs share the user)."""
+    uid, gid = int(user["uid"]), int(user["gid"])
+    for dirpath, _dirnames, filenames in os.walk(scratch):
+        os.chown(dirpath, uid, gid, follow_symlinks=False)
+        for name in filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise PermissionError("could not switch to the worker user")
+    procs.prctl(procs.PR_SET_NO_NEW_PRIVS, 1)
+    procs.prctl(procs.PR_SET_DUMPABLE, 0)
+
+
+def _prepare(spec: dict[str, Any]) -> dict[str, Any]:
+    """Everything before workflow code runs; returns the spec the handler sees."""
+    scratch = spec["scratch"]
+    user = spec.get("user")
+    os.mkdir(scratch, 0o700)
+    spec = dict(spec)
+    if user:
+        spec["params"] = _copy_file_params(spec.get("params") or {}, scratch)
+    # Opened before dropping: the folder may only be reachable as root (a private parent
+    # directory), and the worker then still finds it as its working directory and
+    # through this descriptor.
+    root_fd = os.open(spec["root"], os.O_RDONLY | os.O_DIRECTORY)
+    os.fchdir(root_fd)
+    if user:
+        _become(user, scratch)
+    if os.access(spec["root"], os.X_OK):
+        os.close(root_fd)
+    else:  # imports and the handler file go through the descriptor instead of the path
+        spec["root"] = f"/proc/self/fd/{root_fd}"
+    env = dict(spec.get("env") or {})
+    env.update(HOME=scratch, TMPDIR=scratch)
+    if user:
+        env.update(USER=str(user["name"]), LOGNAME=str(user["name"]))
+    _set_environment(env)
+    tempfile.tempdir = None  # recomputed from TMPDIR on next use
+    sys.path.insert(0, spec["root"])
+    if spec.get("fileCreateDir") is None:
+        spec["fileCreateDir"] = scratch
+    return spec
+
+
 def run_child(sock_path: str, cmd: dict[str, Any]) -> None:
     """Entry point in the forked child. Never returns."""
     code = 0
@@ -264,6 +381,8 @@ def run_child(sock_path: str, cmd: dict[str, Any]) -> None:
 
 def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     os.setsid()  # own process group: cancelling kills the handler's subprocesses too
+    # Whatever the handler leaves behind becomes this process's child, to be killed.
+    procs.prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
@@ -292,27 +411,19 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     chan.send({"type": "hello", "token": cmd["token"], "pid": os.getpid()})
     spec = chan.wait_start()
 
-    os.chdir(spec["root"])
-    _set_environment(spec.get("env") or {})
-    sys.path.insert(0, spec["root"])
-
     outcome: dict[str, Any]
     try:
-        func = _load_handler(spec["root"], spec["handler"])
-        ctx = Context(chan, spec)
-        outcome = {"type": "done", "output": func(ctx)}
-    except WorkflowFailure as exc:
-        outcome = {"type": "failed", "errCode": exc.err_code, "message": exc.message}
-    except SystemExit as exc:
-        outcome = {"type": "error", "message": f"The handler called sys.exit({exc.code!r})."}
-    except BaseException as exc:
+        spec = _prepare(spec)
+    except Exception as exc:
         traceback.print_exc()
-        outcome = {"type": "error", "message": f"The handler raised {type(exc).__name__}."}
-    try:
-        json.dumps(outcome, default=_json_default)  # fail here, not in the run service
-    except (TypeError, ValueError) as exc:
-        outcome = {"type": "error", "message": f"The handler's output is not JSON-serialisable: {exc}"}
+        outcome = {"type": "error", "message": f"The run could not be prepared: {type(exc).__name__}."}
+    else:
+        outcome = _call_handler(chan, spec)
+    frame = _outcome_frame(outcome)
 
+    # The run is over for everything it started, and nothing it left behind holds the
+    # log pipes open (the forwarders below would wait for it).
+    procs.kill_descendants()
     # Let the log reach the run service before the outcome does.
     with contextlib.suppress(Exception):
         sys.stdout.flush()
@@ -322,6 +433,36 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     os.dup2(null, 2)
     for t in forwarders:
         t.join(timeout=5)
-    chan.send(outcome)
+    chan.send_frame(frame)
     sock.shutdown(socket.SHUT_WR)
     return 0
+
+
+def _call_handler(chan: Channel, spec: dict[str, Any]) -> dict[str, Any]:
+    try:
+        func = _load_handler(spec["root"], spec["handler"])
+        ctx = Context(chan, spec)
+        return {"type": "done", "output": func(ctx)}
+    except WorkflowFailure as exc:
+        return {"type": "failed", "errCode": exc.err_code, "message": exc.message}
+    except MessageTooLarge as exc:
+        traceback.print_exc()
+        return {"type": "error", "code": "output_too_large", "message": f"The handler sent too much: {exc}."}
+    except SystemExit as exc:
+        return {"type": "error", "message": f"The handler called sys.exit({exc.code!r})."}
+    except BaseException as exc:
+        traceback.print_exc()
+        return {"type": "error", "message": f"The handler raised {type(exc).__name__}."}
+
+
+def _outcome_frame(outcome: dict[str, Any]) -> bytes:
+    """The outcome as one wire message, or an error that says why it cannot be one."""
+    try:
+        frame = encode(outcome)
+    except (TypeError, ValueError) as exc:
+        return encode({"type": "error", "message": f"The handler's output is not JSON-serialisable: {exc}"})
+    if len(frame) <= MAX_FRAME_BYTES:
+        return frame
+    what = "output" if outcome.get("type") == "done" else "failure message"
+    message = f"The handler's {what} is {_mb(len(frame))} as JSON, over the {_mb(MAX_FRAME_BYTES)} limit."
+    return encode({"type": "error", "code": "output_too_large", "message": message})

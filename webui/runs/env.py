@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dotenv import dotenv_values
 
-# Never handed to workflow code run by the server: it would make every handler an admin.
-SERVER_ONLY_VARIABLES = frozenset({"STEAMHARNESS_SERVER_ADMIN_KEY"})
+# What `steamharness serve` hands its runs from its own environment. Everything else there
+# is the server's: the admin key, a database URL, tokens the host's MCP servers use.
+# Handlers get their own secrets from their project's .env.
+SERVER_ENV_PASSED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ"})
+# Never handed on, even when listed in worker_env_passthrough: the server's configuration.
+SERVER_ONLY_PREFIX = "STEAMHARNESS_"
 
 
 def worker_env(
@@ -23,5 +27,11 @@ def worker_env(
     return env
 
 
-def server_base_env(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k not in SERVER_ONLY_VARIABLES}
+def server_base_env(environ: Mapping[str, str], passthrough: Iterable[str] = ()) -> dict[str, str]:
+    """The part of the server's environment its runs see (before each project's .env)."""
+    wanted = SERVER_ENV_PASSED | set(passthrough)
+    return {
+        k: v
+        for k, v in environ.items()
+        if (k in wanted or k.startswith("LC_")) and not k.startswith(SERVER_ONLY_PREFIX)
+    }

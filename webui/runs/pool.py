@@ -1,5 +1,9 @@
 """Parent side of the worker processes: the zygote, the socket children call back on, and
-one `Worker` handle per run."""
+one `Worker` handle per run.
+
+Each run gets a scratch directory of its own (its HOME and TMPDIR), created by the worker
+under a directory only root can list, owned by the worker user, and removed once the
+zygote reports the worker gone (by then everything the run started is dead too)."""
 
 from __future__ import annotations
 
@@ -16,10 +20,22 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from webui.runs.child import MAX_FRAME_BYTES
+from webui.runs.isolation import WorkerUser, zygote_env
+
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_SECONDS = 15.0
-STREAM_LIMIT = 16 * 1024 * 1024
+STREAM_LIMIT = MAX_FRAME_BYTES
+
+
+class WorkerProtocolError(Exception):
+    """The worker sent something the run service cannot take: the run fails with `code`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -47,20 +63,29 @@ class Worker:
         self.pid = pid
         self._reader = reader
         self._writer = writer
+        self.scratch: str | None = None  # set once the worker has a run
 
     async def recv(self) -> dict[str, Any] | None:
-        """The next message, or None once the child closed its side (done or dead)."""
+        """The next message, or None once the child closed its side (done or dead).
+        Raises WorkerProtocolError for a message too large to read or not a JSON object."""
         try:
             line = await self._reader.readline()
-        except (ConnectionError, asyncio.LimitOverrunError, ValueError):
+        except ConnectionError:
             return None
-        if not line:
-            return None
+        except ValueError:  # StreamReader: the line is longer than its limit
+            raise WorkerProtocolError(
+                "output_too_large",
+                f"The worker sent a message over the {MAX_FRAME_BYTES // (1024 * 1024)} MB limit.",
+            ) from None
+        if not line.endswith(b"\n"):
+            return None  # end of stream, possibly mid-message: the worker is gone
         try:
             msg = json.loads(line)
         except ValueError:
-            return None
-        return msg if isinstance(msg, dict) else None
+            msg = None
+        if not isinstance(msg, dict):
+            raise WorkerProtocolError("handler_error", "The worker sent a malformed message.")
+        return msg
 
     async def send(self, msg: dict[str, Any]) -> None:
         try:
@@ -87,8 +112,11 @@ class Worker:
 class WorkerPool:
     """Owns the zygote. `spawn()` hands back a connected `Worker` in a few milliseconds."""
 
-    def __init__(self, *, spares: int = 2) -> None:
+    def __init__(self, *, spares: int = 2, user: WorkerUser | None = None) -> None:
+        self.user = user
         self._dir: str | None = None
+        self._scratch_root: str | None = None
+        self._scratch: dict[int, str] = {}
         self._sock_path = ""
         self._server: asyncio.AbstractServer | None = None
         self._zygote: asyncio.subprocess.Process | None = None
@@ -111,6 +139,9 @@ class WorkerPool:
         self._dir = tempfile.mkdtemp(prefix="shw-")
         os.chmod(self._dir, 0o700)
         self._sock_path = os.path.join(self._dir, "runs.sock")
+        # Workers (the worker user) may enter their own directory here, never list others.
+        self._scratch_root = tempfile.mkdtemp(prefix="shw-runs-")
+        os.chmod(self._scratch_root, 0o711 if self.user else 0o700)
         self._server = await asyncio.start_unix_server(
             self._on_connect, path=self._sock_path, limit=STREAM_LIMIT
         )
@@ -128,6 +159,7 @@ class WorkerPool:
                 "webui.runs.zygote",
                 self._sock_path,
                 cwd=self._dir,
+                env=zygote_env(os.environ),  # workers inherit it: none of the server's secrets
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=None,  # diagnostics: the server's stderr (never the stdio MCP stream)
@@ -149,6 +181,7 @@ class WorkerPool:
             elif msg.get("type") == "exit":
                 pid = int(msg["pid"])
                 self._live.discard(pid)
+                self._remove_scratch(self._scratch.pop(pid, None))
                 if pid in self._unwatched:
                     self._unwatched.discard(pid)
                     self._exits.pop(pid, None)
@@ -223,13 +256,32 @@ class WorkerPool:
             return
         self._spares.append(worker)
 
+    @property
+    def worker_uid(self) -> int:
+        """The uid workflow code runs as."""
+        return self.user.uid if self.user else os.geteuid()
+
     async def spawn(self, spec: dict[str, Any]) -> Worker:
         """Hand a run to a fresh worker: a spare forked ahead of time when there is one
         (so a run starts without waiting for a fork), else one forked now."""
         worker = self._spares.pop(0) if self._spares else await self._fork()
         self._replenish()
+        assert self._scratch_root is not None
+        worker.scratch = os.path.join(self._scratch_root, f"{spec['runId']}-{secrets.token_hex(8)}")
+        if worker.pid in self._live:  # else it died as a spare and never makes the dir
+            self._scratch[worker.pid] = worker.scratch
+        spec = {**spec, "scratch": worker.scratch, "user": self.user.to_spec() if self.user else None}
         await worker.send({"type": "start", "spec": spec})
         return worker
+
+    def _remove_scratch(self, path: str | None) -> None:
+        if path is None:
+            return
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def wait_exit(self, pid: int, timeout: float) -> ExitStatus | None:
         fut = self._exits.get(pid)
@@ -282,10 +334,13 @@ class WorkerPool:
         if self._zygote_reader is not None:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(self._zygote_reader, 2)
+        # Scratch removals scheduled by the last exit reports.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             self._server.close()
         for writer in list(self._unclaimed):
             writer.close()
         self._unclaimed.clear()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+        for path in (self._dir, self._scratch_root):
+            if path is not None:
+                await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)

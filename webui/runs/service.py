@@ -13,13 +13,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import secrets
 import signal
-from collections.abc import AsyncIterator, Callable
+import stat
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from sqlalchemy.engine import Engine
 
@@ -29,7 +31,7 @@ from webui.errors import NotFound, SteamharnessError
 from webui.events import EventHub
 from webui.files.store import FileStore, worker_view
 from webui.interactions.service import Answer, InteractionService
-from webui.runs.pool import Worker, WorkerPool
+from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
 from webui.store.models import Interaction, KVEntry, PersistentValue, Run, utcnow
@@ -43,6 +45,41 @@ EXIT_WAIT_SECONDS = 10.0
 # A run's own records (status, timeline, outcome) are retried while the database is
 # locked by someone else, each attempt bounded by the driver's busy timeout.
 WRITE_ATTEMPTS = 5
+
+
+@contextlib.contextmanager
+def take_staged_file(create_dir: str, tmp_path: str, *, owner: int) -> Iterator[BinaryIO]:
+    """Open a file a worker staged for ctx.files.create; it is unlinked once done with
+    (unless the database was busy: the retry takes it again). The server may have more
+    rights than the worker, so nothing that could point elsewhere is followed: only a
+    plain file, directly in the run's staging directory, owned by the worker, one link."""
+    refused = SteamharnessError("files.create: the file must be written by ctx.files.create")
+    folder, name = os.path.split(os.path.normpath(tmp_path))
+    if folder != os.path.normpath(create_dir) or name in ("", ".", ".."):
+        raise refused
+    dir_fd = os.open(create_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+        except OSError:
+            raise refused from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != owner:
+            os.close(fd)
+            raise refused
+        try:
+            with os.fdopen(fd, "rb") as src:
+                yield src
+        except DatabaseBusy:
+            raise  # kept for the retry to take again
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def new_run_id() -> str:
@@ -314,7 +351,8 @@ class RunService:
             "params": req.params,
             "root": str(req.project.root),
             "handler": req.entrypoint.handler,
-            "fileCreateDir": str(self.file_create_dir / req.project.id),
+            # A worker user cannot reach the data dir: it stages outputs in its scratch dir.
+            "fileCreateDir": None if self.pool.user else str(self.file_create_dir / req.project.id),
             "env": req.env,
             "related": req.related,
         }
@@ -326,7 +364,12 @@ class RunService:
         # Recorded while the worker already runs: the write is off the run's critical path.
         await self._set_status(live, "running", started_at=utcnow())
         while True:
-            msg = await worker.recv()
+            try:
+                msg = await worker.recv()
+            except WorkerProtocolError as exc:
+                live.terminating = live.terminating or ("failed", {"code": exc.code, "message": exc.message})
+                worker.kill()  # it may be blocked writing the rest; nothing it says counts now
+                break
             if msg is None:
                 break
             kind = msg.get("type")
@@ -347,9 +390,10 @@ class RunService:
                     {"code": "business_error", "errCode": err_code, "message": str(msg.get("message", ""))},
                 )
             elif kind == "error":
+                code = "output_too_large" if msg.get("code") == "output_too_large" else "handler_error"
                 live.terminating = live.terminating or (
                     "failed",
-                    {"code": "handler_error", "message": str(msg.get("message", "The handler failed."))},
+                    {"code": code, "message": str(msg.get("message", "The handler failed."))},
                 )
         self._stop_timer(live)
         if live.terminating is None or live.terminating[0] in ("cancelled", "timeout", "failed"):
@@ -536,7 +580,10 @@ class RunService:
             if op in ("ask", "approve"):
                 await self._open_interaction(live, rid, op, args)
                 return
-            result = await self._write(live, self._serve_rpc, live, op, args)
+            if op == "files.create":
+                result = await self._write(live, self._create_file, live, worker, args)
+            else:
+                result = await self._write(live, self._serve_rpc, live, op, args)
         except SteamharnessError as exc:
             await worker.send({"type": "reply", "id": rid, "ok": False, "error": exc.message})
             return
@@ -564,27 +611,32 @@ class RunService:
                 return None
             if verb == "delete":
                 return kv_store.delete_value(engine, table, project_id=project_id, key=key)
-        if op == "files.create":
-            create_dir = (self.file_create_dir / project_id).resolve()
-            tmp = Path(str(args.get("tmp_path"))).resolve()
-            if tmp.parent != create_dir:
-                raise SteamharnessError("files.create: the file must be written by ctx.files.create")
+        raise SteamharnessError(f"unknown operation {op!r}")
+
+    def _create_file(self, live: _Live, worker: Worker, args: dict[str, Any]) -> dict[str, Any]:
+        """ctx.files.create: adopt the file the worker staged into the file store."""
+        project_id = live.request.project.id
+        if self.pool.user:
+            assert worker.scratch is not None
+            create_dir = worker.scratch
+        else:
+            create_dir = str(self.file_create_dir / project_id)
+        with take_staged_file(create_dir, str(args.get("tmp_path")), owner=self.pool.worker_uid) as src:
             row = self.files.adopt(
                 project_id=project_id,
-                tmp_path=tmp,
+                src=src,
                 name=str(args.get("name") or "output"),
                 mime_type=str(args.get("mime_type") or "application/octet-stream"),
                 run_id=live.run_id,
             )
-            run_store.add_event(
-                self.engine,
-                run_id=live.run_id,
-                kind="file",
-                data={"id": row.id, "name": row.name, "size": row.size},
-                source=live.request.source,
-            )
-            return worker_view(row)
-        raise SteamharnessError(f"unknown operation {op!r}")
+        run_store.add_event(
+            self.engine,
+            run_id=live.run_id,
+            kind="file",
+            data={"id": row.id, "name": row.name, "size": row.size},
+            source=live.request.source,
+        )
+        return worker_view(row)
 
     async def _open_interaction(self, live: _Live, rid: int, op: str, args: dict[str, Any]) -> None:
         if op == "ask":

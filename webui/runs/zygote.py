@@ -9,6 +9,12 @@ It reports on stdout, one JSON line each: `{"type": "forked", "token", "pid"}` a
 `{"type": "exit", "pid", "code", "signal"}` when it reaps a child. When stdin closes (the
 pool, or the whole server, went away) it kills every child it forked and exits.
 
+It is a child subreaper: whatever a run leaves behind (a daemon whose worker was killed, a
+process cloned as the worker's sibling) becomes its child, and any child that is not one
+of its workers is killed on sight. A worker's exit is reported only once those are gone.
+It is also not dumpable, so a process of the same user cannot read its memory or
+/proc/<pid>/environ (which is scrubbed of the server's secrets anyway).
+
 Single-threaded on purpose: forking a process with threads is unsafe.
 """
 
@@ -29,10 +35,14 @@ import select
 import signal
 import subprocess  # noqa: F401
 import sys
-import time  # noqa: F401
+import time
 import urllib.parse  # noqa: F401
 
-from webui.runs import child
+from webui.runs import child, procs
+
+# How long a worker's exit report may wait for the strays killed after it to be reaped
+# (a SIGKILLed process is gone at once unless stuck in uninterruptible I/O).
+STRAY_WAIT_SECONDS = 2.0
 
 
 def _report(msg: dict[str, object]) -> None:
@@ -42,7 +52,8 @@ def _report(msg: dict[str, object]) -> None:
         data = data[n:]
 
 
-def _reap(children: set[int]) -> None:
+def _reap(workers: set[int], exits: list[dict[str, object]]) -> None:
+    """Reap every child that exited; note the workers' statuses."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -50,16 +61,47 @@ def _reap(children: set[int]) -> None:
             return
         if pid == 0:
             return
-        children.discard(pid)
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        _report({"type": "exit", "pid": pid, "code": code, "signal": sig})
+        if pid in workers:
+            workers.discard(pid)
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+            exits.append({"type": "exit", "pid": pid, "code": code, "signal": sig})
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass
+
+
+def _settle(workers: set[int], wake_r: int) -> None:
+    """Reap, kill every child that is not a worker until none is left (bounded), then
+    report the workers that exited: a run's leftovers are dead by the time its exit is
+    known."""
+    exits: list[dict[str, object]] = []
+    deadline = time.monotonic() + STRAY_WAIT_SECONDS
+    _reap(workers, exits)
+    while strays := [pid for pid in procs.children(os.getpid()) if pid not in workers]:
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        with contextlib.suppress(InterruptedError):
+            select.select([wake_r], [], [], left)  # SIGCHLD: one of them died
+        _drain(wake_r)
+        _reap(workers, exits)
+    for msg in exits:
+        _report(msg)
 
 
 def main(sock_path: str) -> None:
     # Move everything imported so far out of the collector's reach: a child's GC passes
     # then never touch (and copy-on-write) the zygote's pages.
     gc.freeze()
+    procs.prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
+    procs.prctl(procs.PR_SET_DUMPABLE, 0)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
@@ -74,10 +116,8 @@ def main(sock_path: str) -> None:
         with contextlib.suppress(InterruptedError):
             readable, _, _ = select.select([0, wake_r], [], [])
         if wake_r in readable:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(wake_r, 4096):
-                    pass
-            _reap(children)
+            _drain(wake_r)
+            _settle(children, wake_r)
         if 0 not in readable:
             continue
         chunk = os.read(0, 65536)
@@ -99,7 +139,8 @@ def main(sock_path: str) -> None:
             os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    _reap(children)
+    # Nothing reports to anyone any more: every child, worker or not, goes.
+    procs.kill_descendants()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ used as given, and nothing in the query modules is SQLite-specific."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,36 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def private_dir(path: Path) -> None:
+    """Create `path` (and parents) if need be, and make it the owner's alone (0700)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+def _private_sqlite_file(path: Path) -> None:
+    """The database file is the owner's alone (0600); SQLite gives its -wal and -shm files
+    the database file's mode."""
+    if str(path) in ("", ":memory:") or str(path).startswith("file:") or "?" in str(path):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(f"{path}{suffix}", 0o600)
+
+
 def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Engine:
     """Create the engine and the tables it needs. A writer waits at most `busy_timeout`
     seconds for another writer's lock, then fails (the server answers 503)."""
     busy_ms = int(busy_timeout * 1000)
     if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        _private_sqlite_file(Path(url.removeprefix("sqlite:///")))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
 
         @event.listens_for(engine, "connect")
