@@ -59,6 +59,13 @@ class Settings(BaseSettings):
     max_file_bytes: int = 50 * 1024 * 1024
     request_state_ttl_seconds: float = 3600.0
 
+    # Per-credential and per-project ceilings, generous by default: they stop one key or one
+    # project from exhausting memory or disk for everyone else.
+    max_sessions_per_key: int = Field(default=32, ge=1)
+    max_sessions_admin_key: int = Field(default=128, ge=1)
+    project_file_quota_bytes: int = Field(default=5 * 1024**3, ge=0)
+    project_file_quota_count: int = Field(default=10_000, ge=0)
+
     @field_validator("server_admin_key")
     @classmethod
     def _refuse_placeholder_admin_key(cls, value: SecretStr | None) -> SecretStr | None:

@@ -6,16 +6,19 @@ authenticates from its own Bearer header (sessions bind, they never authenticate
   - a request carrying `Mcp-Session-Id`: our binding table must know the id (else 404)
     and the credential, project and requested target must match it (else 403);
   - an opening POST: the target is resolved once; the session id the SDK answers with is
-    bound before the response reaches the client.
+    bound before the response reaches the client. A credential holding its cap of open
+    sessions is refused (429) until it ends one or one expires.
 A 2025 POST whose response never completed (the client went away mid-call) cancels the
 runs it started.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +91,8 @@ class McpGateway:
         default_max_running: int | None,
         default_max_queued: int | None,
         env: dict[str, str],
+        max_sessions_per_key: int = 32,
+        max_sessions_admin_key: int = 128,
     ) -> None:
         self.manager = manager
         self.auth = authenticator
@@ -101,6 +106,11 @@ class McpGateway:
         self.env = env
         self.sessions: dict[str, SessionEntry] = {}
         self._catalogs: dict[tuple[str, str], Catalog] = {}
+        self.max_sessions_per_key = max_sessions_per_key
+        self.max_sessions_admin_key = max_sessions_admin_key
+        # Opening POSTs under way per credential: they hold a place under the session cap
+        # until their session is bound (or they fail), so racing opens cannot overshoot it.
+        self._opens: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ audit
     def _audit(self, event: str, scope: Scope, **fields: Any) -> None:
@@ -221,6 +231,12 @@ class McpGateway:
         resolved = await self._resolve_or_reply(send, pid, target)
         if resolved is None:
             return
+        fingerprint = principal.fingerprint
+        cap = self.max_sessions_admin_key if principal.kind == "admin" else self.max_sessions_per_key
+        held = sum(1 for e in self.sessions.values() if e.fingerprint == fingerprint)
+        if held + self._opens[fingerprint] >= cap:
+            await self._refuse_session(scope, send, principal, pid, target, cap)
+            return
 
         async def bind_then_send(message: Message) -> None:
             if message["type"] == "http.response.start" and message.get("status") == 200:
@@ -233,7 +249,37 @@ class McpGateway:
             await send(message)
 
         binding = self._binding(scope, principal, resolved, None)
-        await self._forward(scope, receive, bind_then_send, binding)
+        self._opens[fingerprint] += 1
+        try:
+            await self._forward(scope, receive, bind_then_send, binding)
+        finally:
+            self._opens[fingerprint] -= 1
+            if self._opens[fingerprint] <= 0:
+                del self._opens[fingerprint]
+
+    async def _refuse_session(
+        self, scope: Scope, send: Send, principal: Principal, pid: str, target: Target, cap: int
+    ) -> None:
+        which = "the server admin key" if principal.kind == "admin" else "this API key"
+        setting = "max_sessions_admin_key" if principal.kind == "admin" else "max_sessions_per_key"
+        message = (
+            f"{which} already has {cap} open MCP sessions, its limit (STEAMHARNESS_{setting.upper()}). "
+            "End a session you no longer use with an HTTP DELETE carrying its Mcp-Session-Id, or wait: "
+            f"a session closes after {self.idle_timeout:g} s without requests."
+        )
+        await anyio.to_thread.run_sync(
+            functools.partial(
+                self._audit,
+                "session.refused",
+                scope,
+                actor=principal.actor,
+                project_id=pid,
+                target=target.label,
+                outcome="429",
+                details={"reason": "session_limit", "limit": cap},
+            )
+        )
+        await _reply(send, 429, message)
 
     # ------------------------------------------------------------------ helpers
     async def _resolve_or_reply(self, send: Send, pid: str, target: Target) -> Resolved | None:

@@ -74,7 +74,10 @@ class Channel:
         self._start: dict[str, Any] | None = None
 
     def send(self, msg: dict[str, Any]) -> None:
-        data = (json.dumps(msg, separators=(",", ":"), default=_json_default) + "\n").encode()
+        # allow_nan=False: NaN/Infinity are not JSON; the handler's call fails here instead.
+        data = (
+            json.dumps(msg, separators=(",", ":"), default=_json_default, allow_nan=False) + "\n"
+        ).encode()
         with self._send_lock:
             self._sock.sendall(data)
 
@@ -309,9 +312,12 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
         traceback.print_exc()
         outcome = {"type": "error", "message": f"The handler raised {type(exc).__name__}."}
     try:
-        json.dumps(outcome, default=_json_default)  # fail here, not in the run service
+        json.dumps(outcome, default=_json_default, allow_nan=False)  # fail here, not in the run service
     except (TypeError, ValueError) as exc:
-        outcome = {"type": "error", "message": f"The handler's output is not JSON-serialisable: {exc}"}
+        reason = str(exc)
+        if reason.startswith("Out of range float"):
+            reason = "it contains NaN or Infinity, which JSON cannot carry"
+        outcome = {"type": "error", "message": f"The handler's output is not JSON-serialisable: {reason}"}
 
     # Let the log reach the run service before the outcome does.
     with contextlib.suppress(Exception):
