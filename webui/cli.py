@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -259,13 +260,17 @@ def serve_command(
     except SteamharnessError as exc:
         fail(exc.message)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    uvicorn.run(
-        create_app(settings),
-        host=host,
-        port=port,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
-        log_level="info",
-    )
+    from uvicorn.config import STARTUP_FAILURE
+
+    from webui.shutdown import GracefulServer
+
+    web_app = create_app(settings)
+    config = uvicorn.Config(web_app, host=host, port=port, log_level="info")
+    server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
 
 
 projects_app = typer.Typer(help="Register, publish and take offline workflow projects.", no_args_is_help=True)

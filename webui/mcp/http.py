@@ -111,6 +111,12 @@ class McpGateway:
         # Opening POSTs under way per credential: they hold a place under the session cap
         # until their session is bound (or they fail), so racing opens cannot overshoot it.
         self._opens: Counter[str] = Counter()
+        # Shutdown: once draining, new requests are refused; `_calls` counts requests that
+        # will end on their own (all but GET streams), `_idle` is set while there are none.
+        self.draining = False
+        self._calls = 0
+        self._idle = anyio.Event()
+        self._idle.set()
 
     # ------------------------------------------------------------------ audit
     def _audit(self, event: str, scope: Scope, **fields: Any) -> None:
@@ -129,6 +135,9 @@ class McpGateway:
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        if self.draining:
+            await _reply(send, 503, "the server is shutting down; try again once it is back")
             return
         headers = _headers(scope)
         pid = str(scope.get("path_params", {}).get("project_id", ""))
@@ -310,9 +319,18 @@ class McpGateway:
             await send(message)
 
         token = current_binding.set(binding) if binding is not None else None
+        counted = scope.get("method") != "GET"
+        if counted:
+            self._calls += 1
+            if self._idle.is_set():
+                self._idle = anyio.Event()
         try:
             await self.manager.handle_request(scope, receive, tracking_send)
         finally:
+            if counted:
+                self._calls -= 1
+                if self._calls == 0:
+                    self._idle.set()
             if token is not None:
                 current_binding.reset(token)
             if not completed and started:
@@ -435,6 +453,22 @@ class McpGateway:
     def close_all(self, reason: str) -> None:
         for sid in list(self.sessions):
             self._forget(sid, reason)
+
+    async def calls_done(self) -> None:
+        """Wait until no request other than a GET stream is being served."""
+        while self._calls:
+            await self._idle.wait()
+
+    async def end_sessions(self, reason: str) -> None:
+        """End every session: the SDK closes their streams (GET included) cleanly, then the
+        sessions are recorded closed."""
+        # The SDK offers no public way to end a session server-side; its transports do.
+        transports = getattr(self.manager, "_server_instances", {})
+        for sid in list(self.sessions):
+            transport = transports.get(sid)
+            if transport is not None and not transport.is_terminated:
+                await transport.terminate()
+        await anyio.to_thread.run_sync(self.close_all, reason)
 
 
 def _base_url(scope: Scope) -> str:
