@@ -8,6 +8,7 @@ session manager and the gateway's janitor.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -39,6 +40,7 @@ from webui.mcp.server import build_server
 from webui.runs.env import server_base_env
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
+from webui.shutdown import drain
 from webui.store import sessions as session_store
 from webui.store.db import ping
 from webui.web import (
@@ -156,6 +158,8 @@ def create_app(settings: Settings) -> FastAPI:
                 default_max_running=settings.max_running_per_project,
                 default_max_queued=settings.max_queued_per_project,
                 env=server_base_env(os.environ, settings.worker_env_passthrough),
+                max_sessions_per_key=settings.max_sessions_per_key,
+                max_sessions_admin_key=settings.max_sessions_admin_key,
             )
             app.state.ui_auth = UiAuth(
                 services.engine,
@@ -167,6 +171,8 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.registry = registry
             app.state.authenticator = authenticator
             app.state.gateway = gateway
+            # Called by `serve` when a signal starts the shutdown (see webui/shutdown.py).
+            app.state.drain = functools.partial(drain, gateway=gateway, runs=services.runs)
             host = HostService(
                 root=settings.resolved_root_dir,
                 engine=services.engine,

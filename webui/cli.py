@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -267,17 +268,26 @@ def serve_command(
         fail(exc.message)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     harden_process()
-    uvicorn.run(
-        create_app(settings),
+    from uvicorn.config import STARTUP_FAILURE
+
+    from webui.shutdown import GracefulServer
+
+    web_app = create_app(settings)
+    config = uvicorn.Config(
+        web_app,
         host=host,
         port=port,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
         log_level="info",
         http=with_header_timeout(settings.header_timeout_seconds),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
         limit_concurrency=settings.max_connections,
         proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
     )
+    server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
 
 
 projects_app = typer.Typer(help="Register, publish and take offline workflow projects.", no_args_is_help=True)

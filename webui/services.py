@@ -81,7 +81,12 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
     hub = EventHub()
     audit = AuditLog(hub)
     files = FileStore(
-        engine, settings.resolved_file_store_dir, max_bytes=settings.max_file_bytes, audit=audit
+        engine,
+        settings.resolved_file_store_dir,
+        max_bytes=settings.max_file_bytes,
+        audit=audit,
+        quota_bytes=settings.project_file_quota_bytes,
+        quota_files=settings.project_file_quota_count,
     )
     interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool(user=user)

@@ -109,6 +109,13 @@ class Settings(BaseSettings):
             raise ValueError("internal_url must be an http(s) URL without a path, e.g. http://127.0.0.1:8000")
         return value.strip().rstrip("/")
 
+    # Per-credential and per-project ceilings, generous by default: they stop one key or one
+    # project from exhausting memory or disk for everyone else.
+    max_sessions_per_key: int = Field(default=32, ge=1)
+    max_sessions_admin_key: int = Field(default=128, ge=1)
+    project_file_quota_bytes: int = Field(default=5 * 1024**3, ge=0)
+    project_file_quota_count: int = Field(default=10_000, ge=0)
+
     @field_validator("server_admin_key")
     @classmethod
     def _refuse_placeholder_admin_key(cls, value: SecretStr | None) -> SecretStr | None:

@@ -584,7 +584,7 @@ def test_every_tool_call_is_audited_with_who_what_where_and_outcome(server: Live
 # --------------------------------------------------------------------------- shutdown, restart, secrecy
 
 
-async def test_shutdown_cancels_active_calls_and_restart_marks_waiting_runs_interrupted(
+async def test_shutdown_stops_active_calls_and_records_waiting_runs_as_stopped_by_it(
     tmp_path: Path,
 ) -> None:
     live = _fresh(tmp_path)
@@ -613,7 +613,7 @@ async def test_shutdown_cancels_active_calls_and_restart_marks_waiting_runs_inte
                 f"/api/interactions/{waiting['error']['interactionId']}/answer",
                 json={"action": "accept", "content": {"destination": "x", "nights": 1}},
             )
-        assert run["status"] == "failed" and run["error"]["code"] == "interrupted"
+        assert run["status"] == "failed" and run["error"]["code"] == "shutting_down"
         assert answer.status_code == 410
         closed = [r for r in _audit(live, "session.closed") if r["session_id"] == sid]
         assert closed and closed[0]["outcome"] == "shutdown"

@@ -26,11 +26,16 @@ from sqlmodel import Session
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InvalidArguments
+from webui.files.quota import ProjectQuotaExceeded, QuotaBook, Reservation
 from webui.store.models import ManagedFile
 
 CHUNK = 1024 * 1024
 UPLOAD_BATCH = 1024 * 1024  # bytes gathered from the network before a thread writes them
 FILE_ID_RE = re.compile(r"^wf_[0-9a-f]{16}$")
+# `type/subtype`, each an RFC 7230 token (RFC 6838 caps each at 127 characters): no
+# parameters, spaces, CR/LF or markup, so the value is safe in a header or a page.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,127}"
+MIME_TYPE_RE = re.compile(rf"{_TOKEN}/{_TOKEN}")
 
 
 def new_file_id() -> str:
@@ -50,13 +55,30 @@ class FileTooLarge(InvalidArguments):
     status = 413
 
 
+class InvalidMimeType(InvalidArguments):
+    code = "invalid_mime_type"
+    status = 400
+
+
+def check_mime_type(value: str) -> str:
+    """A media type as `type/subtype` (lower-cased), or `InvalidMimeType` saying what is wrong."""
+    if MIME_TYPE_RE.fullmatch(value) is None:
+        # The refused value is not echoed: it may carry markup or line breaks.
+        raise InvalidMimeType(
+            "mimeType must be a media type like 'application/pdf': type/subtype, each part 1-127"
+            " letters, digits or !#$%&'*+.^_`|~- characters, with no parameters, spaces or line breaks"
+        )
+    return value.lower()
+
+
 class BlobWriter:
     """One incoming blob: a private temp file, hashed as written, moved into place by
     content hash on commit."""
 
-    def __init__(self, store: FileStore) -> None:
+    def __init__(self, store: FileStore, *, reserved: int | None = None) -> None:
         store.blob_dir.mkdir(parents=True, exist_ok=True)
         self._store = store
+        self._reserved = reserved
         self._digest = hashlib.sha256()
         self.size = 0
         fd, self._tmp = tempfile.mkstemp(prefix=".incoming-", dir=store.blob_dir)
@@ -66,6 +88,9 @@ class BlobWriter:
         self.size += len(chunk)
         if self.size > self._store.max_bytes:
             raise FileTooLarge(f"file is larger than the {self._store.max_bytes // (1024 * 1024)} MB limit")
+        if self._reserved is not None and self.size > self._reserved:
+            # Longer than declared (or it grew while being copied): more than its quota room.
+            raise FileTooLarge(f"the file is longer than the {self._reserved} bytes it declared")
         self._digest.update(chunk)
         self._out.write(chunk)
 
@@ -90,19 +115,47 @@ class BlobWriter:
 
 class FileStore:
     def __init__(
-        self, engine: Engine, blob_dir: Path, *, max_bytes: int, audit: AuditLog | None = None
+        self,
+        engine: Engine,
+        blob_dir: Path,
+        *,
+        max_bytes: int,
+        audit: AuditLog | None = None,
+        quota_bytes: int = 5 * 1024**3,
+        quota_files: int = 10_000,
     ) -> None:
         self.engine = engine
         self.audit = audit
         self.blob_dir = blob_dir
         self.max_bytes = max_bytes
+        self.quota = QuotaBook(engine, max_bytes=quota_bytes, max_files=quota_files)
+
+    def _reserve(
+        self, project_id: str, nbytes: int, *, size_known: bool = True, actor: str | None = None
+    ) -> Reservation:
+        """Room for one file in the project's quota; a refusal is audited before it is raised."""
+        try:
+            return self.quota.reserve(project_id, nbytes, size_known=size_known)
+        except ProjectQuotaExceeded as exc:
+            if self.audit is not None:
+                with Session(self.engine) as s:
+                    self.audit.record(
+                        s,
+                        "file.refused",
+                        actor=actor,
+                        project_id=project_id,
+                        outcome=exc.code,
+                        details={"limit": exc.limit, "message": exc.message},
+                    )
+                    s.commit()
+            raise
 
     def blob_path(self, sha: str) -> Path:
         return self.blob_dir / sha[:2] / sha
 
-    def _store_stream(self, src: BinaryIO) -> tuple[Path, str, int]:
+    def _store_stream(self, src: BinaryIO, *, reserved: int | None = None) -> tuple[Path, str, int]:
         """Copy `src` into the blob store, hashing as it goes; refuse past max_bytes."""
-        blob = BlobWriter(self)
+        blob = BlobWriter(self, reserved=reserved)
         try:
             while chunk := src.read(CHUNK):
                 blob.write(chunk)
@@ -119,37 +172,49 @@ class FileStore:
         name: str,
         mime_type: str | None,
         actor: str | None = None,
+        declared_size: int | None = None,
     ) -> ManagedFile:
         """A streamed HTTP upload: never whole in memory, nothing left behind on failure.
-        Hashing and writing happen in a thread, a batch of chunks at a time."""
-        blob = await run_db(BlobWriter, self)
-        try:
-            batch: list[bytes] = []
-            held = 0
-            async for chunk in chunks:
-                batch.append(chunk)
-                held += len(chunk)
-                if held >= UPLOAD_BATCH:
-                    await run_db(blob.write_all, batch)
-                    batch, held = [], 0
-            await run_db(blob.write_all, batch)
-            path, sha, size = await run_db(blob.commit)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await run_db(blob.abort)
-            raise
-        clean = sanitize_name(name)
-        return await run_db(
-            self._record,
-            project_id=project_id,
-            name=clean,
-            mime_type=(mime_type or mimetypes.guess_type(clean)[0] or "application/octet-stream")[:200],
-            size=size,
-            sha256=sha,
-            origin="upload",
-            storage=str(path),
-            uploaded_by=actor,
+
+        Quota room is reserved first: the declared size, or the largest file allowed when
+        the size is not known up front. Hashing and writing happen in a thread, a batch of
+        chunks at a time."""
+        mime = check_mime_type(mime_type) if mime_type is not None else None
+        room = declared_size if declared_size is not None else self.max_bytes
+        reservation = await run_db(
+            lambda: self._reserve(project_id, room, size_known=declared_size is not None, actor=actor)
         )
+        try:
+            blob = await run_db(BlobWriter, self, reserved=room)
+            try:
+                batch: list[bytes] = []
+                held = 0
+                async for chunk in chunks:
+                    batch.append(chunk)
+                    held += len(chunk)
+                    if held >= UPLOAD_BATCH:
+                        await run_db(blob.write_all, batch)
+                        batch, held = [], 0
+                await run_db(blob.write_all, batch)
+                path, sha, size = await run_db(blob.commit)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await run_db(blob.abort)
+                raise
+            clean = sanitize_name(name)
+            return await run_db(
+                self._record,
+                project_id=project_id,
+                name=clean,
+                mime_type=mime or mimetypes.guess_type(clean)[0] or "application/octet-stream",
+                size=size,
+                sha256=sha,
+                origin="upload",
+                storage=str(path),
+                uploaded_by=actor,
+            )
+        finally:
+            reservation.release()
 
     def _record(self, *, uploaded_by: str | None = None, **fields: Any) -> ManagedFile:
         """The metadata row; an upload is audited in the same transaction."""
@@ -169,32 +234,43 @@ class FileStore:
         return row
 
     def import_path(self, *, project_id: str, path: Path, origin: str = "local-import") -> ManagedFile:
-        with path.open("rb") as src:
-            blob, sha, size = self._store_stream(src)
-        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        return self._record(
-            project_id=project_id,
-            name=sanitize_name(path.name),
-            mime_type=mime,
-            size=size,
-            sha256=sha,
-            origin=origin,
-            storage=str(blob),
-        )
+        reservation = self._reserve(project_id, path.stat().st_size)
+        try:
+            with path.open("rb") as src:
+                blob, sha, size = self._store_stream(src, reserved=reservation.nbytes)
+            mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            return self._record(
+                project_id=project_id,
+                name=sanitize_name(path.name),
+                mime_type=mime,
+                size=size,
+                sha256=sha,
+                origin=origin,
+                storage=str(blob),
+            )
+        finally:
+            reservation.release()
 
     def adopt(self, *, project_id: str, src: BinaryIO, name: str, mime_type: str, run_id: str) -> ManagedFile:
         """Take a file a worker wrote (ctx.files.create), opened by the caller, into the store."""
-        blob, sha, size = self._store_stream(src)
-        return self._record(
-            project_id=project_id,
-            name=sanitize_name(name),
-            mime_type=mime_type,
-            size=size,
-            sha256=sha,
-            origin="output",
-            storage=str(blob),
-            run_id=run_id,
-        )
+        reservation: Reservation | None = None
+        try:
+            mime = check_mime_type(mime_type)
+            reservation = self._reserve(project_id, os.fstat(src.fileno()).st_size)
+            blob, sha, size = self._store_stream(src, reserved=reservation.nbytes)
+            return self._record(
+                project_id=project_id,
+                name=sanitize_name(name),
+                mime_type=mime,
+                size=size,
+                sha256=sha,
+                origin="output",
+                storage=str(blob),
+                run_id=run_id,
+            )
+        finally:
+            if reservation is not None:
+                reservation.release()
 
     def get(self, file_id: str) -> ManagedFile | None:
         if not FILE_ID_RE.match(file_id):

@@ -6,7 +6,8 @@ authenticates from its own Bearer header (sessions bind, they never authenticate
   - a request carrying `Mcp-Session-Id`: our binding table must know the id (else 404)
     and the credential, project and requested target must match it (else 403);
   - an opening POST: the target is resolved once; the session id the SDK answers with is
-    bound before the response reaches the client.
+    bound before the response reaches the client. A credential holding its cap of open
+    sessions is refused (429) until it ends one or one expires.
 A 2025 POST whose response never completed (the client went away mid-call) cancels the
 runs it started.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +91,8 @@ class McpGateway:
         default_max_running: int | None,
         default_max_queued: int | None,
         env: dict[str, str],
+        max_sessions_per_key: int = 32,
+        max_sessions_admin_key: int = 128,
     ) -> None:
         self.manager = manager
         self.auth = authenticator
@@ -102,6 +106,17 @@ class McpGateway:
         self.env = env
         self.sessions: dict[str, SessionEntry] = {}
         self._catalogs: dict[tuple[str, str], Catalog] = {}
+        self.max_sessions_per_key = max_sessions_per_key
+        self.max_sessions_admin_key = max_sessions_admin_key
+        # Opening POSTs under way per credential: they hold a place under the session cap
+        # until their session is bound (or they fail), so racing opens cannot overshoot it.
+        self._opens: Counter[str] = Counter()
+        # Shutdown: once draining, new requests are refused; `_calls` counts requests that
+        # will end on their own (all but GET streams), `_idle` is set while there are none.
+        self.draining = False
+        self._calls = 0
+        self._idle = anyio.Event()
+        self._idle.set()
 
     # ------------------------------------------------------------------ audit
     async def _audit(self, event: str, scope: Scope, **fields: Any) -> None:
@@ -124,6 +139,9 @@ class McpGateway:
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        if self.draining:
+            await _reply(send, 503, "the server is shutting down; try again once it is back")
             return
         try:
             await self._handle(scope, receive, send)
@@ -233,6 +251,12 @@ class McpGateway:
         resolved = await self._resolve_or_reply(send, pid, target)
         if resolved is None:
             return
+        fingerprint = principal.fingerprint
+        cap = self.max_sessions_admin_key if principal.kind == "admin" else self.max_sessions_per_key
+        held = sum(1 for e in self.sessions.values() if e.fingerprint == fingerprint)
+        if held + self._opens[fingerprint] >= cap:
+            await self._refuse_session(scope, send, principal, pid, target, cap)
+            return
 
         refused = False
 
@@ -257,7 +281,34 @@ class McpGateway:
             await send(message)
 
         binding = self._binding(scope, principal, resolved, None)
-        await self._forward(scope, receive, bind_then_send, binding)
+        self._opens[fingerprint] += 1
+        try:
+            await self._forward(scope, receive, bind_then_send, binding)
+        finally:
+            self._opens[fingerprint] -= 1
+            if self._opens[fingerprint] <= 0:
+                del self._opens[fingerprint]
+
+    async def _refuse_session(
+        self, scope: Scope, send: Send, principal: Principal, pid: str, target: Target, cap: int
+    ) -> None:
+        which = "the server admin key" if principal.kind == "admin" else "this API key"
+        setting = "max_sessions_admin_key" if principal.kind == "admin" else "max_sessions_per_key"
+        message = (
+            f"{which} already has {cap} open MCP sessions, its limit (STEAMHARNESS_{setting.upper()}). "
+            "End a session you no longer use with an HTTP DELETE carrying its Mcp-Session-Id, or wait: "
+            f"a session closes after {self.idle_timeout:g} s without requests."
+        )
+        await self._audit(
+            "session.refused",
+            scope,
+            actor=principal.actor,
+            project_id=pid,
+            target=target.label,
+            outcome="429",
+            details={"reason": "session_limit", "limit": cap},
+        )
+        await _reply(send, 429, message)
 
     # ------------------------------------------------------------------ helpers
     async def _resolve_or_reply(self, send: Send, pid: str, target: Target) -> Resolved | None:
@@ -288,9 +339,18 @@ class McpGateway:
             await send(message)
 
         token = current_binding.set(binding) if binding is not None else None
+        counted = scope.get("method") != "GET"
+        if counted:
+            self._calls += 1
+            if self._idle.is_set():
+                self._idle = anyio.Event()
         try:
             await self.manager.handle_request(scope, receive, tracking_send)
         finally:
+            if counted:
+                self._calls -= 1
+                if self._calls == 0:
+                    self._idle.set()
             if token is not None:
                 current_binding.reset(token)
             if not completed and started:
@@ -413,6 +473,22 @@ class McpGateway:
     async def close_all(self, reason: str) -> None:
         for sid in list(self.sessions):
             await self._forget(sid, reason)
+
+    async def calls_done(self) -> None:
+        """Wait until no request other than a GET stream is being served."""
+        while self._calls:
+            await self._idle.wait()
+
+    async def end_sessions(self, reason: str) -> None:
+        """End every session: the SDK closes their streams (GET included) cleanly, then the
+        sessions are recorded closed."""
+        # The SDK offers no public way to end a session server-side; its transports do.
+        transports = getattr(self.manager, "_server_instances", {})
+        for sid in list(self.sessions):
+            transport = transports.get(sid)
+            if transport is not None and not transport.is_terminated:
+                await transport.terminate()
+        await self.close_all(reason)
 
 
 def _base_url(scope: Scope) -> str:

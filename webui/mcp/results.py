@@ -13,8 +13,11 @@ from webui.workflows.project import Entrypoint
 
 
 def tool_result(payload: dict[str, Any], *, is_error: bool) -> types.CallToolResult:
+    """Raises ValueError rather than put NaN or Infinity (not JSON) into the text."""
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        content=[
+            types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False, allow_nan=False))
+        ],
         structured_content=payload,
         is_error=is_error,
     )
@@ -34,7 +37,11 @@ def final_result(
     payload = _base(run_id, ep, status)
     if status == "success":
         payload["output"] = output
-        return tool_result(payload, is_error=False)
+        try:
+            return tool_result(payload, is_error=False)
+        except ValueError:  # workers refuse such output; this guards runs recorded otherwise
+            message = "The run's output contains NaN or Infinity, which JSON cannot carry."
+            return error_result(run_id, ep, "failed", "handler_error", message)
     err = dict(error or {"code": "internal", "message": "The run failed."})
     clean: dict[str, Any] = {"code": str(err.get("code", "internal"))}
     if "errCode" in err:

@@ -157,7 +157,8 @@ class Channel:
 
 
 def encode(msg: dict[str, Any]) -> bytes:
-    return (json.dumps(msg, separators=(",", ":"), default=_json_default) + "\n").encode()
+    # allow_nan=False: NaN/Infinity are not JSON; the handler's call fails here instead.
+    return (json.dumps(msg, separators=(",", ":"), default=_json_default, allow_nan=False) + "\n").encode()
 
 
 def _mb(size: int) -> str:
@@ -315,6 +316,29 @@ def _copy_file_params(params: dict[str, Any], scratch: str) -> dict[str, Any]:
     return {k: conv(v) for k, v in params.items()}
 
 
+def _hold_import_dirs() -> dict[int, int]:
+    """Descriptors of the import path's folders, opened while still privileged: Python
+    itself may live where the worker user cannot go by name (an installation under a
+    private home), and handlers import from it after the switch."""
+    held: dict[int, int] = {}
+    for index, entry in enumerate(sys.path):
+        if entry and os.path.isdir(entry):
+            with contextlib.suppress(OSError):
+                held[index] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+    return held
+
+
+def _reach_import_dirs(held: dict[int, int]) -> None:
+    """After the switch: folders the worker can no longer reach by name are imported
+    from through their descriptors; the others keep their names."""
+    for index, fd in held.items():
+        if os.access(sys.path[index], os.R_OK | os.X_OK):
+            os.close(fd)
+        else:
+            sys.path[index] = f"/proc/self/fd/{fd}"
+    sys.path_importer_cache.clear()
+
+
 def _become(user: dict[str, Any], scratch: str) -> None:
     """Hand the scratch directory to the worker user, then become that user for good:
     no groups, real = effective = saved ids, no way back up through setuid binaries, and
@@ -347,7 +371,9 @@ def _prepare(spec: dict[str, Any]) -> dict[str, Any]:
     root_fd = os.open(spec["root"], os.O_RDONLY | os.O_DIRECTORY)
     os.fchdir(root_fd)
     if user:
+        held = _hold_import_dirs()
         _become(user, scratch)
+        _reach_import_dirs(held)
     if os.access(spec["root"], os.X_OK):
         os.close(root_fd)
     else:  # imports and the handler file go through the descriptor instead of the path
@@ -460,7 +486,12 @@ def _outcome_frame(outcome: dict[str, Any]) -> bytes:
     try:
         frame = encode(outcome)
     except (TypeError, ValueError) as exc:
-        return encode({"type": "error", "message": f"The handler's output is not JSON-serialisable: {exc}"})
+        reason = str(exc)
+        if reason.startswith("Out of range float"):
+            reason = "it contains NaN or Infinity, which JSON cannot carry"
+        return encode(
+            {"type": "error", "message": f"The handler's output is not JSON-serialisable: {reason}"}
+        )
     if len(frame) <= MAX_FRAME_BYTES:
         return frame
     what = "output" if outcome.get("type") == "done" else "failure message"

@@ -193,6 +193,7 @@ class RunService:
         self._admission = asyncio.Condition()
         self._live: dict[str, _Live] = {}
         self._tasks = TaskSet()
+        self.accepting = True
         interactions.on_answer(self._on_answer)
 
     # ----------------------------------------------------------------- lifecycle
@@ -214,6 +215,13 @@ class RunService:
             )
         await self._tasks.cancel_all()
 
+    async def stop_all(self, error: dict[str, Any], *, grace: float) -> None:
+        """A graceful server shutdown: refuse new runs, then stop every live run at once,
+        each recorded as failed with `error`, its watchers told the same."""
+        self.accepting = False
+        lives = list(self._live.values())
+        await asyncio.gather(*(self._terminate(live, "failed", error, grace=grace) for live in lives))
+
     # ----------------------------------------------------------------- API
     def _counts(self, project_id: str | None = None) -> tuple[int, int]:
         """(holding a worker, queued) among live runs, for one project or all."""
@@ -229,6 +237,8 @@ class RunService:
 
     def preflight(self, request: RunRequest) -> None:
         limits = request.limits
+        if not self.accepting:
+            raise RunRefused("shutting_down", "The server is shutting down; try again once it is back.")
         if not limits.gate_open:
             raise RunRefused("run_gate_closed", "The project's run gate is closed; no new runs are accepted.")
         if limits.max_queued is not None:

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from webui.auth.keys import Forbidden
 from webui.errors import NotFound
-from webui.files.store import FileTooLarge
+from webui.files.store import FileTooLarge, check_mime_type
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep
@@ -38,7 +38,10 @@ def file_json(row: ManagedFile) -> dict[str, Any]:
             "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
         }
     },
-    responses={413: {"description": "Larger than 50 MB; nothing stored"}},
+    responses={
+        400: {"description": "mimeType is not a `type/subtype` media type; nothing stored"},
+        413: {"description": "Larger than 50 MB, or past the project's file quota; nothing stored"},
+    },
 )
 async def upload_file(
     project_id: str,
@@ -47,13 +50,16 @@ async def upload_file(
     services: ServicesDep,
     registry: RegistryDep,
     file_name: str = Query(alias="fileName", min_length=1, max_length=1000),
-    mime_type: str | None = Query(default=None, alias="mimeType", max_length=200),
+    mime_type: str | None = Query(default=None, alias="mimeType"),
 ) -> JSONResponse:
     registry.record(project_id)
     principal.require_run(project_id)
+    if mime_type is not None:
+        check_mime_type(mime_type)  # refused before a byte of the body is read
     limit = services.files.max_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    size = int(declared) if declared is not None and declared.isdigit() else None
+    if size is not None and size > limit:
         raise FileTooLarge(f"file is larger than the {limit // (1024 * 1024)} MB limit")
     row = await services.files.store_upload(
         project_id=project_id,
@@ -61,6 +67,7 @@ async def upload_file(
         name=file_name,
         mime_type=mime_type,
         actor=principal.actor,
+        declared_size=size,
     )
     return JSONResponse({"data": [file_json(row)]}, status_code=201)
 

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
 from webui.auth.throttle import AuthThrottle
+from webui.blocking import run_db
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
@@ -125,7 +126,7 @@ class RequestGuard:
         authenticator: Authenticator = scope["app"].state.authenticator
         values = [] if authorization is None else [authorization]
         try:
-            return await anyio.to_thread.run_sync(authenticator.from_header, values)
+            return await run_db(authenticator.from_header, values)
         except AuthError as exc:
             address = client_address(scope)
             self.throttle.bearer_failed(address)
@@ -195,4 +196,4 @@ async def _audit_auth_failed(scope: Scope, reason: str) -> None:
             services.audit.record(s, "auth.failed", **fields)
             s.commit()
 
-    await anyio.to_thread.run_sync(write)
+    await run_db(write)

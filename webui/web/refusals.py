@@ -14,11 +14,11 @@ import time
 from collections import OrderedDict
 from typing import Any, Literal
 
-import anyio.to_thread
 from sqlmodel import Session
 from starlette.requests import Request
 from starlette.types import Scope, Send
 
+from webui.blocking import run_db
 from webui.web.templating import page
 
 Kind = Literal["mcp", "api", "page"]
@@ -173,4 +173,4 @@ class RefusalAudit:
                 services.audit.record(s, event, **fields)
                 s.commit()
 
-        await anyio.to_thread.run_sync(write)
+        await run_db(write)

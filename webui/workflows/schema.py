@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
@@ -172,6 +173,19 @@ def _describe(errors: Iterable[ValidationError]) -> list[str]:
     return seen
 
 
+def _non_finite(value: Any, path: str = "") -> Iterable[str]:
+    """Where NaN or ±Infinity hides in the arguments. JSON has neither, but Python's (and
+    pydantic's) parsers accept `NaN`/`Infinity` literals and overflow `1e999` to infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{index}]")
+
+
 def validate_arguments(
     schema: dict[str, Any], arguments: dict[str, Any] | None, *, tool: str
 ) -> dict[str, Any]:
@@ -183,6 +197,13 @@ def validate_arguments(
     args: Any = {} if arguments is None else arguments
     if not isinstance(args, dict):
         raise InvalidArguments(f"Invalid arguments for tool {tool!r}: arguments must be an object")
+    bad = list(_non_finite(args))
+    if bad:
+        where = "; ".join(
+            f"{path}: numbers must be finite (NaN, Infinity and values past ±1.8e308 are not JSON numbers)"
+            for path in bad[:5]
+        )
+        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: {where}")
     validator = _validator(json.dumps(schema, sort_keys=True))
     problems = _describe(validator.iter_errors(args))
     if problems:
