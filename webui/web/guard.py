@@ -19,12 +19,9 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import anyio
-import anyio.to_thread
 from mcp.server.transport_security import TransportSecuritySettings
-from sqlmodel import Session
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -128,9 +125,8 @@ class RequestGuard:
         try:
             return await run_db(authenticator.from_header, values)
         except AuthError as exc:
-            address = client_address(scope)
-            self.throttle.bearer_failed(address)
-            await _audit_auth_failed(scope, exc.message)
+            self.throttle.bearer_failed(client_address(scope))
+            await self.refusals.record(scope, "auth.failed", outcome="401", reason=exc.message)
             await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
             return None
 
@@ -176,24 +172,3 @@ class RequestGuard:
                 await send(message)
 
             await self.app(scope, limited_receive, tracking_send)
-
-
-async def _audit_auth_failed(scope: Scope, reason: str) -> None:
-    services: Any = getattr(scope["app"].state, "services", None)
-    if services is None:
-        return
-    headers = dict(scope.get("headers", []))
-    fields: dict[str, Any] = {
-        "outcome": "401",
-        "source": "api",
-        "client_address": client_address(scope),
-        "user_agent": headers.get(b"user-agent", b"").decode("latin-1")[:300] or None,
-        "details": {"reason": reason, "path": scope.get("path", "")[:300]},
-    }
-
-    def write() -> None:
-        with Session(services.engine) as s:
-            services.audit.record(s, "auth.failed", **fields)
-            s.commit()
-
-    await run_db(write)
