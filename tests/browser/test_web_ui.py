@@ -43,7 +43,6 @@ from tests.e2e.server import HELLO, INTERACTIVE, LiveServer, running_server
 
 ADMIN_NAME = "olga"
 ADMIN_PASSWORD = "browser-test-pw-1"
-MCP_USER = "mallory-mcp"
 WAIT_MS = 30_000  # a question appears once a worker started the run and it asked
 CALL_SECONDS = 90.0  # bound of one MCP client call (the tool's own timeout is 120 s)
 JOIN_SECONDS = 20.0
@@ -73,7 +72,7 @@ def _write_hello(folder: Path, extra: list[str]) -> None:
 @dataclass
 class Env:
     server: LiveServer
-    key: str  # an API key of MCP_USER (all projects)
+    key: str  # an API key of ADMIN_NAME: the questions its MCP calls raise are the admin's own
     runs: dict[str, str] = field(default_factory=dict)  # "accepted"/"declined" -> run id
 
 
@@ -86,7 +85,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         server.cli("projects", "publish", HELLO, "--version", "1.1.0")
         _write_hello(hello, ["wave", "farewell"])
         server.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
-        yield Env(server, server.create_key(MCP_USER))
+        yield Env(server, server.create_key(ADMIN_NAME))
 
 
 # --------------------------------------------------------------------------- the browser

@@ -111,13 +111,14 @@ async def call_without_elicitation(server: LiveServer, key: str, project: str, t
 async def test_a_waiting_run_reaches_every_open_tab_and_an_answer_resolves_it_everywhere(
     server: LiveServer,
 ) -> None:
-    key = server.create_key("mcp-user")
+    other = server.create_key("mcp-user")
+    key = server.create_key("ann")  # her MCP client's key: the runs, and their questions, are hers
     async with httpx2.AsyncClient(base_url=server.base_url, timeout=httpx2.Timeout(30, read=WAIT)) as http:
         csrf = await login(http, "ann", PASSWORD)
         with anyio.fail_after(WAIT):
             async with tab(http) as one, tab(http) as two:
-                # ann may not use the torture project: its question never reaches her tabs
-                await call_without_elicitation(server, key, TORTURE, "ask_once", {})
+                # someone else's question never reaches her tabs
+                await call_without_elicitation(server, other, TORTURE, "ask_once", {})
                 body = await call_without_elicitation(
                     server, key, INTERACTIVE, "plan_trip", {"traveller": "Bo"}
                 )

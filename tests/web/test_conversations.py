@@ -18,6 +18,7 @@ from tests.web.conftest import ADMIN, INTERACTIVE, USER, Web
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.events import EventHub
 from webui.runs.service import RunRequest, RunUpdate
+from webui.store import accounts as account_store
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
 from webui.workflows.project import load_project
@@ -45,12 +46,27 @@ async def _next(svc: Any, run_id: str, kinds: tuple[str, ...]) -> RunUpdate:
                     return update
 
 
-def start(web: Web, folder: Path, entrypoint: str, params: dict[str, Any] | None = None) -> tuple[str, str]:
-    """A real run, waited on until it asks; returns (run id, interaction id)."""
+def account_id(web: Web, name: str) -> int:
+    account = account_store.get_account(services(web).engine, name=name)
+    assert account is not None and account.id is not None
+    return account.id
+
+
+def start(
+    web: Web,
+    folder: Path,
+    entrypoint: str,
+    params: dict[str, Any] | None = None,
+    *,
+    owner: str | None = USER[0],
+) -> tuple[str, str]:
+    """A real run, waited on until it asks; returns (run id, interaction id). It is
+    `owner`'s run (None: started with the server admin key, the administrators' run)."""
     project = load_project(folder)
     ep = project.entrypoint(entrypoint)
     assert ep is not None
     svc = services(web)
+    owner_id = account_id(web, owner) if owner is not None else None
 
     async def go() -> tuple[str, str]:
         run_id = await svc.runs.start(
@@ -59,7 +75,8 @@ def start(web: Web, folder: Path, entrypoint: str, params: dict[str, Any] | None
                 entrypoint=ep,
                 params=params or {},
                 stored_params=params or {},
-                actor="user:mcp-client",
+                actor=f"user:{owner}" if owner else "admin",
+                account_id=owner_id,
                 project_version=project.version,
             )
         )
@@ -208,7 +225,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
 
 
 def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "approve_only")
+    run_id, iid = start(web, TORTURE, "approve_only", owner=None)
     csrf = web.login(*ADMIN)
     html = card(web.client.get("/conversations").text, iid)
     assert "Approve: delete everything" in html and "This cannot be undone." in html
@@ -220,7 +237,7 @@ def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
 
 
 def test_the_cancel_button_cancels_the_run(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once")
+    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     r = answer(web, csrf, iid, {"action": "cancel"})
     assert r.status_code == 200 and "Cancelled in the browser by user:root" in r.text
@@ -259,7 +276,7 @@ def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(
 
 
 def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once")
+    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     form = {"action": "accept", f"{iid}-name": "Bo"}
     assert answer(web, csrf, iid, form).status_code == 200
@@ -273,7 +290,7 @@ def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web
 
 
 def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once")
+    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
     assert web.client.portal is not None
     web.client.portal.call(services(web).runs.cancel, run_id)
     csrf = web.login(*ADMIN)
@@ -284,7 +301,7 @@ def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -
 
 
 def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_page(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once")
+    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": ""}, htmx=False)
     assert r.status_code == 422 and "<html" in r.text and f"{iid}-name-error" in r.text
@@ -298,7 +315,7 @@ def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_pa
 
 
 def test_an_answer_without_the_csrf_token_is_refused(web: Web) -> None:
-    _, iid = start(web, TORTURE, "ask_once")
+    _, iid = start(web, TORTURE, "ask_once", owner=None)
     web.login(*ADMIN)
     r = web.client.post(f"/interactions/{iid}/answer", data={"action": "decline"}, headers=HX)
     assert r.status_code == 403
@@ -328,7 +345,9 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
 
     async def begin(project: Any, entrypoint: str, params: dict[str, Any]) -> str:
         ep = project.entrypoint(entrypoint)
-        request = RunRequest(project=project, entrypoint=ep, params=params, stored_params=params)
+        request = RunRequest(
+            project=project, entrypoint=ep, params=params, stored_params=params, account_id=user.account_id
+        )
         return await svc.runs.start(request)
 
     async def scenario() -> list[ServerSentEvent]:
@@ -384,8 +403,8 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
     assert "Closed without an answer: the run finished (cancelled)" in str(closed.data)
 
 
-def ann(projects: frozenset[str]) -> UiUser:
-    return UiUser(1, "ann", False, "session", "csrf", projects)
+def ann(web: Web, projects: frozenset[str]) -> UiUser:
+    return UiUser(account_id(web, USER[0]), "ann", False, "session", "csrf", projects)
 
 
 def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
@@ -395,10 +414,10 @@ def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
     _, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
     svc = services(web)
     feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
-    logins: list[UiUser | None] = [ann(frozenset({INTERACTIVE})), None]
+    logins: list[UiUser | None] = [ann(web, frozenset({INTERACTIVE})), None]
 
     async def scenario() -> list[ServerSentEvent]:
-        stream = conversation_stream(feed, svc.hub, ann(frozenset()), lambda: logins.pop(0))
+        stream = conversation_stream(feed, svc.hub, ann(web, frozenset()), lambda: logins.pop(0))
         with anyio.fail_after(WAIT):
             events = [event async for event in stream]
         assert svc.hub.subscriber_count == 0
@@ -416,7 +435,7 @@ def test_a_feed_that_falls_behind_ends_so_the_browser_reconnects_for_a_fresh_sna
     hub = EventHub(queue_size=4)
 
     async def scenario() -> list[ServerSentEvent]:
-        stream = conversation_stream(feed, hub, ann(frozenset({INTERACTIVE})), lambda: None)
+        stream = conversation_stream(feed, hub, ann(web, frozenset({INTERACTIVE})), lambda: None)
         with anyio.fail_after(WAIT):
             events = [await anext(stream)]
             for n in range(10):  # nobody reads while these arrive

@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import EXAMPLES, TORTURE
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web
 from webui.runs.service import RunRequest
+from webui.store import accounts as account_store
 from webui.store import runs as run_store
 from webui.store.models import Run
 from webui.web.runs_pages import PAGE_SIZE
@@ -37,6 +38,8 @@ def start_run(
     ep = project.entrypoint(entrypoint)
     assert ep is not None
     services = web.client.app.state.services  # type: ignore[attr-defined]
+    # The run is the account's its actor names (as when started with that account's key).
+    account = account_store.get_account(services.engine, name=actor.removeprefix("user:"))
 
     async def go() -> str:
         run_id = await services.runs.start(
@@ -46,6 +49,7 @@ def start_run(
                 params=params,
                 stored_params=params,
                 actor=actor,
+                account_id=account.id if account is not None else None,
                 project_version=project.version,
             )
         )

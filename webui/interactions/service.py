@@ -1,9 +1,10 @@
 """Pending interactions: one stored object per question, answerable through any channel.
 
 Channels (inline elicitation, InputRequiredResult rounds, the browser) only deliver the
-question and submit answers here. The rules live in one place: answers are validated
-against the stored schema; the first valid answer wins; the identical answer again is
-accepted; a different one is a conflict.
+question and submit answers here. The rules live in one place: only the question's owner
+answers it, or an administrator through an explicit override (webui.interactions.owner);
+answers are validated against the stored schema; the first valid answer wins; the
+identical answer again is accepted; a different one is a conflict.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
 from webui.events import EventHub
-from webui.store.models import Interaction, utcnow
+from webui.interactions.owner import Party, check_answer
+from webui.store.models import HostConversation, Interaction, Run, utcnow
 
 ACTIONS = ("accept", "decline", "cancel")
 
@@ -183,6 +185,16 @@ class InteractionService:
                 "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
             )
 
+    @staticmethod
+    def _owner(s: Session, row: Interaction) -> tuple[int | None, str | None]:
+        """(owning account, project) of an interaction: its run's, or for a host request
+        its conversation's owner (None: the admin principal's)."""
+        if row.run_id is not None:
+            run = s.get(Run, row.run_id)
+            return (run.account_id, run.project_id) if run is not None else (None, None)
+        conv = s.get(HostConversation, row.conversation_id) if row.conversation_id else None
+        return (conv.account_id if conv is not None else None), None
+
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         if action not in ACTIONS:
             raise InvalidAnswer(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
@@ -211,8 +223,15 @@ class InteractionService:
         content: Any = None,
         actor: str | None = None,
         channel: str,
+        by: Party | None = None,
+        override: bool = False,
     ) -> Answer:
-        row, result = await run_db(self._record_answer, interaction_id, action, content, actor, channel)
+        """`by`: who answers, checked against the question's owner; None only for the
+        channel that started the run itself (it holds no one else's questions)."""
+        actor = actor if actor is not None or by is None else by.actor
+        row, result = await run_db(
+            self._record_answer, interaction_id, action, content, actor, channel, by, override
+        )
         if result.repeated:
             return result
         self.hub.publish(
@@ -223,12 +242,25 @@ class InteractionService:
         return result
 
     def _record_answer(
-        self, interaction_id: str, action: str, content: Any, actor: str | None, channel: str
+        self,
+        interaction_id: str,
+        action: str,
+        content: Any,
+        actor: str | None,
+        channel: str,
+        by: Party | None,
+        override: bool,
     ) -> tuple[Interaction, Answer]:
         with Session(self.engine, expire_on_commit=False) as s:
             row = s.get(Interaction, interaction_id)
             if row is None:
                 raise NotFound(f"interaction {interaction_id!r} not found")
+            owner, project_id = self._owner(s, row)
+            overridden = (
+                check_answer(by, owner, override=override, interaction_id=interaction_id)
+                if by is not None
+                else False
+            )
             clean = self._validate(row, action, content)
             digest = answer_digest(action, clean)
             if row.status == "answered":
@@ -247,16 +279,21 @@ class InteractionService:
             row.answer = clean
             row.answer_digest = digest
             row.answered_by = actor
+            row.answer_override = overridden or None
             row.channel = channel
             row.answered_at = utcnow()
             s.add(row)
+            details: dict[str, Any] = {"interactionId": row.id, "channel": channel, "override": overridden}
+            if overridden:
+                details["ownerAccountId"] = owner
             self.audit.record(
                 s,
                 "interaction.answered",
+                project_id=project_id,
                 run_id=row.run_id,
                 actor=actor,
                 outcome=action,
-                details={"interactionId": row.id, "channel": channel},
+                details=details,
             )
             s.commit()
         return row, Answer(row.id, row.run_id, action, clean)

@@ -20,6 +20,9 @@ class Binding:
     principal: str  # what sealed request state is bound to (never a raw key)
     transport: str  # "stdio" | "http"
     actor: str | None = None
+    # The credential's account, which owns the runs (and questions) of this binding.
+    # None: the admin principal (the server admin key, the local stdio operator).
+    account_id: int | None = None
     target: str | None = None
     version: str | None = None
     session_id: str | None = None

@@ -29,10 +29,12 @@ from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, InvalidArguments, NotFound
 from webui.files.store import FileStore, worker_view
+from webui.interactions.owner import OverrideRequired, Party
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding
 from webui.mcp.results import error_result, final_result, interaction_required_result
 from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
+from webui.store import runs as run_store
 from webui.store.models import Interaction, ManagedFile
 from webui.workflows.project import Entrypoint, Param
 from webui.workflows.schema import validate_arguments
@@ -115,7 +117,7 @@ class CallBridge:
         params: types.CallToolRequestParams,
     ) -> types.CallToolResult | types.InputRequiredResult:
         if params.request_state:
-            run_id = await self._resume_from_state(ep, params)
+            run_id = await self._resume_from_state(b, ep, params)
         else:
             try:
                 worker_params, stored = await run_db(self._prepare, b, ep, params.arguments)
@@ -150,6 +152,7 @@ class CallBridge:
                 source="mcp",
                 transport=b.transport,
                 actor=b.actor,
+                account_id=b.account_id,
                 session_id=b.session_id,
                 project_version=b.version,
                 env=dict(b.env),
@@ -236,8 +239,8 @@ class CallBridge:
                     ia.id,
                     action=result.action,
                     content=result.content,
-                    actor=b.actor,
                     channel="mcp-elicitation",
+                    by=_party(b),
                 )
                 return None
             except InvalidAnswer as exc:
@@ -278,14 +281,31 @@ class CallBridge:
                 tg.start_soon(watch)
         return outcome[0] if outcome else None
 
-    async def _resume_from_state(self, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
-        """A 2026-07-28 retry: the state was unsealed (and bound-checked) by the boundary."""
+    async def _resume_from_state(
+        self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams
+    ) -> str:
+        """A 2026-07-28 retry: the state was unsealed by the boundary, which also checked it
+        was sealed for this very credential, project and target; the answer is still made
+        as this binding's party, so only the question's owner can answer through it."""
         try:
             state = json.loads(params.request_state or "")
             run_id = str(state["runId"])
             interaction_id = str(state["interactionId"])
         except (ValueError, KeyError, TypeError):
             raise _invalid("Invalid or expired requestState") from None
+        # Defence in depth: the state must name a question of a run this party owns.
+        run = run_store.get_run(self.runs.engine, run_id=run_id)
+        try:
+            asked_in = self.interactions.get(interaction_id).run_id
+        except NotFound:
+            asked_in = None
+        if (
+            run is None
+            or asked_in != run_id
+            or run.project_id != b.catalog.project.id
+            or not _party(b).owns(run.account_id)
+        ):
+            raise _invalid("Invalid or expired requestState")
         response = (params.input_responses or {}).get(interaction_id)
         if isinstance(response, types.ElicitResult):
             try:
@@ -294,8 +314,9 @@ class CallBridge:
                     action=response.action,
                     content=response.content,
                     channel="mcp-input-required",
+                    by=_party(b),
                 )
-            except (InteractionClosed, InteractionConflict, NotFound):
+            except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere or run over: the run's own outcome tells the rest
             except InvalidAnswer as exc:
                 raise _invalid(exc.message) from None
@@ -365,6 +386,11 @@ def _check_local_path(prefix: str, value: Any, max_bytes: int) -> Path:
     if not os.access(path, os.R_OK):
         raise InvalidArguments(f"{prefix}: {value} is not readable")
     return path
+
+
+def _party(b: Binding) -> Party:
+    """Who answers on the run's own MCP channel: the binding's account, or the admin principal."""
+    return Party(b.account_id, b.account_id is None, b.actor)
 
 
 def _supports_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -380,6 +380,7 @@ class McpGateway:
             principal=f"{principal.fingerprint}|{pid}|{resolved.target.label}",
             transport="http",
             actor=principal.actor,
+            account_id=principal.account_id,
             target=resolved.target.label,
             version=resolved.version or resolved.revision,
             session_id=session_id,

@@ -116,6 +116,9 @@ class RunRequest:
     source: str = "mcp"
     transport: str | None = None
     actor: str | None = None
+    # The account whose key started the run; it owns the run's questions. None: the
+    # admin principal (server admin key, local stdio operator).
+    account_id: int | None = None
     session_id: str | None = None
     project_version: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -273,6 +276,7 @@ class RunService:
             status="queued",
             params=request.stored_params,
             owner=self.owner,
+            account_id=request.account_id,
         )
 
         def audit(s: Any) -> None:

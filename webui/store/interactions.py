@@ -1,10 +1,11 @@
 """Queries for interactions seen with their runs (the conversation view, run timelines).
 
-Interaction rows carry no project id: the project is the run's, so every query that has
-to filter by project joins `runs`. Requests from external MCP servers (origin "host") have
-no run: they belong to a host conversation, and who may see them follows its owner; the
-`host_*` queries join `host_conversations` instead (outer: a request on a host-owned
-connection that no single conversation was calling has none, and only admins see it)."""
+Interaction rows carry no project id and no owner: both are the run's (`runs.account_id`),
+so every query that has to filter by project or owner joins `runs`. Requests from
+external MCP servers (origin "host") have no run: they belong to a host conversation and
+to its owner; the `host_*` queries join `host_conversations` instead (outer: a request on
+a host-owned connection that no single conversation was calling has none, and belongs to
+the administrators). Who may see what is decided in webui.interactions.owner."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ class InteractionWithRun:
     run: Run
     project_name: str
 
+    @property
+    def owner(self) -> int | None:
+        """The owning account (None: the admin principal's run)."""
+        return self.run.account_id
+
 
 @dataclass(frozen=True)
 class HostInteraction:
@@ -34,8 +40,10 @@ class HostInteraction:
     interaction: Interaction
     conversation: HostConversation | None
 
-    def visible_to(self, account_id: int, is_admin: bool) -> bool:
-        return is_admin or (self.conversation is not None and self.conversation.account_id == account_id)
+    @property
+    def owner(self) -> int | None:
+        """The conversation's owner (None: no single conversation, the administrators')."""
+        return self.conversation.account_id if self.conversation is not None else None
 
 
 def _joined() -> Any:
@@ -47,14 +55,21 @@ def _joined() -> Any:
 
 
 def list_pending(
-    engine: Engine, *, project_ids: Collection[str] | None, limit: int = PENDING_LIMIT
+    engine: Engine,
+    *,
+    project_ids: Collection[str] | None,
+    account_id: int | None,
+    limit: int = PENDING_LIMIT,
 ) -> list[InteractionWithRun]:
-    """Pending interactions of runs in `project_ids` (None: every project), newest first."""
+    """Pending interactions of runs in `project_ids` started by `account_id` (None for
+    either: all of them), newest first."""
     if project_ids is not None and not project_ids:
         return []
     stmt = _joined().where(Interaction.status == "pending")
     if project_ids is not None:
         stmt = stmt.where(col(Run.project_id).in_(list(project_ids)))
+    if account_id is not None:
+        stmt = stmt.where(Run.account_id == account_id)
     stmt = stmt.order_by(col(Interaction.created_at).desc(), col(Interaction.id).desc()).limit(limit)
     with Session(engine, expire_on_commit=False) as s:
         return [InteractionWithRun(ia, run, name or run.project_id) for ia, run, name in s.exec(stmt)]

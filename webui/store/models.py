@@ -177,6 +177,10 @@ class Run(SQLModel, table=True):
     # Which process drives this run ("pid:starttime"), so a restart can tell an orphaned
     # run from one that another live process still drives on the same data dir.
     owner: str | None = None
+    # Whose run it is: the account whose API key (or browser session, through Try it)
+    # started it. Its questions belong to that account. None: the admin principal (the
+    # server admin key, a local stdio operator) or a run recorded before owners were.
+    account_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -217,6 +221,8 @@ class Interaction(SQLModel, table=True):
     answer: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
     answer_digest: str | None = None
     answered_by: str | None = None
+    # True when an administrator answered someone else's question (an explicit override).
+    answer_override: bool | None = None
     channel: str | None = None
     # Host requests (origin "host"): which configured server asked, in which conversation;
     # `url` for URL-mode requests; why a request ended without an answer.

@@ -6,11 +6,13 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from webui.auth.keys import Forbidden
+from webui.blocking import run_db
 from webui.errors import NotFound
 from webui.files.store import FileTooLarge, check_mime_type
+from webui.interactions.owner import Party
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep
@@ -52,7 +54,7 @@ async def upload_file(
     file_name: str = Query(alias="fileName", min_length=1, max_length=1000),
     mime_type: str | None = Query(default=None, alias="mimeType"),
 ) -> JSONResponse:
-    registry.record(project_id)
+    await run_db(registry.record, project_id)
     principal.require_run(project_id)
     if mime_type is not None:
         check_mime_type(mime_type)  # refused before a byte of the body is read
@@ -72,7 +74,8 @@ async def upload_file(
     return JSONResponse({"data": [file_json(row)]}, status_code=201)
 
 
-def run_json(run: Run, services: Any, *, full: bool) -> dict[str, Any]:
+def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> dict[str, Any]:
+    """`questions`: include the pending question (only for whoever may see it)."""
     data: dict[str, Any] = {
         "runId": run.id,
         "projectId": run.project_id,
@@ -90,7 +93,7 @@ def run_json(run: Run, services: Any, *, full: bool) -> dict[str, Any]:
         data["output"] = run.output
     elif run.error is not None:
         data["error"] = run.error
-    pending = services.interactions.pending_for_run(run.id)
+    pending = services.interactions.pending_for_run(run.id) if questions else None
     if pending is not None:
         data["interaction"] = {
             "interactionId": pending.id,
@@ -119,28 +122,45 @@ def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict
     run = run_store.get_run(services.engine, run_id=run_id)
     if run is None or not principal.may_read(run.project_id):
         raise NotFound(f"run {run_id!r} not found")
-    return {"data": run_json(run, services, full=principal.kind == "admin")}
+    questions = Party.of_principal(principal).may_see(run.account_id)
+    return {"data": run_json(run, services, full=principal.kind == "admin", questions=questions)}
 
 
 class AnswerBody(BaseModel):
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+    override: bool = Field(
+        default=False,
+        description="Server admin key only: answer a question that belongs to an account, "
+        "as administrator. Recorded in the audit log; without it such an answer is 403.",
+    )
 
 
 @router.post(
-    "/interactions/{interaction_id}/answer", summary="Answer a pending interaction (resumes its run)"
+    "/interactions/{interaction_id}/answer",
+    summary="Answer a pending interaction of your own run (resumes it)",
+    responses={
+        403: {"description": "The server admin key, for an account's question, without `override`"},
+        404: {"description": "Unknown, or not yours: another account's questions are not shown"},
+    },
 )
 async def answer_interaction(
     interaction_id: str, body: AnswerBody, principal: PrincipalDep, services: ServicesDep
 ) -> dict[str, Any]:
-    ia = services.interactions.get(interaction_id)
-    run = run_store.get_run(services.engine, run_id=ia.run_id) if ia.run_id else None
-    if run is None or not principal.may_read(run.project_id):
+    ia = await run_db(services.interactions.get, interaction_id)
+    run = await run_db(run_store.get_run, services.engine, run_id=ia.run_id) if ia.run_id else None
+    party = Party.of_principal(principal)
+    if run is None or not principal.may_read(run.project_id) or not party.may_see(run.account_id):
         raise NotFound(f"interaction {interaction_id!r} not found")
     if not principal.may_run(run.project_id):
         raise Forbidden("answering needs run permission on the project (runs.create)")
     answer = await services.interactions.answer(
-        interaction_id, action=body.action, content=body.content, actor=principal.actor, channel="api"
+        interaction_id,
+        action=body.action,
+        content=body.content,
+        channel="api",
+        by=party,
+        override=body.override,
     )
     return {
         "data": {

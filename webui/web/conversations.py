@@ -1,9 +1,11 @@
-"""The conversation view (R-UI-2, R-HOST-8): every pending interaction the person may answer, live.
+"""The conversation view: every pending interaction the person may answer, live.
 
-The page lists pending interactions of runs in the person's projects, from any source,
-and the form and URL requests external MCP servers made in the person's host
-conversations (every one for admins), each as a card with a form generated from its
-stored schema. One SSE stream per tab keeps
+The page lists the person's own pending questions: those of runs she started (with her
+API keys, or through Try it) in projects she may still use, from any source, and the form
+and URL requests external MCP servers made in her host conversations. Administrators see
+every question; one that belongs to an account carries an "Answer as administrator"
+control, the explicit, audited override (webui.interactions.owner). Each card has a form
+generated from the stored schema. One SSE stream per tab keeps
 the page current: a `snapshot` on connect (so nothing published before the stream opened
 is missed, and a reconnect after falling behind re-renders the current state), then one
 named event per change. Every event carries an HTML fragment rendered from the same named
@@ -43,8 +45,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.datastructures import FormData
 
 from webui.auth.ui import COOKIE_NAME, UiUser
+from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound, SteamharnessError
 from webui.events import Event, EventHub
+from webui.interactions.owner import Party
 from webui.interactions.service import ACTIONS
 from webui.store import interactions as interaction_store
 from webui.store import runs as run_store
@@ -80,6 +84,7 @@ HOST_CLOSE_REASONS = {
     "shutdown": "the host shut down",
 }
 HOST_ORIGIN = "external server"
+OVERRIDE_VALUES = frozenset({"true", "on", "1"})
 
 Item = InteractionWithRun | HostInteraction
 ServerNames = Callable[[], Mapping[str, str]]
@@ -153,11 +158,15 @@ def _expired(ia: Interaction) -> bool:
     return expires <= datetime.now(UTC)
 
 
+def _who(ia: Interaction) -> str:
+    who = f" by {ia.answered_by}" if ia.answered_by else ""
+    return f"{who} as administrator" if ia.answer_override else who
+
+
 def verdict(ia: Interaction, run: Run) -> str:
     if ia.status == "answered":
         word = VERDICTS.get(ia.action or "", "Answered")
-        who = f" by {ia.answered_by}" if ia.answered_by else ""
-        return f"{word} in {channel_label(ia.channel)}{who}"
+        return f"{word} in {channel_label(ia.channel)}{_who(ia)}"
     if ia.status == "pending":
         return "Waiting for an answer"
     if _expired(ia):
@@ -173,8 +182,7 @@ def host_verdict(ia: Interaction, server: str) -> str:
         word = HOST_VERDICTS.get(ia.action or "", "answered")
         if ia.kind == "url" and ia.action == "accept":
             word = "confirmed as completed"
-        who = f" by {ia.answered_by}" if ia.answered_by else ""
-        return f"Answer sent to {server}: {word} in {channel_label(ia.channel)}{who}"
+        return f"Answer sent to {server}: {word} in {channel_label(ia.channel)}{_who(ia)}"
     if ia.status == "pending":
         return "Waiting for an answer"
     reason = ia.close_reason or ""
@@ -213,6 +221,8 @@ class Card:
     errors: dict[str, str] = field(default_factory=dict)
     problem: str | None = None
     server_name: str | None = None
+    # False: an administrator looks at someone else's question (answering needs the override).
+    owned: bool = True
 
     @property
     def interaction(self) -> Interaction:
@@ -268,6 +278,13 @@ class Card:
         return answer_items(self.interaction)
 
     @property
+    def owner_label(self) -> str:
+        """Whose question this is, for the override notice."""
+        if self.run is not None:
+            return self.run.actor or "the account that started the run"
+        return "the owner of the conversation it was asked in"
+
+    @property
     def state_line(self) -> str:
         if self.run is None:
             return host_verdict(self.interaction, self.server_label)
@@ -293,28 +310,35 @@ def server_names_of(request: Request) -> ServerNames:
     return names
 
 
-def build_cards(engine: Engine, items: Iterable[Item], names: ServerNames = _no_names) -> list[Card]:
+def build_cards(
+    engine: Engine, items: Iterable[Item], names: ServerNames = _no_names, user: UiUser | None = None
+) -> list[Card]:
     """Cards with their run timelines; `names` (read only when a host request is among the
-    items) gives the servers' display names."""
+    items) gives the servers' display names; `user`, who looks (whose cards are `owned`)."""
     items = list(items)
     runs = {i.run.id for i in items if isinstance(i, InteractionWithRun)}
     by_run = interaction_store.list_for_runs(engine, run_ids=runs)
     shown = names() if any(isinstance(i, HostInteraction) for i in items) else {}
     cards = []
+    party = Party.of_user(user) if user is not None else None
     for i in items:
+        owned = party is None or party.owns(i.owner)
         if isinstance(i, InteractionWithRun):
-            cards.append(Card(i, build_timeline(i.run, by_run[i.run.id])))
+            cards.append(Card(i, build_timeline(i.run, by_run[i.run.id]), owned=owned))
         else:
-            cards.append(Card(i, None, server_name=shown.get(i.interaction.server_id or "")))
+            name = shown.get(i.interaction.server_id or "")
+            cards.append(Card(i, None, server_name=name, owned=owned))
     return cards
 
 
 def pending_cards(engine: Engine, user: UiUser, names: ServerNames = _no_names) -> list[Card]:
-    items: list[Item] = [*interaction_store.list_pending(engine, project_ids=user.projects)]
     account = None if user.is_admin else user.account_id
+    items: list[Item] = [
+        *interaction_store.list_pending(engine, project_ids=user.projects, account_id=account)
+    ]
     items += interaction_store.list_pending_host(engine, account_id=account)
     items.sort(key=lambda i: (_aware(i.interaction.created_at), i.interaction.id), reverse=True)
-    return build_cards(engine, items[: interaction_store.PENDING_LIMIT], names)
+    return build_cards(engine, items[: interaction_store.PENDING_LIMIT], names, user)
 
 
 def _aware(value: datetime) -> datetime:
@@ -322,12 +346,14 @@ def _aware(value: datetime) -> datetime:
 
 
 def find_item(engine: Engine, user: UiUser, interaction_id: str) -> Item | None:
-    """The interaction with its run or host conversation, if this person may see it."""
+    """The interaction with its run or host conversation, if this person may see it: hers
+    (a run of a project she may still use), or any for an administrator."""
+    party = Party.of_user(user)
     item = interaction_store.get_with_run(engine, interaction_id=interaction_id)
     if item is not None:
-        return item if user.may_use(item.run.project_id) else None
+        return item if user.may_use(item.run.project_id) and party.may_see(item.owner) else None
     host = interaction_store.get_host(engine, interaction_id=interaction_id)
-    if host is not None and host.visible_to(user.account_id, user.is_admin):
+    if host is not None and party.may_see(host.owner):
         return host
     return None
 
@@ -382,7 +408,8 @@ def conversations(request: Request, user: UserDep, services: ServicesDep) -> Res
 @router.get("/runs/{run_id}/timeline", summary="A run's questions, answers and result (HTML fragment)")
 def timeline_fragment(run_id: str, request: Request, user: UserDep, services: ServicesDep) -> Response:
     run = run_store.get_run(services.engine, run_id=run_id)
-    if run is None or not user.may_use(run.project_id):
+    # The questions and answers are the run owner's: others who may use the project get 404.
+    if run is None or not user.may_use(run.project_id) or not Party.of_user(user).may_see(run.account_id):
         raise NotFound(f"run {run_id!r} not found")
     return page(request, TIMELINE, {"timeline": run_timeline(services.engine, run)})
 
@@ -405,44 +432,60 @@ def _settled_response(request: Request, engine: Engine, user: UiUser, card: Card
     return _card_response(request, engine, user, card, InteractionClosed.status)
 
 
+def _fresh_card(engine: Engine, user: UiUser, interaction_id: str, names: ServerNames) -> Card:
+    return build_cards(engine, [visible_item(engine, user, interaction_id)], names, user)[0]
+
+
 @router.post("/interactions/{interaction_id}/answer", summary="Answer an interaction from the browser")
 async def answer(interaction_id: str, request: Request, user: UserDep, services: ServicesDep) -> Response:
     engine = services.engine
     names = server_names_of(request)
-    item = visible_item(engine, user, interaction_id)
-    card = build_cards(engine, [item], names)[0]
+    item = await run_db(visible_item, engine, user, interaction_id)
+    card = (await run_db(build_cards, engine, [item], names, user))[0]
     form = await request.form()
     action = str(form.get("action") or "")
     if action not in ACTIONS:
         card.problem = "Choose one of the buttons: accept, decline or cancel."
-        return _card_response(request, engine, user, card, 422)
+        return await run_db(_card_response, request, engine, user, card, 422)
+    override = str(form.get("override") or "") in OVERRIDE_VALUES
+    if not card.owned and not override:
+        card.problem = (
+            f"This question belongs to {card.owner_label}. Tick “Answer as administrator” "
+            "to answer it anyway; the override is recorded in the audit log."
+        )
+        return await run_db(_card_response, request, engine, user, card, 422)
     content: dict[str, Any] | None = None
     if action == "accept":
         content, errors = forms.parse(item.interaction.requested_schema, form, prefix=card.prefix)
         if errors:
             if not card.pending:
-                return _settled_response(request, engine, user, card)
+                return await run_db(_settled_response, request, engine, user, card)
             card.values, card.errors = submitted_values(card, form, content, errors), errors
             card.problem = "Some answers need attention."
-            return _card_response(request, engine, user, card, 422)
+            return await run_db(_card_response, request, engine, user, card, 422)
     try:
         await services.interactions.answer(
-            interaction_id, action=action, content=content, actor=user.actor, channel=CHANNEL
+            interaction_id,
+            action=action,
+            content=content,
+            channel=CHANNEL,
+            by=Party.of_user(user),
+            override=override and not card.owned,
         )
     except InvalidAnswer as exc:
         if not card.pending:
-            return _settled_response(request, engine, user, card)
+            return await run_db(_settled_response, request, engine, user, card)
         card.values = content or {}
         card.errors = field_problems(item.interaction.requested_schema, content or {})
         card.problem = "Some answers need attention." if card.errors else exc.message
-        return _card_response(request, engine, user, card, exc.status)
+        return await run_db(_card_response, request, engine, user, card, exc.status)
     except (InteractionConflict, InteractionClosed) as exc:
-        fresh = build_cards(engine, [visible_item(engine, user, interaction_id)], names)[0]
+        fresh = await run_db(_fresh_card, engine, user, interaction_id, names)
         fresh.problem = exc.message
-        return _card_response(request, engine, user, fresh, exc.status)
+        return await run_db(_card_response, request, engine, user, fresh, exc.status)
     if not is_htmx(request):
         return RedirectResponse("/conversations", status_code=303)
-    fresh = build_cards(engine, [visible_item(engine, user, interaction_id)], names)[0]
+    fresh = await run_db(_fresh_card, engine, user, interaction_id, names)
     # `refresh`: the run moves on while this response travels, and its SSE updates may
     # reach the page before this card does; the card re-reads its timeline once in place.
     return page(request, PAGE, {"card": fresh, "refresh": True}, block="card")
@@ -485,7 +528,7 @@ async def conversation_stream(
             runs.update(c.run.id for c in cards if c.run is not None)
             return ServerSentEvent(feed.render("feed", cards=cards, user=user), event="snapshot")
 
-        yield snapshot()
+        yield await run_db(snapshot)
         while True:
             got: Any = _TICK
             with anyio.move_on_after(RECHECK_SECONDS):
@@ -493,14 +536,14 @@ async def conversation_stream(
             if got is None:
                 return  # fell behind: the browser reconnects and gets a fresh snapshot
             if got is _TICK:
-                fresh = recheck()
+                fresh = await run_db(recheck)
                 if fresh is None:
                     return
                 if fresh.projects != user.projects:
                     user = fresh
-                    yield snapshot()
+                    yield await run_db(snapshot)
                 continue
-            for out in _events_for(feed, user, got, shown, runs):
+            for out in await run_db(_events_for, feed, user, got, shown, runs):
                 yield out
 
 
@@ -519,16 +562,14 @@ def _events_for(
     if event.kind == "pending":
         if interaction_id in shown:
             return []
-        if data.get("runId") is None:  # a request from an external MCP server
-            item = find_item(feed.engine, user, interaction_id)
-        else:
+        if data.get("runId") is not None:
             project_id = data.get("projectId")
             if not project_id or not user.may_use(str(project_id)):
-                return []
-            item = interaction_store.get_with_run(feed.engine, interaction_id=interaction_id)
+                return []  # cheap first cut: no query for questions of other projects
+        item = find_item(feed.engine, user, interaction_id)  # hers, or any for an admin
         if item is None or item.interaction.status != "pending":
             return []  # answered already: its `answered` event finds nothing to update
-        card = build_cards(feed.engine, [item], feed.server_names)[0]
+        card = build_cards(feed.engine, [item], feed.server_names, user)[0]
         shown.add(interaction_id)
         if card.run is not None:
             runs.add(card.run.id)
@@ -539,7 +580,7 @@ def _events_for(
         shown.discard(interaction_id)
         if item is None:
             return []
-        card = build_cards(feed.engine, [item], feed.server_names)[0]
+        card = build_cards(feed.engine, [item], feed.server_names, user)[0]
         html = feed.render("card", card=card, user=user)
         return [ServerSentEvent(html, event=f"resolved-{interaction_id}")]
     return []

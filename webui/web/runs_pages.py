@@ -16,6 +16,7 @@ from fastapi.responses import Response
 
 from webui.auth.ui import UiUser
 from webui.errors import NotFound
+from webui.interactions.owner import Party
 from webui.store import projects as project_store
 from webui.store import runs as run_store
 from webui.store.models import ProjectRecord, Run
@@ -132,7 +133,10 @@ def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep
             "active": run.status in run_store.ACTIVE_STATUSES,
             "timeline": [e for e in events if e.kind in TIMELINE_KINDS],
             "report": [e for e in events if e.kind not in TIMELINE_KINDS] if full else None,
-            "interaction": services.interactions.pending_for_run(run.id),
+            # A pending question is shown (and linked) only to whoever may answer or see it.
+            "interaction": services.interactions.pending_for_run(run.id)
+            if Party.of_user(user).may_see(run.account_id)
+            else None,
         },
         block="run",
     )
