@@ -55,8 +55,13 @@ def _environ_hits(needle):
 def probe(ctx):
     """Everything a handler could try to find the server's admin key or data."""
     # A process of our own with a marker in its environment proves the scan can see.
-    marker = subprocess.Popen(["sleep", "60"], env={"PROBE_MARKER": "1"})
+    # (Its line on stdout says its exec is complete: until then its environ is not yet
+    # the new one, nor readable.)
+    marker = subprocess.Popen(
+        ["sh", "-c", "echo up; sleep 60"], env={"PROBE_MARKER": "1"}, stdout=subprocess.PIPE
+    )
     try:
+        marker.stdout.readline()
         hits, read = _environ_hits(ADMIN_KEY_NAME)
         marker_hits, _ = _environ_hits(b"PROBE_MARKER=1")
     finally:
