@@ -129,7 +129,8 @@ class CallBridge:
             except RunRefused as exc:
                 await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
-            await self._audit(ctx, b, "tool.called", ep, run_id, "started")
+            # Audited once following: the run's first updates must not pass while we write.
+            return await self._follow(ctx, b, ep, run_id, started=True)
         return await self._follow(ctx, b, ep, run_id)
 
     async def _start(
@@ -165,12 +166,20 @@ class CallBridge:
 
     # ------------------------------------------------------------------ following a run
     async def _follow(
-        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        run_id: str,
+        *,
+        started: bool = False,
     ) -> types.CallToolResult | types.InputRequiredResult:
         keep_run = False
         finished = False
         try:
             async with self.runs.watch(run_id) as updates:
+                if started:
+                    await self._audit(ctx, b, "tool.called", ep, run_id, "started")
                 while True:
                     update: RunUpdate = await updates.get()
                     if update.kind == "final":

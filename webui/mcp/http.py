@@ -259,6 +259,16 @@ class McpGateway:
             return
 
         refused = False
+        opening = True
+
+        def opened() -> None:
+            # The place this open held under the cap passes to its session (or is freed).
+            nonlocal opening
+            if opening:
+                opening = False
+                self._opens[fingerprint] -= 1
+                if self._opens[fingerprint] <= 0:
+                    del self._opens[fingerprint]
 
         async def bind_then_send(message: Message) -> None:
             nonlocal refused
@@ -270,11 +280,13 @@ class McpGateway:
                     None,
                 )
                 if sid is not None and sid not in self.sessions:
+                    opened()  # `_remember` lists the session before its first await
                     try:
                         await self._remember(scope, sid, principal, pid, target, resolved)
                     except DatabaseBusy as exc:
                         # Unrecorded, the session is unknown to us (404 if used) and the
                         # SDK reaps it when idle.
+                        self.sessions.pop(sid, None)
                         refused = True
                         await _reply(send, 503, exc.message, extra={"retry-after": str(exc.retry_after)})
                         return
@@ -285,9 +297,7 @@ class McpGateway:
         try:
             await self._forward(scope, receive, bind_then_send, binding)
         finally:
-            self._opens[fingerprint] -= 1
-            if self._opens[fingerprint] <= 0:
-                del self._opens[fingerprint]
+            opened()
 
     async def _refuse_session(
         self, scope: Scope, send: Send, principal: Principal, pid: str, target: Target, cap: int

@@ -672,24 +672,38 @@ class RunService:
             if args.get("details") is not None:
                 parts.append(f"Details: {json.dumps(args['details'], ensure_ascii=False, default=str)}")
             message = "\n".join(parts)
-        row = await self._write(
-            live,
-            self.interactions.create,
-            run_id=live.run_id,
-            kind=kind,
-            title=title,
-            message=str(message) if message is not None else None,
-            requested_schema=schema,
-            fields=fields,
-            blockers=blockers,
-            project_id=live.request.project.id,
-            actor=live.request.actor,
-        )
+
+        def record() -> Interaction:
+            # The run reads `waiting_for_input` before its question exists, never the other
+            # way round: a reader that finds the question finds the run waiting on it.
+            run_store.update_run(
+                self.engine,
+                run_id=live.run_id,
+                status="waiting_for_input",
+                event_text="waiting_for_input",
+                source=live.request.source,
+            )
+            return self.interactions.create(
+                run_id=live.run_id,
+                kind=kind,
+                title=title,
+                message=str(message) if message is not None else None,
+                requested_schema=schema,
+                fields=fields,
+                blockers=blockers,
+                project_id=live.request.project.id,
+                actor=live.request.actor,
+            )
+
+        self._stop_timer(live)  # a person thinking is not the handler running
+        row = await self._write(live, record)
         live.pending[row.id] = rid
         live.waiting_on = row
         live.asked = True
-        self._stop_timer(live)  # a person thinking is not the handler running
-        await self._set_status(live, "waiting_for_input")
+        live.status = "waiting_for_input"
+        self.hub.publish(
+            "runs", "status", runId=live.run_id, projectId=live.request.project.id, status=live.status
+        )
         self._publish(live, RunUpdate("waiting", live.run_id, live.status, interaction=row))
 
     async def _on_answer(self, row: Interaction, answer: Answer) -> None:
