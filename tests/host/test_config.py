@@ -1,4 +1,4 @@
-"""Host MCP server configuration: SPEC section 8 (R-HOST-1…5, R-HOST-7), seed 003."""
+"""Host MCP server configuration."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`steamharness config validate` (R-HOST-6): checks everything without connecting."""
+"""`steamharness config validate`: checks everything without connecting."""
 
 from __future__ import annotations
 

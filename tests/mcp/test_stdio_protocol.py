@@ -72,7 +72,7 @@ def scripted(
 
 
 def payload(result: types.CallToolResult) -> dict[str, Any]:
-    """The R-RES-1 object, checked to be identical in text content and structuredContent."""
+    """The result object, checked to be identical in text content and structuredContent."""
     assert len(result.content) == 1 and isinstance(result.content[0], types.TextContent)
     text = json.loads(result.content[0].text)
     assert text == result.structured_content

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from tests.e2e.server import HELLO, LiveServer, running_server
-from tests.e2e.test_http_mcp import headers, open_session, sse_json
+from tests.e2e.test_http_mcp import headers, init_body, open_session, sse_json
 
 TIMEOUT = 20
 
@@ -88,19 +88,7 @@ def test_a_writer_gives_up_after_the_busy_timeout_with_503_and_retry_after(tmp_p
             assert cli.returncode != 0 and "Traceback" not in cli.stderr
 
             sid_attempt = httpx2.post(
-                live.mcp_url(HELLO),
-                headers=headers(key),
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                },
-                timeout=TIMEOUT,
+                live.mcp_url(HELLO), headers=headers(key), json=init_body(), timeout=TIMEOUT
             )
             # Opening a session records it: refused in bounded time, never a hang.
             assert sid_attempt.status_code == 503, sid_attempt.text

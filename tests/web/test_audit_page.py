@@ -1,4 +1,4 @@
-"""The admin audit log (R-UI-3): access, filters, keyset paging, exports, the live tail.
+"""The admin audit log: access, filters, keyset paging, exports, the live tail.
 
 Page and export tests use the TestClient app; the tail's store and hub behaviour is tested
 on the feed and the event generator directly, and its SSE delivery against a real server."""

@@ -1,4 +1,4 @@
-"""The host's pages (R-HOST-7/8) through TestClient, against the Python SDK test server
+"""The host's pages through TestClient, against the Python SDK test server
 over stdio: the servers page with good and broken configurations, conversations and their
 selections, tool calls that run in the background and are followed by long-polling, the
 servers' form and URL requests answered in the conversation view, and who may see what.

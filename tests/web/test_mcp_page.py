@@ -1,4 +1,4 @@
-"""The project MCP page (R-UI-1) through TestClient: access, targets, the htmx fragment,
+"""The project MCP page through TestClient: access, targets, the htmx fragment,
 the copyable configurations, the tool catalog, Try it's form handling, and that no stored
 key ever reaches the HTML. Try it against a live endpoint is in tests/e2e/test_try_it.py."""
 

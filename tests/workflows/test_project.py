@@ -1,4 +1,4 @@
-"""Loading workflow projects: SPEC section 1 (R-WF-1, R-WF-2, R-WF-3)."""
+"""Loading workflow projects."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from webui.workflows.project import (
 
 PROJECT_ID = "11111111-1111-4111-8111-111111111111"
 
-# The example of SPEC section 1, verbatim: the normative format.
+# The documented package.json example, verbatim: the normative format.
 SPEC_EXAMPLE: dict[str, Any] = {
     "id": PROJECT_ID,
     "name": "invoice-checker",

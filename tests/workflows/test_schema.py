@@ -1,4 +1,4 @@
-"""Schemas derived from params: MCP input schemas (R-WF-5), validation, elicitation (R-INT-2)."""
+"""Schemas derived from params: MCP input schemas, validation, elicitation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MCP servers the host connects to (seed 003, R-HOST-1…7): load, normalise, validate.
+"""The MCP servers the host connects to: load, normalise, validate.
 
 Pure: reads files under the root config folder; never connects, never starts anything.
 

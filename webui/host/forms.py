@@ -1,4 +1,4 @@
-"""Which elicitation forms from external servers the host will show (R-HOST-8).
+"""Which elicitation forms from external servers the host will show.
 
 Supported: a flat object whose properties are strings (optionally date, date-time, email
 or uri), numbers/integers (with bounds), booleans, single-select enums (`enum`, or

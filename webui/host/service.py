@@ -1,4 +1,4 @@
-"""The host as an MCP client (seed 003): conversations, connections to the configured
+"""The host as an MCP client: conversations, connections to the configured
 servers, their tool calls, and their requests for human input.
 
 Each connection runs in a task of its own (the SDK client's context must be entered and

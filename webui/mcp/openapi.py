@@ -1,4 +1,4 @@
-"""The MCP endpoint in the OpenAPI document (R-HTTP-2). It is a raw ASGI route, so its
+"""The MCP endpoint in the OpenAPI document. It is a raw ASGI route, so its
 operations are described here by hand: methods, headers, and every status it answers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run outcome -> CallToolResult (R-RES-1, R-RES-2). The same object goes into text
+"""Run outcome -> CallToolResult. The same object goes into text
 content (as JSON) and structuredContent; never the report, stdout, stderr or secrets."""
 
 from __future__ import annotations

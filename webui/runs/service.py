@@ -87,7 +87,7 @@ def new_run_id() -> str:
 
 
 class RunRefused(SteamharnessError):
-    """Preflight said no: no run is created. `code` is the R-RES-2 error code."""
+    """Preflight said no: no run is created. `code` is the stable error code of the result."""
 
     status = 429
 
@@ -201,7 +201,7 @@ class RunService:
 
     # ----------------------------------------------------------------- lifecycle
     def recover(self) -> list[str]:
-        """At start-up: runs orphaned by a dead process are marked interrupted (R-RUN-5)."""
+        """At start-up: runs orphaned by a dead process are marked interrupted."""
         ids = run_store.interrupt_orphans(self.engine)
         for run_id in ids:
             self.interactions.close_for_run(run_id)

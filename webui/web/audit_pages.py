@@ -1,4 +1,4 @@
-"""The audit log for administrators (R-UI-3): filter, page, export, follow live.
+"""The audit log for administrators: filter, page, export, follow live.
 
 - `GET /admin/audit`: filter form and results, newest first, keyset-paged ("Older" carries
   the cursor). htmx requests get only the `results` block.

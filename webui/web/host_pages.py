@@ -1,4 +1,4 @@
-"""The host's MCP servers and conversations in the browser (seed 003, R-HOST-7/8).
+"""The host's MCP servers and conversations in the browser.
 
     GET  /host/servers                              every configured server, or the problems
     POST /host/servers/{id}/connect                 connect (in a "Server check" conversation)

@@ -1,4 +1,4 @@
-"""The project MCP page (R-UI-1) and Try it.
+"""The project MCP page and Try it.
 
     GET  /projects/{id}/mcp?target=…          the page; for htmx, only its `target` block
     POST /projects/{id}/mcp/try?target=…      run one tool through the real MCP endpoint

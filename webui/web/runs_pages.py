@@ -2,7 +2,7 @@
 
 The full report (stdout, stderr, ctx.log lines) is shown only to administrators and to the
 person who started the run; everyone who may use the project sees params, status, the
-state timeline, output or error (R-RUN-4). Runs of other projects are 404, never 403, so
+state timeline, output or error. Runs of other projects are 404, never 403, so
 their ids are not confirmed to exist."""
 
 from __future__ import annotations

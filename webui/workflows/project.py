@@ -1,4 +1,4 @@
-"""Loading a workflow project folder (SPEC section 1, R-WF-1..R-WF-5).
+"""Loading a workflow project folder.
 
 `package.json` is a normative, externally written format, so loading is strict about the
 fields it knows and silent about the ones it does not (the format may be extended). Every
@@ -572,7 +572,7 @@ def param_report(param: Param) -> dict[str, Any]:
 
 
 def structure_report(project: Project) -> dict[str, Any]:
-    """The structure report (R-WF-3): what MCP catalogs are built from (R-WF-4)."""
+    """The structure report: what MCP catalogs are built from."""
     return {
         "id": project.id,
         "name": project.name,

@@ -1,4 +1,4 @@
-"""JSON Schemas derived from workflow params (R-WF-5, R-INT-2).
+"""JSON Schemas derived from workflow params.
 
 Three consumers, three shapes:
 - `input_schema`: the MCP tool `inputSchema`, full JSON Schema 2020-12, closed objects;
@@ -105,7 +105,7 @@ def _param_input_schema(param: Param, file_mode: FileMode) -> dict[str, Any]:
 
 
 def input_schema(params: Sequence[Param], *, file_mode: FileMode) -> dict[str, Any]:
-    """The MCP tool `inputSchema` (R-WF-5): a closed object, one property per param."""
+    """The MCP tool `inputSchema`: a closed object, one property per param."""
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {p.name: _param_input_schema(p, file_mode) for p in params},
@@ -220,7 +220,7 @@ def _is_string_choice(param: Param) -> bool:
 
 
 def form_blockers(params: Sequence[Param]) -> list[str]:
-    """Why this form cannot go through standard MCP elicitation (R-INT-2); empty = it can.
+    """Why this form cannot go through standard MCP elicitation; empty = it can.
 
     Elicitation forms are flat primitives: no files, and arrays only as multi-selects over
     static string options.
