@@ -84,6 +84,8 @@ class Settings(BaseSettings):
     # Failures older than this no longer count; a throttled client waits until they age out.
     auth_failure_window_seconds: float = Field(default=300.0, gt=0)
     throttle_max_tracked: int = Field(default=10_000, ge=1)
+    # How long a throttled attempt waits before its 429 (bounded by its Retry-After).
+    throttle_hold_seconds: float = Field(default=1.0, ge=0)
     # uvicorn: a connection must deliver a request's headers within this time.
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     keep_alive_timeout_seconds: int = Field(default=5, ge=1)

@@ -16,6 +16,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
+
 from webui.settings import Settings
 
 Clock = Callable[[], float]
@@ -60,6 +62,9 @@ class AuthThrottle:
     login_account: FailureCounter
     login_address: FailureCounter
     bearer_address: FailureCounter
+    # A refused attempt is answered only after this long (at most its Retry-After): a client
+    # looping on refusals then costs the server a timer, not a stream of responses.
+    hold_seconds: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock = time.monotonic) -> AuthThrottle:
@@ -75,7 +80,11 @@ class AuthThrottle:
             login_account=counter(settings.login_failures_per_account),
             login_address=counter(settings.login_failures_per_address),
             bearer_address=counter(settings.bearer_failures_per_address),
+            hold_seconds=settings.throttle_hold_seconds,
         )
+
+    async def hold(self, wait: int) -> None:
+        await anyio.sleep(min(self.hold_seconds, wait))
 
     def login_retry_after(self, account: str, address: str) -> int | None:
         waits = [

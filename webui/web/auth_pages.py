@@ -68,6 +68,7 @@ async def login(
         await refusals.record(
             request.scope, "auth.throttled", outcome="429", actor=f"user:{username}", credential="password"
         )
+        await throttle.hold(wait)
         response = _login_page(
             request,
             error=f"Too many failed logins. Try again in {wait} seconds.",

@@ -90,6 +90,7 @@ class RequestGuard:
             wait = self.throttle.bearer_retry_after(address)
             if wait is not None:
                 await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
+                await self.throttle.hold(wait)
                 await refuse(
                     scope,
                     send,
