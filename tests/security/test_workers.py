@@ -36,10 +36,12 @@ from webui.settings import Settings
 from webui.store import runs as run_store
 from webui.workflows.project import Project, load_project
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the worker user is only switched to by a root server"),
-]
+pytestmark = pytest.mark.anyio
+# Only a server running as root switches its workers to the worker user (a non-root server
+# has no other user to switch to), so these tests need a root test run; CI runs as root.
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: only a root server switches workers to another user"
+)
 
 NOBODY = pwd.getpwnam("nobody")
 TOO_BIG = MAX_FRAME_BYTES + 1
@@ -96,6 +98,7 @@ async def progress_message(svc: Services, run_id: str) -> str:
 # -------------------------------------------------------------------- who the handler is
 
 
+@needs_root
 async def test_workflow_code_runs_as_the_worker_user_without_groups_or_a_way_back_up(
     svc: Services, intruder: Project
 ) -> None:
@@ -110,6 +113,7 @@ async def test_workflow_code_runs_as_the_worker_user_without_groups_or_a_way_bac
     assert out["user"] == "nobody"
 
 
+@needs_root
 async def test_an_empty_worker_user_is_the_explicit_way_to_keep_root(
     tmp_path: Path, intruder: Project
 ) -> None:
@@ -131,6 +135,7 @@ def test_a_hardened_server_process_is_not_dumpable() -> None:
     assert out.stdout.strip() == "0", out.stderr
 
 
+@needs_root
 @pytest.mark.parametrize(
     ("user", "message"),
     [("no-such-user-here", "worker user 'no-such-user-here' does not exist"), ("root", "is root")],
@@ -144,6 +149,7 @@ async def test_a_missing_or_root_worker_user_stops_start_up_before_anything_is_c
     assert not (tmp_path / "data").exists()
 
 
+@needs_root
 def test_serve_with_a_missing_worker_user_exits_with_one_clear_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     env["STEAMHARNESS_WORKER_USER"] = "no-such-user-here"
@@ -205,6 +211,7 @@ def test_runs_of_serve_get_only_an_allowlist_of_the_server_environment() -> None
 # -------------------------------------------------------------------------- scratch dirs
 
 
+@needs_root
 async def test_each_run_gets_a_private_scratch_dir_as_home_and_tmpdir_removed_when_it_ends(
     svc: Services, intruder: Project
 ) -> None:
@@ -381,6 +388,7 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
     return json.loads(result.content[0].text)
 
 
+@needs_root
 async def test_a_handler_of_a_served_project_finds_no_admin_key_and_no_data(live: LiveServer) -> None:
     result = await call(live, "probe", {"dataDir": str(live.data_dir)})
     assert not result.is_error, result
