@@ -36,6 +36,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from webui.audit.log import AuditLog
+from webui.blocking import run_db
 from webui.errors import NotFound, SteamharnessError
 from webui.host.config import (
     Capture,
@@ -110,7 +111,7 @@ class HostService:
     # ------------------------------------------------------------------ lifecycle
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HostService]:
-        self._recover()
+        await run_db(self._recover)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -204,6 +205,9 @@ class HostService:
         for key, conn in list(self._connections.items()):
             if key[0] == conversation_id:
                 await self._close(conn, "conversation closed")
+        await run_db(self._mark_closed, conversation_id)
+
+    def _mark_closed(self, conversation_id: str) -> None:
         with Session(self.engine) as s:
             row = s.get(HostConversation, conversation_id)
             if row is not None and row.closed_at is None:
@@ -213,22 +217,25 @@ class HostService:
 
     # ------------------------------------------------------------------ connections
     async def connect(self, conversation_id: str, server_id: str) -> Connection:
-        conv = self.conversation(conversation_id)
+        conv = await run_db(self.conversation, conversation_id)
         if server_id not in conv.selection:
             raise NotFound(f"server {server_id!r} is not selected in this conversation")
-        config = self.config()
+        config = await run_db(self.config)
+        server = config.servers.get(server_id)
+        # Read before looking for a connection: nothing awaits between that and taking it.
+        captured = await run_db(capture, server) if server is not None else None
         key = ("host", server_id) if server_id in config.host_owned else (conversation_id, server_id)
         conn = self._connections.get(key)
         if conn is not None and conn.state in ("connecting", "ready"):
             if conn.state == "ready":
-                check_capture(conn.captured)  # a changed source ends reuse: mcp_source_changed
+                # a changed source ends reuse: mcp_source_changed
+                await run_db(check_capture, conn.captured)
             with anyio.fail_after(CONNECT_TIMEOUT):
                 await conn.ready.wait()
             return self._ready_or_raise(conn)
-        server = config.servers.get(server_id)
-        if server is None:
+        if server is None or captured is None:
             raise NotFound(f"server {server_id!r} is no longer configured")
-        conn = Connection(key, server, capture(server), None if key[0] == "host" else conversation_id)
+        conn = Connection(key, server, captured, None if key[0] == "host" else conversation_id)
         self._connections[key] = conn
         if self._tg is None:
             raise HostError("the host is not running")
@@ -246,9 +253,10 @@ class HostService:
     async def _run(self, conn: Connection, mode: str) -> None:
         server = conn.server
         try:
-            check_capture(conn.captured)  # the source must be what was captured: mcp_source_changed
+            # the source must be what was captured: mcp_source_changed
+            await run_db(check_capture, conn.captured)
             transport = self._transport(server)
-            self._record("host.server.connecting", conn, details={"command": describe_command(server)})
+            await self._record("host.server.connecting", conn, details={"command": describe_command(server)})
             async with Client(
                 transport,
                 mode=mode,  # pyright: ignore[reportArgumentType]
@@ -263,7 +271,7 @@ class HostService:
         except Exception as exc:  # a server we cannot reach must not take the host down
             conn.error = _describe(exc)
             log.warning("MCP server %s: %s", server.id, conn.error)
-            self._record("host.server.failed", conn, outcome="failed", details={"error": conn.error})
+            await self._record("host.server.failed", conn, outcome="failed", details={"error": conn.error})
         finally:
             conn.state = "failed" if conn.error else "closed"
             conn.client = None
@@ -287,14 +295,14 @@ class HostService:
 
     async def _close(self, conn: Connection, reason: str) -> None:
         for ia_id, event in list(self._waiting.items()):
-            ia = self.interactions.get(ia_id)
+            ia = await run_db(self.interactions.get, ia_id)
             if ia.server_id == conn.server.id and (conn.conversation_id in (None, ia.conversation_id)):
-                self.interactions.close(ia_id, reason)
+                await run_db(self.interactions.close, ia_id, reason)
                 event.set()
         conn.closing.set()
         with anyio.move_on_after(10):
             await conn.done.wait()
-        self._record("host.server.closed", conn, outcome=reason)
+        await self._record("host.server.closed", conn, outcome=reason)
 
     # ------------------------------------------------------------------ tool calls
     async def call_tool(
@@ -309,18 +317,7 @@ class HostService:
             arguments=arguments,
             actor=actor,
         )
-        with Session(self.engine, expire_on_commit=False) as s:
-            s.add(row)
-            self.audit.record(
-                s,
-                "host.tool.called",
-                actor=actor,
-                tool=tool,
-                outcome="started",
-                source="host",
-                details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
-            )
-            s.commit()
+        await run_db(self._save_call, row, "host.tool.called", conversation_id, server_id, tool, actor)
         assert conn.client is not None
         conn.calls[row.id] = conversation_id
         try:
@@ -334,25 +331,29 @@ class HostService:
         except BaseException:  # cancelled (the caller went away, or shutdown): never left "running"
             row.status, row.error = "failed", "the call was cancelled before the server answered"
             row.finished_at = utcnow()
-            self._finish_call(row, conversation_id, server_id, tool, actor)
+            with anyio.CancelScope(shield=True):
+                await run_db(
+                    self._save_call, row, "host.tool.finished", conversation_id, server_id, tool, actor
+                )
             raise
         finally:
             conn.calls.pop(row.id, None)
         row.finished_at = utcnow()
-        self._finish_call(row, conversation_id, server_id, tool, actor)
+        await run_db(self._save_call, row, "host.tool.finished", conversation_id, server_id, tool, actor)
         return row
 
-    def _finish_call(
-        self, row: HostCall, conversation_id: str, server_id: str, tool: str, actor: str
+    def _save_call(
+        self, row: HostCall, event: str, conversation_id: str, server_id: str, tool: str, actor: str
     ) -> None:
+        """The call row, and its audit event (started, or finished with its status)."""
         with Session(self.engine, expire_on_commit=False) as s:
             s.add(row)
             self.audit.record(
                 s,
-                "host.tool.finished",
+                event,
                 actor=actor,
                 tool=tool,
-                outcome=row.status,
+                outcome="started" if event == "host.tool.called" else row.status,
                 source="host",
                 details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
             )
@@ -382,7 +383,8 @@ class HostService:
         }
         if isinstance(params, types.ElicitRequestURLParams):
             if urlsplit(params.url).scheme not in ("https", "http"):
-                self.interactions.create(
+                await run_db(
+                    self.interactions.create,
                     kind="url",
                     requested_schema={},
                     fields=[],
@@ -392,7 +394,8 @@ class HostService:
                     **common,
                 )
                 raise MCPError(INVALID_PARAMS, "the host opens only http(s) URLs")
-            ia = self.interactions.create(
+            ia = await run_db(
+                self.interactions.create,
                 kind="url",
                 requested_schema={"type": "object", "properties": {}},
                 fields=[],
@@ -404,7 +407,8 @@ class HostService:
         else:
             reasons = unsupported_reasons(params.requested_schema)
             if reasons:
-                self.interactions.create(
+                await run_db(
+                    self.interactions.create,
                     kind="form",
                     requested_schema=dict(params.requested_schema),
                     fields=[],
@@ -414,7 +418,8 @@ class HostService:
                     **common,
                 )
                 raise MCPError(INVALID_PARAMS, "the host refused this form: " + "; ".join(reasons))
-            ia = self.interactions.create(
+            ia = await run_db(
+                self.interactions.create,
                 kind="form",
                 requested_schema=dict(params.requested_schema),
                 fields=[],
@@ -429,14 +434,16 @@ class HostService:
                 await event.wait()
             answer = self._answers.pop(ia.id, None)
             if answer is None:
-                self.interactions.close(ia.id, "expired")  # no-op if it was closed another way
+                # no-op if it was closed another way
+                await run_db(self.interactions.close, ia.id, "expired")
                 return types.ElicitResult(action="cancel")
             content = answer.content if answer.action == "accept" and ia.kind == "form" else None
             return types.ElicitResult(action=answer.action, content=content)  # pyright: ignore[reportArgumentType]
         finally:
             self._waiting.pop(ia.id, None)
-            if self.interactions.get(ia.id).status == "pending":
-                self.interactions.close(ia.id, "connection closed")
+            with anyio.CancelScope(shield=True):
+                if (await run_db(self.interactions.get, ia.id)).status == "pending":
+                    await run_db(self.interactions.close, ia.id, "connection closed")
 
     async def _on_answer(self, row: Interaction, answer: Answer) -> None:
         event = self._waiting.get(row.id)
@@ -445,9 +452,14 @@ class HostService:
             event.set()
 
     # ------------------------------------------------------------------ audit
-    def _record(
+    async def _record(
         self, event: str, conn: Connection, *, outcome: str = "ok", details: dict[str, Any] | None = None
-    ):
+    ) -> None:
+        await run_db(self._write_record, event, conn, outcome, details)
+
+    def _write_record(
+        self, event: str, conn: Connection, outcome: str, details: dict[str, Any] | None
+    ) -> None:
         with Session(self.engine) as s:
             self.audit.record(
                 s,

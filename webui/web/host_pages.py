@@ -45,6 +45,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from webui.auth.ui import UiUser
+from webui.blocking import run_db
 from webui.errors import ConfigError, NotFound, SteamharnessError
 from webui.events import EventHub
 from webui.host.config import (
@@ -486,13 +487,13 @@ async def wait_for_change(request: Request, conv: HostConversation, since: str) 
     with hub.subscribe("interactions") as sub, anyio.move_on_after(POLL_WAIT):
         while True:
             changed = calls.changed(conv.id)  # taken before reading: no change falls between
-            view = activity(request, conv)
+            view = await run_db(activity, request, conv)
             if view.token != since or not view.live:
                 return view
             await _first(sub.queue.get, changed.wait)
             if sub.lagged:
                 break
-    return activity(request, conv)
+    return await run_db(activity, request, conv)
 
 
 def visible_conversation(request: Request, user: UiUser, conversation_id: str) -> HostConversation:
@@ -638,10 +639,10 @@ async def connect_server(request: Request, server_id: str, user: UserDep) -> Res
     """Connections belong to conversations: this one goes to your "Server check" conversation
     for the server (reused while open), which you can also use to call its tools."""
     host = host_of(request)
-    config, _ = load_config(host)
+    config, _ = await run_db(load_config, host)
     if config is None:
-        return _servers_page(
-            request, user, notice="The configuration has problems; fix them first.", status=409
+        return await run_db(
+            _servers_page, request, user, notice="The configuration has problems; fix them first.", status=409
         )
     server = config.servers.get(server_id)
     if server is None:
@@ -650,19 +651,24 @@ async def connect_server(request: Request, server_id: str, user: UserDep) -> Res
     conv = next(
         (
             c
-            for c in host.conversations(user.account_id)
+            for c in await run_db(host.conversations, user.account_id)
             if c.closed_at is None and c.title == title and c.selection == [server_id]
         ),
         None,
     )
     if conv is None:
-        conv = host.create_conversation(
-            account_id=user.account_id, title=title, selection=[server_id], actor=user.actor
+        conv = await run_db(
+            host.create_conversation,
+            account_id=user.account_id,
+            title=title,
+            selection=[server_id],
+            actor=user.actor,
         )
     try:
         await host.connect(conv.id, server_id)
     except SteamharnessError as exc:
-        return _servers_page(request, user, notice=f"{server.name}: {exc.message}", status=502)
+        notice = f"{server.name}: {exc.message}"
+        return await run_db(_servers_page, request, user, notice=notice, status=502)
     return RedirectResponse(f"/host/servers#server-{server_id}", status_code=303)
 
 
@@ -702,17 +708,26 @@ async def create_conversation(request: Request, user: UserDep) -> Response:
     chosen = [str(v) for v in form.getlist("server")]
     values = {"title": title, "mode": mode, "servers": chosen}
     if mode not in ("defaults", "choose"):
-        return _list_page(
-            request, user, values=values, problem="Choose the defaults or some servers.", status=422
+        return await run_db(
+            _list_page,
+            request,
+            user,
+            values=values,
+            problem="Choose the defaults or some servers.",
+            status=422,
         )
     selection = None if mode == "defaults" else chosen
     try:
-        conv = host_of(request).create_conversation(
-            account_id=user.account_id, title=title or "Conversation", selection=selection, actor=user.actor
+        conv = await run_db(
+            host_of(request).create_conversation,
+            account_id=user.account_id,
+            title=title or "Conversation",
+            selection=selection,
+            actor=user.actor,
         )
     except ConfigError as exc:
         problem = shown_path(exc.message, host_of(request).root, user)
-        return _list_page(request, user, values=values, problem=problem, status=422)
+        return await run_db(_list_page, request, user, values=values, problem=problem, status=422)
     return RedirectResponse(f"/host/conversations/{conv.id}", status_code=303)
 
 
@@ -736,7 +751,7 @@ def conversation_page(request: Request, conversation_id: str, user: UserDep) -> 
 
 @router.post("/host/conversations/{conversation_id}/connect", summary="Connect one of its servers")
 async def connect(request: Request, conversation_id: str, user: UserDep) -> Response:
-    conv = visible_conversation(request, user, conversation_id)
+    conv = await run_db(visible_conversation, request, user, conversation_id)
     _open(conv)
     form = await request.form()
     server_id = str(form.get("server") or "")
@@ -748,15 +763,17 @@ async def connect(request: Request, conversation_id: str, user: UserDep) -> Resp
         await host.connect(conv.id, server_id)
     except SteamharnessError as exc:
         failure = exc.message
-    config, _ = load_config(host)
-    section = server_section(host, config, conv, server_id)
+    config, _ = await run_db(load_config, host)
+    section = await run_db(server_section, host, config, conv, server_id)
     if failure and section.state != "ready":
         section.state, section.error = "failed", failure
     if is_htmx(request):
         context = {"conv": conv, "section": section}
         return page(request, CONVERSATION_PAGE, context, block="server", status_code=200)
     if failure:
-        return _conversation_page(request, user, conv, sections={server_id: section}, status=502)
+        return await run_db(
+            _conversation_page, request, user, conv, sections={server_id: section}, status=502
+        )
     return RedirectResponse(f"/host/conversations/{conv.id}#server-{server_id}", status_code=303)
 
 
@@ -789,15 +806,15 @@ def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
 
 @router.post("/host/conversations/{conversation_id}/call", summary="Call a tool of a selected server")
 async def call_tool(request: Request, conversation_id: str, user: UserDep) -> Response:
-    conv = visible_conversation(request, user, conversation_id)
+    conv = await run_db(visible_conversation, request, user, conversation_id)
     _open(conv)
     form = await request.form()
     server_id, tool_name = str(form.get("server") or ""), str(form.get("tool") or "")
     if server_id not in conv.selection:
         raise NotFound(f"server {server_id!r} is not selected in this conversation")
     host = host_of(request)
-    config, _ = load_config(host)
-    section = server_section(host, config, conv, server_id)
+    config, _ = await run_db(load_config, host)
+    section = await run_db(server_section, host, config, conv, server_id)
     if section.state != "ready":
         raise NotConnected(f"{section.name} is not connected; connect it first")
     tool = next((t for t in section.tools if t.name == tool_name), None)
@@ -811,11 +828,16 @@ async def call_tool(request: Request, conversation_id: str, user: UserDep) -> Re
             response.headers["HX-Retarget"] = f"#{tool.dom}"
             response.headers["HX-Reswap"] = "outerHTML"
             return response
-        return _conversation_page(request, user, conv, sections={server_id: section}, status=422)
+        return await run_db(
+            _conversation_page, request, user, conv, sections={server_id: section}, status=422
+        )
     calls_of(request).start(conv.id, server_id, tool.name, arguments, user.actor)
     if is_htmx(request):
         return page(
-            request, CONVERSATION_PAGE, {"conv": conv, "activity": activity(request, conv)}, block="activity"
+            request,
+            CONVERSATION_PAGE,
+            {"conv": conv, "activity": await run_db(activity, request, conv)},
+            block="activity",
         )
     return RedirectResponse(f"/host/conversations/{conv.id}#activity", status_code=303)
 
@@ -827,15 +849,15 @@ async def call_tool(request: Request, conversation_id: str, user: UserDep) -> Re
 async def activity_fragment(
     request: Request, conversation_id: str, user: UserDep, since: str = ""
 ) -> Response:
-    conv = visible_conversation(request, user, conversation_id)
-    view = await wait_for_change(request, conv, since) if since else activity(request, conv)
+    conv = await run_db(visible_conversation, request, user, conversation_id)
+    view = await wait_for_change(request, conv, since) if since else await run_db(activity, request, conv)
     if not is_htmx(request):
-        return _conversation_page(request, user, conv)
+        return await run_db(_conversation_page, request, user, conv)
     return page(request, CONVERSATION_PAGE, {"conv": conv, "activity": view}, block="activity")
 
 
 @router.post("/host/conversations/{conversation_id}/close", summary="Close a conversation")
 async def close_conversation(request: Request, conversation_id: str, user: UserDep) -> Response:
-    conv = visible_conversation(request, user, conversation_id)
+    conv = await run_db(visible_conversation, request, user, conversation_id)
     await host_of(request).close_conversation(conv.id)
     return RedirectResponse(f"/host/conversations/{conv.id}", status_code=303)
