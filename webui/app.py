@@ -158,6 +158,7 @@ def create_app(settings: Settings) -> FastAPI:
                 default_max_running=settings.max_running_per_project,
                 default_max_queued=settings.max_queued_per_project,
                 env=server_base_env(os.environ, settings.worker_env_passthrough),
+                refusals=app.state.refusals,
                 max_sessions_per_key=settings.max_sessions_per_key,
                 max_sessions_admin_key=settings.max_sessions_admin_key,
             )

@@ -132,9 +132,6 @@ class TaskSet:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     async def cancel_all(self) -> None:
         tasks = list(self._tasks)
         for task in tasks:

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import anyio
@@ -41,6 +41,9 @@ from webui.store import sessions as session_store
 from webui.store.models import McpSession
 from webui.workflows.registry import ProjectRegistry, Resolved
 from webui.workflows.targets import BadTarget, Target, parse_target
+
+if TYPE_CHECKING:
+    from webui.web.refusals import RefusalAudit
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +69,15 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-async def _reply(send: Send, status: int, message: str, *, extra: dict[str, str] | None = None) -> None:
-    """A JSON-RPC shaped error body, so SDK clients surface the status and message."""
+def http_error_document(status: int, message: str) -> dict[str, Any]:
+    """How the MCP endpoint states an HTTP error: a JSON-RPC error, so SDK clients surface
+    the status and message."""
     code = JSONRPC_AUTH_ERROR if status in (401, 403) else -32600
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": f"HTTP {status}: {message}"}}
-    ).encode()
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": f"HTTP {status}: {message}"}}
+
+
+async def _reply(send: Send, status: int, message: str, *, extra: dict[str, str] | None = None) -> None:
+    body = json.dumps(http_error_document(status, message)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -91,6 +97,7 @@ class McpGateway:
         default_max_running: int | None,
         default_max_queued: int | None,
         env: dict[str, str],
+        refusals: RefusalAudit,
         max_sessions_per_key: int = 32,
         max_sessions_admin_key: int = 128,
     ) -> None:
@@ -106,6 +113,7 @@ class McpGateway:
         self.env = env
         self.sessions: dict[str, SessionEntry] = {}
         self._catalogs: dict[tuple[str, str], Catalog] = {}
+        self.refusals = refusals
         self.max_sessions_per_key = max_sessions_per_key
         self.max_sessions_admin_key = max_sessions_admin_key
         # Opening POSTs under way per credential: they hold a place under the session cap
@@ -160,8 +168,9 @@ class McpGateway:
                 raise AuthError("a browser session cannot authenticate the MCP endpoint; use an API key")
             principal = await run_db(self.auth.from_header, authorization_values(scope.get("headers", [])))
         except AuthError as exc:
-            await self._audit(
-                "auth.failed", scope, project_id=pid or None, outcome="401", details={"reason": exc.message}
+            # Anyone can send bad keys: these rows are rate-limited like every refusal.
+            await self.refusals.record(
+                scope, "auth.failed", outcome="401", project_id=pid or None, reason=exc.message
             )
             await _reply(send, 401, exc.message, extra={"www-authenticate": 'Bearer realm="steamharness"'})
             return

@@ -19,11 +19,12 @@ from typing import Any
 
 from webui.errors import ConfigError
 from webui.runs import procs
+from webui.runs.env import server_base_env
 
 log = logging.getLogger(__name__)
 
-# What the zygote's interpreter needs to start, and nothing of the server's own.
-_ZYGOTE_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH"})
+# Besides what runs get from the server's environment: what its interpreter needs to start.
+_INTERPRETER_NAMES = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH")
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def worker_user(name: str | None) -> WorkerUser | None:
 def zygote_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The zygote's environment, which every worker inherits as its /proc/<pid>/environ.
     A run's own environment is set inside the worker, never at exec time."""
-    return {k: v for k, v in environ.items() if k in _ZYGOTE_NAMES or k.startswith("LC_")}
+    return server_base_env(environ, _INTERPRETER_NAMES)
 
 
 def harden_process() -> None:

@@ -555,36 +555,36 @@ class RunService:
             **changes,
         )
 
-    async def _record_output(self, live: _Live, stream: str, text: str) -> None:
-        if not text:
-            return
+    async def _add_event(
+        self, live: _Live, kind: str, *, text: str | None = None, data: dict[str, Any] | None = None
+    ) -> None:
+        """One timeline entry of this run (a log line, output, progress)."""
         await self._write(
             live,
             run_store.add_event,
             self.engine,
             run_id=live.run_id,
-            kind=stream,
+            kind=kind,
             text=text,
+            data=data,
             source=live.request.source,
         )
+
+    async def _record_output(self, live: _Live, stream: str, text: str) -> None:
+        if not text:
+            return
         if self.echo is not None:
             # stdio: project logs and worker output go to stderr, never the protocol stream
             for line in text.splitlines():
                 self.echo.write(f"[{live.run_id} {stream}] {line}\n")
             self.echo.flush()
+        await self._add_event(live, stream, text=text)
 
     async def _on_progress(self, live: _Live, msg: dict[str, Any]) -> None:
         data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}
-        await self._write(
-            live,
-            run_store.add_event,
-            self.engine,
-            run_id=live.run_id,
-            kind="progress",
-            data=data,
-            source=live.request.source,
-        )
+        # Watchers first: a progress notification need not wait for the timeline write.
         self._publish(live, RunUpdate("progress", live.run_id, live.status, progress=data))
+        await self._add_event(live, "progress", data=data)
 
     async def _on_rpc(self, live: _Live, worker: Worker, msg: dict[str, Any]) -> None:
         rid = int(msg["id"])

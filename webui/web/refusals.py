@@ -19,11 +19,11 @@ from starlette.requests import Request
 from starlette.types import Scope, Send
 
 from webui.blocking import run_db
+from webui.mcp.http import http_error_document
 from webui.web.templating import page
 
 Kind = Literal["mcp", "api", "page"]
 MCP_PATH = re.compile(r"/api/workflows/[^/]+/mcp")
-JSONRPC_AUTH_ERROR = -32001
 TITLES = {
     400: "Bad request",
     401: "Not logged in",
@@ -72,12 +72,7 @@ async def refuse(
         await response(scope, _no_body, send)
         return
     if kind == "mcp":
-        rpc_code = JSONRPC_AUTH_ERROR if status in (401, 403) else -32600
-        doc: dict[str, Any] = {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": rpc_code, "message": f"HTTP {status}: {message}"},
-        }
+        doc = http_error_document(status, message)
     else:
         doc = {"error": {"code": code, "message": message}}
     body = json.dumps(doc).encode()
@@ -142,7 +137,14 @@ class RefusalAudit:
         return admitted
 
     async def record(
-        self, scope: Scope, event: str, *, outcome: str, actor: str | None = None, **details: Any
+        self,
+        scope: Scope,
+        event: str,
+        *,
+        outcome: str,
+        actor: str | None = None,
+        project_id: str | None = None,
+        **details: Any,
     ) -> None:
         address = client_address(scope)
         refusals = self.admit(event, address)
@@ -156,6 +158,7 @@ class RefusalAudit:
         kind = kind_of(scope.get("path", ""))
         fields: dict[str, Any] = {
             "actor": actor,
+            "project_id": project_id,
             "outcome": outcome,
             "source": {"mcp": "mcp", "api": "api", "page": "ui"}[kind],
             "client_address": address,
