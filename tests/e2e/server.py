@@ -38,6 +38,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def raw_request(port: int, head: str, timeout: float = 60) -> tuple[int, str]:
+    """Send only a request head (no body) and read the (JSON) answer: (status, raw text)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    text = data.decode("latin-1")
+    return int(text.split(" ", 2)[1]), text
+
+
 @dataclass
 class LiveServer:
     data_dir: Path

@@ -5,7 +5,6 @@ answered through the API, cancellation by DELETE, run gate, draft changes."""
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -21,7 +20,16 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.server import FILES, HELLO, INTERACTIVE, LEDGER, TORTURE, LiveServer, running_server
+from tests.e2e.server import (
+    FILES,
+    HELLO,
+    INTERACTIVE,
+    LEDGER,
+    TORTURE,
+    LiveServer,
+    raw_request,
+    running_server,
+)
 from tests.helpers import wait_until_gone
 from webui.auth.keys import new_project_credential
 from webui.store import accounts as account_store
@@ -426,19 +434,6 @@ def _blob_files(live: LiveServer) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")} if root.exists() else set()
 
 
-def _raw_request(port: int, head: str) -> tuple[int, str]:
-    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
-        sock.sendall(head.encode())
-        data = b""
-        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    text = data.decode("latin-1")
-    return int(text.split(" ", 2)[1]), text
-
-
 def test_exactly_50_mb_is_accepted_and_one_byte_more_is_413_with_nothing_stored(server: LiveServer) -> None:
     key = server.create_key("nia")
     url = f"{server.base_url}/api/workflows/{FILES}/files"
@@ -457,7 +452,7 @@ def test_exactly_50_mb_is_accepted_and_one_byte_more_is_413_with_nothing_stored(
     assert ok.status_code == 201 and ok.json()["data"][0]["size"] == limit
     before = _blob_files(server)
     # A declared Content-Length over the limit is refused before any of the body is sent.
-    status, text = _raw_request(
+    status, text = raw_request(
         server.port,
         f"POST /api/workflows/{FILES}/files?fileName=big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Authorization: Bearer {key}\r\nContent-Type: application/octet-stream\r\n"

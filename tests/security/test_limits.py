@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import FILES, HELLO, INTERACTIVE, LEDGER, TORTURE, LiveServer, make_server
+from tests.e2e.server import FILES, HELLO, INTERACTIVE, LEDGER, TORTURE, LiveServer, make_server, raw_request
 from webui.errors import InvalidArguments
 from webui.mcp.results import final_result
 from webui.workflows.project import load_project
@@ -146,20 +145,6 @@ def upload(live: LiveServer, key: str, project: str, body: bytes, **params: str)
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/octet-stream"},
         timeout=TIMEOUT,
     )
-
-
-def raw_request(port: int, head: str) -> tuple[int, str]:
-    """Send only a request head (no body) and read the answer."""
-    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
-        sock.sendall(head.encode())
-        data = b""
-        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    text = data.decode("latin-1")
-    return int(text.split(" ", 2)[1]), text
 
 
 def error_of(response: httpx2.Response) -> dict[str, Any]:
