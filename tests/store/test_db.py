@@ -70,3 +70,20 @@ def test_an_older_data_dir_gains_new_columns_and_indexes_without_losing_rows(tmp
         assert conn.execute(text("select name, run_gate_open from projects")).all() == [("old", 1)]
     assert upgrade_schema(engine) == []  # idempotent
     engine.dispose()
+
+
+def test_the_audit_log_keeps_a_bounded_user_agent(tmp_path: Path) -> None:
+    """Every writer passes the raw header; the one audit writer keeps its first 300 characters."""
+    from sqlmodel import Session, select
+
+    from webui.audit.log import USER_AGENT_CHARS, AuditLog
+    from webui.store.models import AuditEvent
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with Session(engine) as s:
+        AuditLog().record(s, "t.long", user_agent="u" * 5000)
+        AuditLog().record(s, "t.none", user_agent=None)
+        s.commit()
+        rows = {row.event: row.user_agent for row in s.exec(select(AuditEvent))}
+    assert rows == {"t.long": "u" * USER_AGENT_CHARS, "t.none": None}
+    assert USER_AGENT_CHARS == 300

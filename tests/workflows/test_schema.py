@@ -552,3 +552,17 @@ def test_field_summary_lists_name_type_required_and_title() -> None:
         {"name": "tags", "type": "checkboxes", "required": False, "title": "tags"},
     ]
     assert field_summary(()) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [("https://example.org/a?b=c", True), ("urn:isbn:0451450523", True), ("not a uri", False)],
+)
+def test_uri_formats_are_checked(value: str, ok: bool) -> None:
+    """`format: uri` in a question's or tool's schema is checked, not taken on trust (the
+    format checkers come with jsonschema's format extra)."""
+    schema = {"type": "object", "properties": {"site": {"type": "string", "format": "uri"}}}
+    if ok:
+        assert validate_arguments(schema, {"site": value}, tool="t") == {"site": value}
+    else:
+        assert f"site: {value!r} is not a 'uri'" in invalid(schema, {"site": value}, tool="t")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from webui.events import EventHub
 
 _INSERT = insert(cast(Table, AuditEvent.__table__))  # pyright: ignore[reportAttributeAccessIssue]
+USER_AGENT_CHARS = 300  # a client's User-Agent is kept up to this length
 SECRET_KEYS = frozenset(
     {"authorization", "key", "api_key", "apikey", "token", "password", "secret", "cookie", "rawkey"}
 )
@@ -39,6 +40,8 @@ class AuditLog:
 
     def record(self, session: Session | Connection, event: str, **fields: Any) -> None:
         details = _scrub(fields.pop("details", None)) or None
+        if fields.get("user_agent"):
+            fields["user_agent"] = fields["user_agent"][:USER_AGENT_CHARS]
         result = session.execute(_INSERT, {"event": event, "details": details, **fields})
         if self.hub is None:
             return

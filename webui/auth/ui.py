@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -23,7 +23,7 @@ from webui.auth.passwords import hash_password, verify_password
 from webui.blocking import is_busy_error
 from webui.store import accounts as account_store
 from webui.store.db import quick_write
-from webui.store.models import Account, UiSession, utcnow
+from webui.store.models import Account, UiSession, as_utc, utcnow
 
 COOKIE_NAME = "steamharness_session"
 LAST_SEEN_RESOLUTION = timedelta(seconds=30)  # don't write on every request
@@ -88,8 +88,8 @@ class UiAuth:
             row = s.get(UiSession, _hash(token))
             if row is None or row.ended_at is not None:
                 return None
-            created = _aware(row.created_at)
-            seen = _aware(row.last_seen_at)
+            created = as_utc(row.created_at)
+            seen = as_utc(row.last_seen_at)
             if now - seen > self.idle or now - created > self.absolute:
                 row.ended_at = now
                 s.add(row)
@@ -124,10 +124,6 @@ class UiAuth:
                 row.ended_at = utcnow()
                 s.add(row)
             s.commit()
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _touch(engine: Engine, session_id: str, now: datetime) -> None:

@@ -32,6 +32,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -55,7 +56,6 @@ from webui.store.models import HostCall, HostConversation, Interaction, utcnow
 
 log = logging.getLogger(__name__)
 
-INVALID_PARAMS = -32602
 CONNECT_TIMEOUT = 60.0
 CALL_SLACK = 60.0  # a call may wait for a person: expiry plus this
 

@@ -14,7 +14,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -26,7 +26,7 @@ from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
 from webui.events import EventHub
 from webui.interactions.owner import Party, check_answer
-from webui.store.models import HostConversation, Interaction, Run, utcnow
+from webui.store.models import HostConversation, Interaction, Run, as_utc, utcnow
 
 ACTIONS = ("accept", "decline", "cancel")
 
@@ -41,10 +41,6 @@ class Answer:
 
 
 AnswerListener = Callable[[Interaction, Answer], Awaitable[None]]
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def answer_digest(action: str, content: dict[str, Any] | None) -> str:
@@ -267,7 +263,7 @@ class InteractionService:
                 if row.answer_digest == digest:
                     return row, Answer(row.id, row.run_id, action, clean, repeated=True)
                 raise InteractionConflict(f"interaction {row.id} already has a different answer")
-            if row.status == "pending" and row.expires_at is not None and _aware(row.expires_at) <= utcnow():
+            if row.status == "pending" and row.expires_at is not None and as_utc(row.expires_at) <= utcnow():
                 row.status, row.close_reason = "closed", "expired"
                 s.add(row)
                 s.commit()

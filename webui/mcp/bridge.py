@@ -22,6 +22,7 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from sqlmodel import Session
 
@@ -41,7 +42,6 @@ from webui.workflows.schema import validate_arguments
 
 log = logging.getLogger(__name__)
 
-INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 MAX_INLINE_ATTEMPTS = 3
 URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -74,7 +74,7 @@ class CallBridge:
         request = getattr(ctx, "request", None)
         client = getattr(request, "client", None)
         headers = getattr(request, "headers", None)
-        agent = (headers.get("user-agent") or "")[:300] or None if headers is not None else None
+        agent = headers.get("user-agent") if headers is not None else None
 
         def write() -> None:
             with Session(self.runs.engine) as s:

@@ -31,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
+from webui.auth.ui import COOKIE_NAME
 from webui.blocking import DatabaseBusy, run_db
 from webui.errors import NotFound, SteamharnessError
 from webui.mcp.binding import Binding, current_binding
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 QUERY_CREDENTIALS = frozenset(
     {"key", "api_key", "apikey", "token", "access_token", "authorization", "bearer"}
 )
-UI_SESSION_COOKIE = "steamharness_session"
 JSONRPC_AUTH_ERROR = -32001
 
 
@@ -137,7 +137,7 @@ class McpGateway:
                     s,
                     event,
                     client_address=f"{client[0]}" if client else None,
-                    user_agent=(headers.get("user-agent") or "")[:300] or None,
+                    user_agent=headers.get("user-agent"),
                     **fields,
                 )
                 s.commit()
@@ -164,7 +164,7 @@ class McpGateway:
         try:
             if QUERY_CREDENTIALS & {k.lower() for k in query}:
                 raise AuthError("credentials in the query string are refused; use Authorization: Bearer")
-            if "authorization" not in headers and UI_SESSION_COOKIE in headers.get("cookie", ""):
+            if "authorization" not in headers and COOKIE_NAME in headers.get("cookie", ""):
                 raise AuthError("a browser session cannot authenticate the MCP endpoint; use an API key")
             principal = await run_db(self.auth.from_header, authorization_values(scope.get("headers", [])))
         except AuthError as exc:

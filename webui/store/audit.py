@@ -22,7 +22,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from webui.store.models import AuditEvent
+from webui.store.models import AuditEvent, as_utc
 
 _AUDIT = cast(Table, AuditEvent.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 _C = _AUDIT.c
@@ -62,11 +62,6 @@ def _unindexed(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(unindexed, "sqlite")
 def _unindexed_sqlite(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
     return "+" + compiler.process(element.clauses, **kw)
-
-
-def as_utc(value: datetime) -> datetime:
-    """Stored times come back naive on SQLite (they were written in UTC)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @dataclass(frozen=True, kw_only=True)

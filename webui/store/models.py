@@ -14,6 +14,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(value: datetime) -> datetime:
+    """Stored times come back naive on SQLite (they were written in UTC)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class ProjectRecord(SQLModel, table=True):
     """A registered workflow project (its folder is the draft)."""
 

@@ -41,7 +41,8 @@ from webui.errors import SteamharnessError
 from webui.events import EventHub, Subscription
 from webui.store import audit as audit_store
 from webui.store import projects as project_store
-from webui.store.audit import AuditFilter, AuditRow, Cursor, as_utc
+from webui.store.audit import AuditFilter, AuditRow, Cursor
+from webui.store.models import as_utc
 from webui.web.deps import AdminDep, ServicesDep
 from webui.web.templating import is_htmx, page
 

@@ -92,7 +92,7 @@ async def login(
                 outcome="ok" if result else "failed",
                 source="ui",
                 client_address=client,
-                user_agent=(request.headers.get("user-agent") or "")[:300] or None,
+                user_agent=request.headers.get("user-agent"),
             )
             s.commit()
 

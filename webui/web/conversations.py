@@ -53,7 +53,7 @@ from webui.interactions.service import ACTIONS
 from webui.store import interactions as interaction_store
 from webui.store import runs as run_store
 from webui.store.interactions import HostInteraction, InteractionWithRun
-from webui.store.models import Interaction, Run
+from webui.store.models import Interaction, Run, as_utc
 from webui.web import forms
 from webui.web.deps import ServicesDep, UserDep
 from webui.web.templating import is_htmx, page
@@ -337,12 +337,8 @@ def pending_cards(engine: Engine, user: UiUser, names: ServerNames = _no_names) 
         *interaction_store.list_pending(engine, project_ids=user.projects, account_id=account)
     ]
     items += interaction_store.list_pending_host(engine, account_id=account)
-    items.sort(key=lambda i: (_aware(i.interaction.created_at), i.interaction.id), reverse=True)
+    items.sort(key=lambda i: (as_utc(i.interaction.created_at), i.interaction.id), reverse=True)
     return build_cards(engine, items[: interaction_store.PENDING_LIMIT], names, user)
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def find_item(engine: Engine, user: UiUser, interaction_id: str) -> Item | None:

@@ -154,7 +154,7 @@ class RefusalAudit:
         if services is None:  # before the lifespan opened the store
             return
         headers = dict(scope.get("headers", []))
-        user_agent = headers.get(b"user-agent", b"").decode("latin-1")[:300] or None
+        user_agent = headers.get(b"user-agent", b"").decode("latin-1") or None
         kind = kind_of(scope.get("path", ""))
         fields: dict[str, Any] = {
             "actor": actor,
