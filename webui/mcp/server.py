@@ -77,7 +77,10 @@ class WorkflowServer(Server[Any]):
         self._set_fallback("description", value)
 
     @property
-    def _server_info_stamp_source(self) -> dict[str, Any]:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def server_info_stamp(self) -> dict[str, Any]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The public hook the SDK's runner stamps into 2026-era results: the SDK computes it
+        once per server, but here the identity is the binding's, so each access dumps it
+        afresh (a new dict, which the caller owns)."""
         return self.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
