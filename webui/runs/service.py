@@ -128,6 +128,18 @@ class RunRequest:
     # gateway registers runs of a POST so a dropped connection can cancel them).
     on_created: Callable[[str], None] | None = None
 
+    def audit_fields(self, run_id: str) -> dict[str, Any]:
+        """What every audit event about one of this request's runs names."""
+        return {
+            "actor": self.actor,
+            "project_id": self.project.id,
+            "version": self.project_version,
+            "session_id": self.session_id,
+            "tool": self.entrypoint.id,
+            "run_id": run_id,
+            "source": self.source,
+        }
+
 
 @dataclass
 class RunUpdate:
@@ -280,18 +292,7 @@ class RunService:
         )
 
         def audit(s: Any) -> None:
-            self.audit.record(
-                s,
-                "run.created",
-                actor=request.actor,
-                project_id=request.project.id,
-                version=request.project_version,
-                session_id=request.session_id,
-                tool=ep.id,
-                run_id=run_id,
-                outcome="queued",
-                source=request.source,
-            )
+            self.audit.record(s, "run.created", **request.audit_fields(run_id), outcome="queued")
 
         await run_db(run_store.create_run, self.engine, run=run, audit=audit)
         live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
@@ -437,14 +438,8 @@ class RunService:
             self.audit.record(
                 s,
                 "run.finished",
-                actor=req.actor,
-                project_id=req.project.id,
-                version=req.project_version,
-                session_id=req.session_id,
-                tool=req.entrypoint.id,
-                run_id=live.run_id,
+                **req.audit_fields(live.run_id),
                 outcome=status,
-                source=req.source,
                 details={"code": error.get("code")} if error else None,
             )
 
