@@ -12,7 +12,8 @@
 
 A conversation is its owner's (admins may open any); anyone else gets 404. A tool call may
 wait minutes for a person (a server's form or URL request, answered in /conversations), so
-it runs in a task group owned by this router's lifespan, not by the request: the POST
+it runs in the app's background-call registry (webui.web.background), not in the request:
+the POST
 answers with the activity section at once, and that section long-polls `activity` with
 the state it shows, which answers as soon as a call or a request of the conversation
 changes (hub `interactions` events, and the calls' own completion). Everything here goes
@@ -24,13 +25,11 @@ local paths); everyone else sees paths relative to the root config folder.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import secrets
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,8 +37,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from anyio.abc import TaskGroup
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -63,6 +61,7 @@ from webui.store import accounts as account_store
 from webui.store import interactions as interaction_store
 from webui.store.models import HostCall, HostConversation, Interaction, utcnow
 from webui.web import forms
+from webui.web.background import BackgroundCall, BackgroundCalls
 from webui.web.conversations import host_verdict
 from webui.web.deps import UserDep
 from webui.web.templating import is_htmx, page
@@ -92,12 +91,11 @@ class NotConnected(SteamharnessError):
 # --------------------------------------------------------------------------- background calls
 
 
-@dataclass
-class Launch:
-    """A tool call started from a page, until the service has its result (or refused it)."""
+@dataclass(kw_only=True)
+class Launch(BackgroundCall):
+    """A tool call started from a page, until the service has its result (or refused it).
+    Its group is the conversation."""
 
-    id: str
-    conversation_id: str
     server_id: str
     tool: str
     arguments: dict[str, Any]
@@ -106,54 +104,52 @@ class Launch:
     phase: str = "connecting"  # connecting | calling | done
     row: HostCall | None = None
     error: str | None = None
-    finished: float | None = None  # monotonic
+
+    @property
+    def conversation_id(self) -> str:
+        return self.group
+
+
+def host_calls() -> BackgroundCalls[Launch]:
+    """The registry of the calls started from pages (the app's lifespan enters it)."""
+    return BackgroundCalls(max_calls=MAX_LAUNCHES, keep_finished_seconds=KEEP_FINISHED_SECONDS)
 
 
 class HostCalls:
-    """The calls started from pages, in a task group owned by the router's lifespan (so a
-    call outlives the request that started it, and ends with the app)."""
+    """Tool calls started from pages: connect the server, then call the tool through the
+    host service. The calls run in the registry the app's lifespan owns (so a call outlives
+    the request that started it, and ends with the app)."""
 
-    def __init__(self, tg: TaskGroup, host: HostService) -> None:
-        self._tg = tg
+    def __init__(self, calls: BackgroundCalls[Launch], host: HostService) -> None:
+        self.calls = calls
         self._host = host
-        self._launches: dict[str, Launch] = {}
-        self._changed: dict[str, anyio.Event] = {}
 
     def start(
         self, conversation_id: str, server_id: str, tool: str, arguments: dict[str, Any], actor: str
     ) -> Launch:
-        self._prune()
         launch = Launch(
             id=f"launch_{secrets.token_hex(6)}",
-            conversation_id=conversation_id,
+            group=conversation_id,
             server_id=server_id,
             tool=tool,
             arguments=arguments,
             actor=actor,
         )
-        self._launches[launch.id] = launch
-        self._tg.start_soon(self._drive, launch)
-        self._notify(conversation_id)
-        return launch
+        return self.calls.start(launch, self._drive)
 
     def of(self, conversation_id: str) -> list[Launch]:
-        return [launch for launch in self._launches.values() if launch.conversation_id == conversation_id]
+        return self.calls.of(conversation_id)
 
     def changed(self, conversation_id: str) -> anyio.Event:
         """Set at the next change of one of the conversation's calls (take it before reading)."""
-        return self._changed.setdefault(conversation_id, anyio.Event())
-
-    def _notify(self, conversation_id: str) -> None:
-        event = self._changed.pop(conversation_id, None)
-        if event is not None:
-            event.set()
+        return self.calls.changed(conversation_id)
 
     async def _drive(self, launch: Launch) -> None:
         host = self._host
         try:
             await host.connect(launch.conversation_id, launch.server_id)
             launch.phase = "calling"
-            self._notify(launch.conversation_id)
+            self.calls.notify(launch.conversation_id)
             launch.row = await host.call_tool(
                 launch.conversation_id, launch.server_id, launch.tool, launch.arguments, actor=launch.actor
             )
@@ -164,37 +160,9 @@ class HostCalls:
             launch.error = "The call failed unexpectedly; the server log has the details."
         finally:
             launch.phase = "done"
-            launch.finished = time.monotonic()
-            self._notify(launch.conversation_id)
-
-    def _prune(self) -> None:
-        now = time.monotonic()
-        done = sorted(
-            (x for x in self._launches.values() if x.finished is not None), key=lambda x: x.finished or 0
-        )
-        excess = len(self._launches) - MAX_LAUNCHES
-        for i, launch in enumerate(done):
-            if i < excess or now - (launch.finished or now) > KEEP_FINISHED_SECONDS:
-                del self._launches[launch.id]
 
 
-@contextlib.asynccontextmanager
-async def host_pages_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Runs inside the app's lifespan (the host service is running): owns the page calls."""
-    host: HostService = app.state.host
-    async with anyio.create_task_group() as tg:
-        app.state.host_calls = HostCalls(tg, host)
-        try:
-            yield
-        finally:
-            # Close the connections first: open requests end with "shutdown" and the calls
-            # waiting on them finish with that result, instead of being cut off unrecorded.
-            with anyio.CancelScope(shield=True):
-                await host.close_all("shutdown")
-            tg.cancel_scope.cancel()
-
-
-router = APIRouter(tags=["pages"], lifespan=host_pages_lifespan)
+router = APIRouter(tags=["pages"])
 
 
 def host_of(request: Request) -> HostService:
