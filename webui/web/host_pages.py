@@ -62,7 +62,7 @@ from webui.store import interactions as interaction_store
 from webui.store.models import HostCall, HostConversation, Interaction, utcnow
 from webui.web import forms
 from webui.web.background import BackgroundCall, BackgroundCalls
-from webui.web.conversations import host_verdict
+from webui.web.conversation_views import host_verdict
 from webui.web.deps import UserDep
 from webui.web.templating import is_htmx, page
 
