@@ -59,9 +59,9 @@ from webui.web import (
 )
 from webui.web.deps import LoginRequired
 from webui.web.guard import RequestGuard
-from webui.web.host_pages import HostCalls
+from webui.web.host_calls import HostCalls, host_calls
 from webui.web.logging import install_redaction
-from webui.web.mcp_page import TryIt
+from webui.web.mcp_page import TryIt, try_it_calls
 from webui.web.refusals import RefusalAudit
 from webui.web.security import SecurityHeaders
 from webui.web.templating import STATIC_DIR, make_templates, page
@@ -124,7 +124,7 @@ async def page_calls(app: FastAPI, engine: Engine, host: HostService) -> AsyncIt
     revoked."""
     try_it: TryIt | None = None
     try:
-        async with mcp_page.try_it_calls() as try_calls, host_pages.host_calls() as launches:
+        async with try_it_calls() as try_calls, host_calls() as launches:
             try_it = TryIt(try_calls, engine)
             app.state.try_it = try_it
             app.state.host_calls = HostCalls(launches, host)
