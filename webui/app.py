@@ -2,7 +2,8 @@
 
 The lifespan owns the long-lived pieces and tears them down in reverse order: services
 (store, worker pool, run and interaction services), the project registry, the MCP
-session manager and the gateway's janitor.
+session manager and the gateway's janitor, the host service, and the calls pages start
+in the background (Try it's and the host conversations').
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -57,7 +59,9 @@ from webui.web import (
 )
 from webui.web.deps import LoginRequired
 from webui.web.guard import RequestGuard
+from webui.web.host_calls import HostCalls, host_calls
 from webui.web.logging import install_redaction
+from webui.web.mcp_page import TryIt, try_it_calls
 from webui.web.refusals import RefusalAudit
 from webui.web.security import SecurityHeaders
 from webui.web.templating import STATIC_DIR, make_templates, page
@@ -109,6 +113,29 @@ class _GatewayEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app.state.gateway(scope, receive, send)
+
+
+@contextlib.asynccontextmanager
+async def page_calls(app: FastAPI, engine: Engine, host: HostService) -> AsyncIterator[None]:
+    """The calls pages start in the background (webui.web.background): Try it's, with the
+    server-side keys it holds, and the host conversations'. On the way out the host's
+    connections close first, so calls waiting on a request end with "shutdown" instead of
+    being cut off unrecorded; then the calls still running are cancelled, and Try it's keys
+    revoked."""
+    try_it: TryIt | None = None
+    try:
+        async with try_it_calls() as try_calls, host_calls() as launches:
+            try_it = TryIt(try_calls, engine)
+            app.state.try_it = try_it
+            app.state.host_calls = HostCalls(launches, host)
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await host.close_all("shutdown")
+    finally:
+        if try_it is not None:
+            try_it.revoke_keys()
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -185,12 +212,13 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.host = host
             async with manager.run(), host.running(), anyio.create_task_group() as tg:
                 tg.start_soon(gateway.reap)
-                # Everything loaded at start-up is long-lived: keep full collections from
-                # walking it (they otherwise stall live streams for a few hundred ms).
-                gc.collect()
-                gc.freeze()
                 try:
-                    yield
+                    async with page_calls(app, services.engine, host):
+                        # Everything loaded at start-up is long-lived: keep full collections from
+                        # walking it (they otherwise stall live streams for a few hundred ms).
+                        gc.collect()
+                        gc.freeze()
+                        yield
                 finally:
                     tg.cancel_scope.cancel()
                     with anyio.CancelScope(shield=True):

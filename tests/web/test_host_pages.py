@@ -28,10 +28,10 @@ from tests.conftest import FIXTURES
 from tests.web.conftest import ADMIN, USER, Web, prepare
 from webui.app import create_app
 from webui.auth.ui import COOKIE_NAME, UiUser
+from webui.host.forms import tool_form_problem
 from webui.host.service import HostService
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
-from webui.web.host_pages import tool_form_problem
 
 SERVER = FIXTURES / "host_server.py"
 HX = {"HX-Request": "true"}

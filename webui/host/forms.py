@@ -1,15 +1,26 @@
-"""Which elicitation forms from external servers the host will show.
+"""Which JSON Schemas from external servers the host shows as forms (webui.web.forms).
 
-Supported: a flat object whose properties are strings (optionally date, date-time, email
-or uri), numbers/integers (with bounds), booleans, single-select enums (`enum`, or
-`oneOf` of titled consts) and string multi-select enums (`items.enum`, or `items.anyOf`
-of titled consts). Anything else is refused with the reason, never half-rendered; so
-are remote references and fields declared sensitive: secrets never go through forms."""
+One check, two policies. Both need a flat object without references ($ref), each
+property with a schema.
+
+- An elicitation request (`unsupported_reasons`) is the MCP form subset: properties that
+  are strings (optionally date, date-time, email or uri), numbers/integers (with bounds),
+  booleans, single-select enums (`enum`, or `oneOf` of titled consts) and string
+  multi-select enums (`items.enum`, or `items.anyOf` of titled consts). Anything else is
+  refused with the reason, never half-rendered; so are fields declared sensitive: secrets
+  never go through forms.
+- A tool's input schema (`tool_form_problem`) may be any flat object of scalars (with
+  `oneOf`/`anyOf` of consts as choices) and lists of non-boolean scalars; otherwise the
+  page offers a JSON text area instead of generated fields, saying why.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean"})
 STRING_FORMATS = frozenset({"date", "date-time", "email", "uri"})
 SENSITIVE_FORMATS = frozenset({"password"})
 
@@ -30,9 +41,7 @@ def _refs(value: Any) -> bool:
     return False
 
 
-def _property_problem(name: str, prop: Any) -> str | None:
-    if not isinstance(prop, dict):
-        return f"field {name!r} has no schema"
+def _elicitation_field_problem(name: str, prop: dict[str, Any]) -> str | None:
     if (
         prop.get("writeOnly")
         or prop.get("sensitive")
@@ -67,19 +76,90 @@ def _property_problem(name: str, prop: Any) -> str | None:
     return f"field {name!r} has unsupported type {kind!r}"
 
 
-def unsupported_reasons(schema: Any) -> list[str]:
-    """Empty when the host can show this form; otherwise why not."""
+def _tool_field_problem(name: str, prop: dict[str, Any]) -> str | None:
+    kind = prop.get("type")
+    if kind in SCALAR_TYPES:
+        for key in ("oneOf", "anyOf"):
+            options = prop.get(key)
+            if options is not None and not (
+                isinstance(options, list) and all(isinstance(o, dict) and "const" in o for o in options)
+            ):
+                return f"field {name!r} combines schemas ({key})"
+        return None
+    if kind == "array":
+        items = prop.get("items")
+        if isinstance(items, dict) and (items.get("type") in SCALAR_TYPES - {"boolean"}):
+            return None
+        return f"field {name!r} is a list of {_kind_of(items)}"
+    return f"field {name!r} has type {kind!r}" if kind else f"field {name!r} has no single type"
+
+
+def _kind_of(items: Any) -> str:
+    if isinstance(items, dict) and isinstance(items.get("type"), str):
+        return f"{items['type']}s"
+    return "values without a single type"
+
+
+@dataclass(frozen=True)
+class FormPolicy:
+    """What one kind of form accepts, and how its refusals read."""
+
+    not_an_object: str
+    uses_refs: str
+    not_fields: str
+    bad_properties: str
+    field_problem: Callable[[str, dict[str, Any]], str | None]
+    check_required: bool
+
+
+ELICITATION = FormPolicy(
+    not_an_object="the requested schema is not an object",
+    uses_refs="the form uses references ($ref), which are not supported",
+    not_fields="the requested schema must be an object of fields",
+    bad_properties="the requested schema has no fields",
+    field_problem=_elicitation_field_problem,
+    check_required=True,
+)
+TOOL_INPUT = FormPolicy(
+    not_an_object="the tool has no input schema object",
+    uses_refs="the input schema uses references ($ref)",
+    not_fields="the input schema is not an object of fields",
+    bad_properties="the input schema's properties are not an object",
+    field_problem=_tool_field_problem,
+    check_required=False,
+)
+
+
+def form_problems(schema: Any, policy: FormPolicy) -> list[str]:
+    """Empty when `schema` can be shown as a form under `policy`; otherwise why not (the
+    schema-wide problem, or one per field that does not fit)."""
     if not isinstance(schema, dict):
-        return ["the requested schema is not an object"]
+        return [policy.not_an_object]
     if _refs(schema):
-        return ["the form uses references ($ref), which are not supported"]
+        return [policy.uses_refs]
     if schema.get("type", "object") != "object":
-        return ["the requested schema must be an object of fields"]
+        return [policy.not_fields]
     props = schema.get("properties") or {}
     if not isinstance(props, dict):
-        return ["the requested schema has no fields"]
-    reasons = [p for name, prop in props.items() if (p := _property_problem(str(name), prop))]
-    required = schema.get("required") or []
-    if not isinstance(required, list) or any(r not in props for r in required):
-        reasons.append("required names a field that does not exist")
+        return [policy.bad_properties]
+    reasons: list[str] = []
+    for name, prop in props.items():
+        if not isinstance(prop, dict):
+            reasons.append(f"field {str(name)!r} has no schema")
+        elif problem := policy.field_problem(str(name), prop):
+            reasons.append(problem)
+    if policy.check_required:
+        required = schema.get("required") or []
+        if not isinstance(required, list) or any(r not in props for r in required):
+            reasons.append("required names a field that does not exist")
     return reasons
+
+
+def unsupported_reasons(schema: Any) -> list[str]:
+    """Empty when the host can show this elicitation form; otherwise why not."""
+    return form_problems(schema, ELICITATION)
+
+
+def tool_form_problem(schema: Any) -> str | None:
+    """Why a tool's inputSchema gets a JSON text area instead of generated fields."""
+    return next(iter(form_problems(schema, TOOL_INPUT)), None)

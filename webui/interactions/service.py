@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -27,6 +26,7 @@ from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, 
 from webui.events import EventHub
 from webui.interactions.owner import Party, check_answer
 from webui.store.models import HostConversation, Interaction, Run, as_utc, utcnow
+from webui.validation import validator
 
 ACTIONS = ("accept", "decline", "cancel")
 
@@ -199,10 +199,9 @@ class InteractionService:
         content = {} if content is None else content
         if not isinstance(content, dict):
             raise InvalidAnswer("an accepted answer must be an object of field values")
-        validator = Draft202012Validator(
-            row.requested_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+        problems = sorted(
+            validator(row.requested_schema).iter_errors(content), key=lambda e: list(e.absolute_path)
         )
-        problems = sorted(validator.iter_errors(content), key=lambda e: list(e.absolute_path))
         if problems:
             parts = []
             for err in problems:

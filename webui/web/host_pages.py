@@ -12,71 +12,52 @@
 
 A conversation is its owner's (admins may open any); anyone else gets 404. A tool call may
 wait minutes for a person (a server's form or URL request, answered in /conversations), so
-it runs in a task group owned by this router's lifespan, not by the request: the POST
-answers with the activity section at once, and that section long-polls `activity` with
-the state it shows, which answers as soon as a call or a request of the conversation
-changes (hub `interactions` events, and the calls' own completion). Everything here goes
-through HostService, which audits; the pages only translate and present.
-
-Only admins see a server's exact command line or URL and absolute file paths (they reveal
-local paths); everyone else sees paths relative to the root config folder.
+it runs in the background (webui.web.host_calls), not in the request: the POST answers
+with the activity section at once, and that section long-polls `activity` with the state
+it shows, which answers as soon as a call or a request of the conversation changes (hub
+`interactions` events, and the calls' own completion). Everything here goes through
+HostService, which audits; the pages only translate and present what webui.web.host_views
+builds (which also decides what only admins see).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import logging
-import secrets
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import mcp_types as types
-from anyio.abc import TaskGroup
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import ConfigError, NotFound, SteamharnessError
 from webui.events import EventHub
-from webui.host.config import (
-    SERVER_SUFFIXES,
-    SERVERS_DIR,
-    HostConfig,
-    HostConfigError,
-    ServerConfig,
-    describe_command,
-    resolve_env,
-    resolve_headers,
-)
-from webui.host.service import Connection, HostService
+from webui.host.service import HostService
 from webui.store import accounts as account_store
-from webui.store import interactions as interaction_store
-from webui.store.models import HostCall, HostConversation, Interaction, utcnow
-from webui.web import forms
-from webui.web.conversations import host_verdict
+from webui.store.models import HostConversation
+from webui.validation import field_errors
+from webui.web import forms, host_views
 from webui.web.deps import UserDep
+from webui.web.host_calls import HostCalls
+from webui.web.host_views import (
+    Activity,
+    ServerSection,
+    ToolView,
+    load_config,
+    server_rows,
+    server_section,
+    shown_path,
+    source_files,
+)
 from webui.web.templating import is_htmx, page
-
-log = logging.getLogger(__name__)
 
 SERVERS_PAGE = "host/servers.html"
 LIST_PAGE = "host/conversations.html"
 CONVERSATION_PAGE = "host/conversation.html"
 POLL_WAIT = 20.0  # one activity long-poll waits at most this long for a change
-KEEP_FINISHED_SECONDS = 600.0
-MAX_LAUNCHES = 500
 CHECK_TITLE = "Server check: {name}"
-SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean"})
 
 
 class ConversationClosed(SteamharnessError):
@@ -89,112 +70,7 @@ class NotConnected(SteamharnessError):
     status = 409
 
 
-# --------------------------------------------------------------------------- background calls
-
-
-@dataclass
-class Launch:
-    """A tool call started from a page, until the service has its result (or refused it)."""
-
-    id: str
-    conversation_id: str
-    server_id: str
-    tool: str
-    arguments: dict[str, Any]
-    actor: str
-    started_at: datetime = field(default_factory=utcnow)
-    phase: str = "connecting"  # connecting | calling | done
-    row: HostCall | None = None
-    error: str | None = None
-    finished: float | None = None  # monotonic
-
-
-class HostCalls:
-    """The calls started from pages, in a task group owned by the router's lifespan (so a
-    call outlives the request that started it, and ends with the app)."""
-
-    def __init__(self, tg: TaskGroup, host: HostService) -> None:
-        self._tg = tg
-        self._host = host
-        self._launches: dict[str, Launch] = {}
-        self._changed: dict[str, anyio.Event] = {}
-
-    def start(
-        self, conversation_id: str, server_id: str, tool: str, arguments: dict[str, Any], actor: str
-    ) -> Launch:
-        self._prune()
-        launch = Launch(
-            id=f"launch_{secrets.token_hex(6)}",
-            conversation_id=conversation_id,
-            server_id=server_id,
-            tool=tool,
-            arguments=arguments,
-            actor=actor,
-        )
-        self._launches[launch.id] = launch
-        self._tg.start_soon(self._drive, launch)
-        self._notify(conversation_id)
-        return launch
-
-    def of(self, conversation_id: str) -> list[Launch]:
-        return [launch for launch in self._launches.values() if launch.conversation_id == conversation_id]
-
-    def changed(self, conversation_id: str) -> anyio.Event:
-        """Set at the next change of one of the conversation's calls (take it before reading)."""
-        return self._changed.setdefault(conversation_id, anyio.Event())
-
-    def _notify(self, conversation_id: str) -> None:
-        event = self._changed.pop(conversation_id, None)
-        if event is not None:
-            event.set()
-
-    async def _drive(self, launch: Launch) -> None:
-        host = self._host
-        try:
-            await host.connect(launch.conversation_id, launch.server_id)
-            launch.phase = "calling"
-            self._notify(launch.conversation_id)
-            launch.row = await host.call_tool(
-                launch.conversation_id, launch.server_id, launch.tool, launch.arguments, actor=launch.actor
-            )
-        except SteamharnessError as exc:
-            launch.error = exc.message
-        except Exception as exc:  # the top of a background task: every failure is the call's outcome
-            log.exception("host tool call failed", exc_info=exc)
-            launch.error = "The call failed unexpectedly; the server log has the details."
-        finally:
-            launch.phase = "done"
-            launch.finished = time.monotonic()
-            self._notify(launch.conversation_id)
-
-    def _prune(self) -> None:
-        now = time.monotonic()
-        done = sorted(
-            (x for x in self._launches.values() if x.finished is not None), key=lambda x: x.finished or 0
-        )
-        excess = len(self._launches) - MAX_LAUNCHES
-        for i, launch in enumerate(done):
-            if i < excess or now - (launch.finished or now) > KEEP_FINISHED_SECONDS:
-                del self._launches[launch.id]
-
-
-@contextlib.asynccontextmanager
-async def host_pages_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Runs inside the app's lifespan (the host service is running): owns the page calls."""
-    host: HostService = app.state.host
-    async with anyio.create_task_group() as tg:
-        app.state.host_calls = HostCalls(tg, host)
-        try:
-            yield
-        finally:
-            # Close the connections first: open requests end with "shutdown" and the calls
-            # waiting on them finish with that result, instead of being cut off unrecorded.
-            with anyio.CancelScope(shield=True):
-                await host.close_all("shutdown")
-            tg.cancel_scope.cancel()
-
-
-router = APIRouter(tags=["pages"], lifespan=host_pages_lifespan)
+router = APIRouter(tags=["pages"])
 
 
 def host_of(request: Request) -> HostService:
@@ -205,267 +81,8 @@ def calls_of(request: Request) -> HostCalls:
     return request.app.state.host_calls
 
 
-def load_config(host: HostService) -> tuple[HostConfig | None, list[str]]:
-    try:
-        return host.config(), []
-    except HostConfigError as exc:
-        return None, exc.problems
-    except ConfigError as exc:
-        return None, [exc.message]
-
-
-def shown_path(text: str, root: Path, user: UiUser) -> str:
-    """Absolute paths for admins; paths relative to the root config folder for others."""
-    if user.is_admin:
-        return text
-    return text.replace(f"{root}/", "").replace(str(root), ".")
-
-
-def pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-
-
-# --------------------------------------------------------------------------- tools as forms
-
-
-def tool_form_problem(schema: Any) -> str | None:
-    """Why a tool's inputSchema gets a JSON text area instead of generated fields."""
-    if not isinstance(schema, dict):
-        return "the tool has no input schema object"
-    text = json.dumps(schema)
-    if '"$ref"' in text or '"$dynamicRef"' in text:
-        return "the input schema uses references ($ref)"
-    if schema.get("type", "object") != "object":
-        return "the input schema is not an object of fields"
-    props = schema.get("properties") or {}
-    if not isinstance(props, dict):
-        return "the input schema's properties are not an object"
-    for name, prop in props.items():
-        if not isinstance(prop, dict):
-            return f"field {name!r} has no schema"
-        kind = prop.get("type")
-        if kind in SCALAR_TYPES:
-            for key in ("oneOf", "anyOf"):
-                options = prop.get(key)
-                if options is not None and not (
-                    isinstance(options, list) and all(isinstance(o, dict) and "const" in o for o in options)
-                ):
-                    return f"field {name!r} combines schemas ({key})"
-            continue
-        if kind == "array":
-            items = prop.get("items")
-            if isinstance(items, dict) and (items.get("type") in SCALAR_TYPES - {"boolean"}):
-                continue
-            return f"field {name!r} is a list of {_kind_of(items)}"
-        return f"field {name!r} has type {kind!r}" if kind else f"field {name!r} has no single type"
-    return None
-
-
-def _kind_of(items: Any) -> str:
-    if isinstance(items, dict) and isinstance(items.get("type"), str):
-        return f"{items['type']}s"
-    return "values without a single type"
-
-
-@dataclass
-class ToolView:
-    server_id: str
-    name: str
-    title: str
-    description: str | None
-    schema: dict[str, Any]
-    dom: str
-    problem: str | None  # set: arguments are entered as JSON
-    values: dict[str, Any] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    arguments_json: str = "{}"
-    json_error: str | None = None
-
-    @property
-    def prefix(self) -> str:
-        return f"{self.dom}-"
-
-    @property
-    def fields(self) -> list[forms.Field]:
-        return [] if self.problem else forms.fields(self.schema)
-
-
-def tool_view(server_id: str, tool: types.Tool) -> ToolView:
-    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-    digest = hashlib.sha256(f"{server_id}\0{tool.name}".encode()).hexdigest()[:12]
-    return ToolView(
-        server_id=server_id,
-        name=tool.name,
-        title=tool.title or tool.name,
-        description=tool.description,
-        schema=schema,
-        dom=f"tool-{digest}",
-        problem=tool_form_problem(schema),
-    )
-
-
-def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, str]:
-    """The tool's own schema checked before the call, per field ("" for the whole)."""
-    try:
-        validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-        errors = list(validator.iter_errors(arguments))
-    except SchemaError:
-        return {}  # the server's schema is not valid JSON Schema: let the server judge
-    out: dict[str, str] = {}
-    for err in errors:
-        path = list(err.absolute_path)
-        out.setdefault(str(path[0]) if path else "", err.message)
-    return out
-
-
-# --------------------------------------------------------------------------- views
-
-
-@dataclass
-class ServerRow:
-    """One configured server on the servers page."""
-
-    server: ServerConfig
-    source: str
-    command: str | None  # admins only
-    selected: bool
-    host_owned: bool
-    protocol: str
-    problems: list[str]
-    connections: list[tuple[HostConversation | None, Connection]]
-
-    @property
-    def ready(self) -> Connection | None:
-        return next((c for _, c in self.connections if c.state == "ready"), None)
-
-
-@dataclass
-class ServerSection:
-    """One selected server on a conversation's page."""
-
-    id: str
-    name: str
-    configured: bool
-    state: str  # not connected | connecting | ready | failed | closed | unavailable
-    error: str | None
-    tools: list[ToolView]
-    host_owned: bool = False
-
-
-@dataclass
-class CallView:
-    id: str
-    server_id: str
-    tool: str
-    arguments_json: str
-    status: str  # connecting | running | success | error | failed
-    actor: str | None
-    started_at: datetime
-    finished_at: datetime | None = None
-    texts: list[str] = field(default_factory=list)
-    others: list[str] = field(default_factory=list)
-    structured_json: str | None = None
-    error: str | None = None
-
-    @property
-    def status_label(self) -> str:
-        return {
-            "connecting": "connecting…",
-            "running": "running…",
-            "success": "result",
-            "error": "tool error",
-            "failed": "failed",
-        }.get(self.status, self.status)
-
-
-@dataclass
-class RequestView:
-    interaction: Interaction
-    server_name: str
-    state: str
-
-
-@dataclass
-class Activity:
-    calls: list[CallView]
-    requests: list[RequestView]
-    live: bool
-    token: str
-
-    @property
-    def pending(self) -> list[RequestView]:
-        return [r for r in self.requests if r.interaction.status == "pending"]
-
-
-def _call_from_row(row: HostCall) -> CallView:
-    view = CallView(
-        id=row.id,
-        server_id=row.server_id,
-        tool=row.tool,
-        arguments_json=pretty(row.arguments),
-        status=row.status,
-        actor=row.actor,
-        started_at=row.created_at,
-        finished_at=row.finished_at,
-        error=row.error,
-    )
-    result = row.result or {}
-    for item in result.get("content") or []:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "text":
-            view.texts.append(str(item.get("text", "")))
-        else:
-            mime = item.get("mimeType") or (item.get("resource") or {}).get("mimeType")
-            view.others.append(f"{item.get('type', 'content')}{f' ({mime})' if mime else ''}")
-    if "structuredContent" in result:
-        view.structured_json = pretty(result["structuredContent"])
-    return view
-
-
-def _call_from_launch(launch: Launch) -> CallView:
-    status = (
-        "failed" if launch.phase == "done" else "connecting" if launch.phase == "connecting" else "running"
-    )
-    return CallView(
-        id=launch.id,
-        server_id=launch.server_id,
-        tool=launch.tool,
-        arguments_json=pretty(launch.arguments),
-        status=status,
-        actor=launch.actor,
-        started_at=launch.started_at,
-        error=launch.error,
-    )
-
-
-def server_names(config: HostConfig | None) -> dict[str, str]:
-    return {sid: s.name for sid, s in config.servers.items()} if config else {}
-
-
 def activity(request: Request, conv: HostConversation) -> Activity:
-    host = host_of(request)
-    config, _ = load_config(host)
-    names = server_names(config)
-    launches = calls_of(request).of(conv.id)
-    in_flight = [x for x in launches if x.phase != "done"]
-    views: list[CallView] = []
-    for row in host.calls(conv.id):
-        if row.status == "running" and in_flight:
-            continue  # shown by its launch until it finishes
-        views.append(_call_from_row(row))
-    views += [_call_from_launch(x) for x in launches if x.phase != "done" or x.row is None]
-    views.sort(key=lambda v: (v.started_at.replace(tzinfo=None), v.id), reverse=True)
-    requests = [
-        RequestView(ia, names.get(ia.server_id or "", ia.server_id or ""), "")
-        for ia in interaction_store.list_for_conversation(host.engine, conversation_id=conv.id)
-    ]
-    for r in requests:
-        r.state = host_verdict(r.interaction, r.server_name)
-    live = bool(in_flight) or any(r.interaction.status == "pending" for r in requests)
-    state = [(v.id, v.status) for v in views] + [(r.interaction.id, r.interaction.status) for r in requests]
-    token = hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
-    return Activity(views, requests, live, token)
+    return host_views.activity(host_of(request), calls_of(request).of(conv.id), conv)
 
 
 async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:
@@ -512,35 +129,6 @@ def _open(conv: HostConversation) -> None:
         raise ConversationClosed("this conversation is closed; start a new one")
 
 
-def server_section(
-    host: HostService, config: HostConfig | None, conv: HostConversation, server_id: str
-) -> ServerSection:
-    server = config.servers.get(server_id) if config else None
-    section = ServerSection(
-        id=server_id,
-        name=server.name if server else server_id,
-        configured=server is not None,
-        state="not connected",
-        error=None,
-        tools=[],
-        host_owned=bool(config and server_id in config.host_owned),
-    )
-    if config is None:
-        section.state = "unavailable"
-        section.error = "the MCP server configuration has problems; see the MCP servers page"
-        return section
-    if server is None:
-        section.state = "unavailable"
-        section.error = "this server is no longer configured"
-        return section
-    conn = host.connection_state(conv.id, server_id)
-    if conn is not None:
-        section.state, section.error = conn.state, conn.error
-        if conn.state == "ready":
-            section.tools = [tool_view(server_id, t) for t in conn.tools]
-    return section
-
-
 def conversation_context(
     request: Request,
     user: UiUser,
@@ -569,50 +157,6 @@ def conversation_context(
 # --------------------------------------------------------------------------- servers page
 
 
-def _source_files(root: Path) -> list[Path]:
-    folder = root / SERVERS_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in SERVER_SUFFIXES)
-
-
-def server_rows(request: Request, user: UiUser, config: HostConfig) -> list[ServerRow]:
-    host = host_of(request)
-    own = host.conversations(None if user.is_admin else user.account_id)
-    rows: list[ServerRow] = []
-    for sid, server in config.servers.items():
-        problems: list[str] = []
-        for resolve in (resolve_env, resolve_headers):
-            try:
-                resolve(server, host.environ)
-            except ConfigError as exc:
-                problems.append(shown_path(exc.message, config.root, user))
-        connections: list[tuple[HostConversation | None, Connection]] = []
-        if sid in config.host_owned:
-            conn = host.connection_state("", sid)
-            if conn is not None:
-                connections.append((None, conn))
-        else:
-            for conv in own:
-                if conv.closed_at is None and sid in conv.selection:
-                    conn = host.connection_state(conv.id, sid)
-                    if conn is not None:
-                        connections.append((conv, conn))
-        rows.append(
-            ServerRow(
-                server=server,
-                source=shown_path(str(server.source), config.root, user),
-                command=describe_command(server) if user.is_admin else None,
-                selected=sid in config.default_servers,
-                host_owned=sid in config.host_owned,
-                protocol=config.protocol_overrides.get(sid, "auto"),
-                problems=problems,
-                connections=connections,
-            )
-        )
-    return rows
-
-
 def _servers_page(
     request: Request, user: UiUser, *, notice: str | None = None, status: int = 200
 ) -> Response:
@@ -622,8 +166,8 @@ def _servers_page(
         "root": host.root if user.is_admin else None,
         "config": config,
         "problems": [shown_path(p, host.root, user) for p in problems],
-        "files": [shown_path(str(p), host.root, user) for p in _source_files(host.root)],
-        "rows": server_rows(request, user, config) if config else [],
+        "files": [shown_path(str(p), host.root, user) for p in source_files(host.root)],
+        "rows": server_rows(host, user, config) if config else [],
         "notice": notice,
     }
     return page(request, SERVERS_PAGE, context, status_code=status)
@@ -789,15 +333,14 @@ def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
         if not isinstance(parsed, dict):
             tool.json_error = "the arguments must be a JSON object"
             return None
-        problems = schema_problems(tool.schema, parsed)
+        problems = field_errors(tool.schema, parsed)
         if problems:
             tool.json_error = "; ".join(f"{k}: {v}" if k else v for k, v in problems.items())
             return None
         return parsed
     values, errors = forms.parse(tool.schema, form, prefix=tool.prefix)
     if not errors:
-        problems = schema_problems(tool.schema, values)
-        errors = {k or "": v for k, v in problems.items()}
+        errors = field_errors(tool.schema, values)
     if errors:
         tool.values, tool.errors = values, errors
         return None

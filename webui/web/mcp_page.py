@@ -15,20 +15,18 @@ the conversation view answers it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import secrets
 import shlex
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
-from anyio.abc import TaskGroup
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -43,6 +41,7 @@ from webui.store import accounts as account_store
 from webui.store import runs as run_store
 from webui.store.models import ProjectRecord
 from webui.web import forms
+from webui.web.background import BackgroundCall, BackgroundCalls
 from webui.web.deps import RegistryDep, UserDep
 from webui.web.templating import is_htmx, page
 from webui.workflows.project import Param
@@ -287,31 +286,27 @@ class Outcome:
         return _json((self.payload or {}).get("output"))
 
 
-@dataclass
-class TryCall:
-    id: str
+@dataclass(kw_only=True)
+class TryCall(BackgroundCall):
     account_id: int
     project_id: str
     target: str
     tool: str
     arguments: dict[str, Any]
-    done: anyio.Event = field(default_factory=anyio.Event)
     session_id: str | None = None
     run_id: str | None = None
     outcome: Outcome | None = None
-    finished_at: float | None = None
 
     @property
     def url(self) -> str:
         return call_url(self.project_id, self.id)
 
-    def finish(self, outcome: Outcome) -> None:
+    def settle(self, outcome: Outcome) -> None:
+        """Record the outcome (the registry marks the call finished when its work returns)."""
         self.outcome = outcome
         run_id = (outcome.payload or {}).get("runId")
         if isinstance(run_id, str):
             self.run_id = run_id
-        self.finished_at = time.monotonic()
-        self.done.set()
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -333,16 +328,20 @@ def _result_outcome(result: types.CallToolResult) -> Outcome:
     return Outcome(kind="result", payload=payload, is_error=bool(result.is_error))
 
 
-class TryIt:
-    """Try it calls and the per-account server-side keys they use. The task group belongs
-    to the router's lifespan, so a call outlives the request that started it (a long run is
-    not cancelled because the browser's request ended) and ends with the app."""
+def try_it_calls() -> BackgroundCalls[TryCall]:
+    """The registry of Try it calls (the app's lifespan enters it)."""
+    return BackgroundCalls(max_calls=MAX_CALLS, keep_finished_seconds=KEEP_FINISHED_SECONDS)
 
-    def __init__(self, tg: TaskGroup, engine: Engine) -> None:
-        self._tg = tg
+
+class TryIt:
+    """Try it calls and the per-account server-side keys they use. The calls run in the
+    registry the app's lifespan owns, so a call outlives the request that started it (a long
+    run is not cancelled because the browser's request ended) and ends with the app."""
+
+    def __init__(self, calls: BackgroundCalls[TryCall], engine: Engine) -> None:
+        self.calls = calls
         self._engine = engine
         self._keys: dict[int, tuple[str, str]] = {}  # account id -> (key id, raw key)
-        self._calls: dict[str, TryCall] = {}
 
     def key_for(self, user: UiUser) -> str:
         """The account's server-side key, created on first use (or after a revocation)."""
@@ -367,7 +366,6 @@ class TryIt:
         self, user: UiUser, *, url: str, target: str, resolved: Resolved, tool: str, arguments: dict[str, Any]
     ) -> TryCall:
         raw = self.key_for(user)
-        self._prune()
         call = TryCall(
             id=secrets.token_urlsafe(12),
             account_id=user.account_id,
@@ -378,12 +376,11 @@ class TryIt:
         )
         ep = resolved.project.entrypoint(tool)
         seconds = ep.timeout_seconds if ep is not None and ep.timeout_seconds else DEFAULT_CALL_SECONDS
-        self._calls[call.id] = call
-        self._tg.start_soon(self._drive, call, url, raw, seconds + CALL_SLACK_SECONDS)
-        return call
+        bound = seconds + CALL_SLACK_SECONDS
+        return self.calls.start(call, functools.partial(self._drive, url=url, raw=raw, bound=bound))
 
     def get(self, call_id: str, user: UiUser, project_id: str) -> TryCall:
-        call = self._calls.get(call_id)
+        call = self.calls.get(call_id)
         if call is None or call.account_id != user.account_id or call.project_id != project_id:
             raise NotFound("this Try it call is unknown or has expired; run the tool again")
         if call.run_id is None and call.session_id is not None:
@@ -401,18 +398,7 @@ class TryIt:
         rows = run_store.list_runs(self._engine, project_ids=[call.project_id], source="mcp", limit=50)
         return next((r.id for r in rows if r.session_id == call.session_id), None)
 
-    def _prune(self) -> None:
-        now = time.monotonic()
-        for call_id, call in list(self._calls.items()):
-            if call.finished_at is not None and now - call.finished_at > KEEP_FINISHED_SECONDS:
-                del self._calls[call_id]
-        finished = sorted(
-            (c for c in self._calls.values() if c.finished_at is not None), key=lambda c: c.finished_at or 0
-        )
-        for call in finished[: max(0, len(self._calls) - MAX_CALLS)]:
-            del self._calls[call.id]
-
-    async def _drive(self, call: TryCall, url: str, raw: str, bound: float) -> None:
+    async def _drive(self, call: TryCall, *, url: str, raw: str, bound: float) -> None:
         async def remember_session(response: httpx2.Response) -> None:
             sid = response.headers.get("mcp-session-id")
             if sid and call.session_id is None:
@@ -439,9 +425,9 @@ class TryIt:
                     ) as client,
                 ):
                     result = await client.call_tool(call.tool, call.arguments)
-            call.finish(_result_outcome(result))
+            call.settle(_result_outcome(result))
         except Exception as exc:  # the top of a background task: every failure is the call's outcome
-            call.finish(self._failure(_leaf(exc), url, bound))
+            call.settle(self._failure(_leaf(exc), url, bound))
 
     @staticmethod
     def _failure(exc: BaseException, url: str, bound: float) -> Outcome:
@@ -459,20 +445,7 @@ class TryIt:
         return Outcome(kind="failed", message="The call failed unexpectedly; the server log has the details.")
 
 
-@contextlib.asynccontextmanager
-async def try_it_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Runs inside the app's lifespan (services are open): owns the Try it calls."""
-    async with anyio.create_task_group() as tg:
-        try_it = TryIt(tg, app.state.services.engine)
-        app.state.try_it = try_it
-        try:
-            yield
-        finally:
-            tg.cancel_scope.cancel()
-            try_it.revoke_keys()
-
-
-router = APIRouter(tags=["pages"], lifespan=try_it_lifespan)
+router = APIRouter(tags=["pages"])
 
 
 # --------------------------------------------------------------------------- page
@@ -583,8 +556,7 @@ async def try_tool(
             tool=tool.name,
             arguments=values,
         )
-        with anyio.move_on_after(FIRST_WAIT):
-            await state.call.done.wait()
+        await try_it.calls.wait_finished(state.call, FIRST_WAIT)
         try_it.get(state.call.id, user, project_id)  # fills in the run id of a call still running
     status = 422 if errors else 200
     if is_htmx(request):
@@ -606,8 +578,7 @@ async def try_outcome(
     record = visible_record(registry, user, project_id)
     try_it: TryIt = request.app.state.try_it
     call = try_it.get(call_id, user, project_id)
-    with anyio.move_on_after(POLL_WAIT):
-        await call.done.wait()
+    await try_it.calls.wait_finished(call, POLL_WAIT)
     try_it.get(call_id, user, project_id)  # fills in the run id of a call still running
     if is_htmx(request):
         return page(request, "projects/_try_outcome.html", {"call": call})

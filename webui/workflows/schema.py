@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from webui.errors import InvalidArguments
+from webui.validation import validator
 from webui.workflows.project import Option, Param
 
 FileMode = Literal["local", "server"]
@@ -123,7 +124,7 @@ def input_schema(params: Sequence[Param], *, file_mode: FileMode) -> dict[str, A
 @functools.lru_cache(maxsize=512)
 def _validator(schema_key: str) -> Draft202012Validator:
     """Compiled validator per distinct schema; tool calls are a hot path."""
-    return Draft202012Validator(json.loads(schema_key), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return validator(json.loads(schema_key))
 
 
 def _path(error: ValidationError) -> str:
