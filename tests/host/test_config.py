@@ -310,6 +310,8 @@ BAD_FILES = [
      "mcp/servers.json: invalid JSON at line 1 column"),
     ("json-duplicate-key", {"mcp/servers.json": '{"mcpServers": {"a": {"command": "x", "command": "y"}}}'},
      "mcp/servers.json: duplicate key 'command'"),
+    ("json-nan", {"mcp/servers.json": '{"mcpServers": {"a": {"command": NaN}}}'},
+     "mcp/servers.json: NaN is not valid JSON"),
     ("yaml-duplicate-key", {"mcp/s.yaml": "mcpServers:\n  a:\n    command: x\n    command: y\n"},
      "mcp/s.yaml: invalid YAML at line 4 column 5: duplicate key 'command'"),
     ("yaml-duplicate-server", {"mcp/s.yaml": "mcpServers:\n  a: {command: x}\n  a: {command: y}\n"},
