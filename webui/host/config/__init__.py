@@ -30,8 +30,10 @@ environment?} | {url, headers?}`). Decisions where the seed is silent:
   `describe_command`.
 
 Modules: `files` reads one file strictly, `templates` holds `${NAME}` values and their
-resolution, `servers` checks server files, `loader` loads the whole root, `model` is what a
-loaded configuration is, `captures` records and re-checks where a server came from.
+resolution, `schema` declares the server-file shapes (pydantic), `values` checks single
+values, `servers` turns a server file into servers or problem lines, `loader` loads the
+whole root, `model` is what a loaded configuration is, `captures` records and re-checks
+where a server came from.
 """
 
 from __future__ import annotations
