@@ -310,6 +310,8 @@ BAD_FILES = [
      "mcp/servers.json: invalid JSON at line 1 column"),
     ("json-duplicate-key", {"mcp/servers.json": '{"mcpServers": {"a": {"command": "x", "command": "y"}}}'},
      "mcp/servers.json: duplicate key 'command'"),
+    ("json-nan", {"mcp/servers.json": '{"mcpServers": {"a": {"command": NaN}}}'},
+     "mcp/servers.json: NaN is not valid JSON"),
     ("yaml-duplicate-key", {"mcp/s.yaml": "mcpServers:\n  a:\n    command: x\n    command: y\n"},
      "mcp/s.yaml: invalid YAML at line 4 column 5: duplicate key 'command'"),
     ("yaml-duplicate-server", {"mcp/s.yaml": "mcpServers:\n  a: {command: x}\n  a: {command: y}\n"},
@@ -343,6 +345,8 @@ BAD_FILES = [
      "mcp-svc: type: must be stdio, http or streamable-http"),
     ("type-stdio-with-url", entry(type="stdio", url="https://h.example"),
      "mcp-svc: type: stdio takes command"),
+    ("type-not-a-string", entry(type=["stdio"], command="x"),
+     "mcp-svc: type: must be stdio, http or streamable-http, not ['stdio']"),
     ("type-http-with-command", entry(type="http", command="x"),
      "mcp-svc: type: http/streamable-http takes url"),
     ("command-and-url", entry(command="x", url="https://h.example"), "mcp-svc: give either command"),
@@ -503,6 +507,62 @@ def test_all_problems_are_reported_not_only_the_first(tmp_path: Path) -> None:
     }
     found = problems(tmp_path, files)
     assert [line.split(":")[0] for line in found] == ["mcp/a.json", "mcp/b.json", "mcp/c.yaml", "mcp/c.yaml"]
+
+
+def test_problems_about_one_server_come_in_a_fixed_order(tmp_path: Path) -> None:
+    files = entry(
+        type="stdio",
+        url="http://127.0.0.1/x",
+        env={"A": "b"},
+        args=[1],
+        foo=1,
+        disabled=True,
+        headers={"X Y": "a", "Good": "b"},
+    )
+    assert [line.removeprefix("mcp/servers.json: mcp-svc: ") for line in problems(tmp_path, files)] == [
+        "foo: unknown field (client-specific fields are not supported;"
+        " allowed: type, command, args, env, url, headers)",
+        "disabled: not supported: a server file only registers a server; to turn it off, leave its id out of"
+        " defaults.mcp_servers (or delete the entry)",
+        "type: stdio takes command, not url",
+        "args: only for command (stdio) servers",
+        "env: only for command (stdio) servers",
+        "headers.X Y: not a valid header name",
+        "headers: plain http (loopback) must not carry headers; use https to send headers",
+    ]
+
+
+def test_a_resource_reports_its_fields_before_its_transport(tmp_path: Path) -> None:
+    files = resource(schema_version=1, kind="x", name=" ", transport={"command": "a b", "cwd": "/"}, extra=1)
+    assert [line.removeprefix("mcp/svc.yaml: mcp-svc: ") for line in problems(tmp_path, files)] == [
+        "extra: unknown field (client-specific fields are not supported; allowed: schema_version, kind, id,"
+        " name, transport)",
+        'schema_version: must be the string "1" (quoted), not 1',
+        "kind: must be mcp_server, not 'x'",
+        "name: must be a non-empty string",
+        "transport.cwd: unknown field (client-specific fields are not supported; allowed: command, arguments,"
+        " environment, url, headers)",
+        "transport.command: one executable only; put its arguments in transport.arguments",
+    ]
+
+
+def test_a_server_with_a_sound_transport_is_still_checked_against_the_environment(tmp_path: Path) -> None:
+    files = entry(command="x", env={"A": "${A}"}, timeout=5)
+    assert problems(tmp_path / "entry", files, {}) == [
+        "mcp/servers.json: mcp-svc: timeout: unknown field (client-specific fields are not supported;"
+        " allowed: type, command, args, env, url, headers)",
+        "mcp/servers.json: mcp-svc: env.A: environment variable A is not set in the host process"
+        " (references need a non-empty value)",
+    ]
+    files = resource(name=" ", transport={"command": "x", "cwd": "/", "environment": {"A": "${A}"}})
+    found = problems(tmp_path / "resource", files, {})
+    assert [line.removeprefix("mcp/svc.yaml: mcp-svc: ") for line in found] == [
+        "name: must be a non-empty string",
+        "transport.cwd: unknown field (client-specific fields are not supported;"
+        " allowed: command, arguments, environment, url, headers)",
+        "transport.environment.A: environment variable A is not set in the host process"
+        " (references need a non-empty value)",
+    ]
 
 
 def test_a_duplicate_id_across_files_names_both_files(tmp_path: Path) -> None:

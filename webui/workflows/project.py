@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from jsonschema import Draft202012Validator
 
+from webui import strict_json
 from webui.errors import ProjectError
 
 PARAM_TYPES: Final = ("string", "positional", "number", "boolean", "checkboxes", "file")
@@ -446,21 +447,6 @@ def _parse_timeout(raw: Any, where: str) -> float | None:
 # --------------------------------------------------------------------------- project
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """JSON with a key twice is ambiguous (which one wins depends on the reader): refuse it."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _reject_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON; Python's parser accepts them unless told not to."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _read_package_json(root: Path) -> tuple[Path, dict[str, Any]]:
     """The parsed `package.json` object; a missing file means this is not a workflow project."""
     if not root.exists():
@@ -479,7 +465,7 @@ def _read_package_json(root: Path) -> tuple[Path, dict[str, Any]]:
     except OSError as exc:
         raise ProjectError(f"{path}: cannot be read ({exc.strerror})") from None
     try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant)
+        data = strict_json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProjectError(
             f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"

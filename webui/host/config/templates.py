@@ -1,0 +1,139 @@
+"""`${NAME}` templates in env and header values, and their one-round resolution.
+
+A value is literal text and references in order (`ValueSpec`); it is expanded once, from
+the host process's environment, and every referenced variable must be set and non-empty.
+`$NAME` without braces is literal text; `${NAME:-x}` and friends are refused. Literal text
+is never shown: `masked()` and the repr hide it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from webui.errors import ConfigError
+
+if TYPE_CHECKING:
+    from webui.host.config.model import ServerConfig
+
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DEFAULT_SYNTAX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*:?[-=?+]")
+HEADER_FROM_ENV = "the value from the environment contains a line break or NUL, which a header cannot carry"
+
+
+@dataclass(frozen=True)
+class EnvRef:
+    """A reference to a variable of the host process's environment."""
+
+    name: str
+
+
+@dataclass(frozen=True, repr=False)
+class ValueSpec:
+    """An env or header value as configured: literal text and references, in order."""
+
+    parts: tuple[str | EnvRef, ...]
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parts if isinstance(p, EnvRef))
+
+    def masked(self) -> str:
+        """The template with literal text hidden, e.g. `***${TOKEN}`: safe to show or log."""
+        return "".join(f"${{{p.name}}}" if isinstance(p, EnvRef) else "***" for p in self.parts)
+
+    def __repr__(self) -> str:
+        return f"ValueSpec({self.masked()!r})"
+
+    def resolve(self, environ: Mapping[str, str]) -> str:
+        """One round: a value that itself contains `${X}` is used as it is."""
+        unset = {n: "empty" if n in environ else "not set" for n in self.references if not environ.get(n)}
+        if unset:
+            raise Unset(unset)
+        return "".join(environ[p.name] if isinstance(p, EnvRef) else p for p in self.parts)
+
+
+class Unset(Exception):
+    """Referenced variables without a value; `names` maps each to "not set" or "empty"."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def message(self) -> str:
+        which = "; ".join(f"environment variable {name} is {state}" for name, state in self.names.items())
+        return f"{which} in the host process (references need a non-empty value)"
+
+
+def parse_template(text: str) -> ValueSpec:
+    """`Bearer ${TOKEN}` → literal and reference parts; ValueError says what is wrong."""
+    parts: list[str | EnvRef] = []
+    pos = 0
+    while (start := text.find("${", pos)) != -1:
+        end = text.find("}", start + 2)
+        if end == -1:
+            raise ValueError("unclosed '${' (write ${NAME})")
+        inner = text[start + 2 : end]
+        if not NAME_RE.match(inner):
+            shown = inner if len(inner) <= 40 else inner[:40] + "…"
+            if _DEFAULT_SYNTAX_RE.match(inner):
+                raise ValueError(
+                    f"'${{{shown}}}': default/alternative syntax is not supported, only ${{NAME}}"
+                )
+            raise ValueError(
+                f"'${{{shown}}}' is not a variable reference (names match [A-Za-z_][A-Za-z0-9_]*)"
+            )
+        if start > pos:
+            parts.append(text[pos:start])
+        parts.append(EnvRef(inner))
+        pos = end + 1
+    if pos < len(text):
+        parts.append(text[pos:])
+    return ValueSpec(tuple(parts))
+
+
+def breaks_header(value: str) -> bool:
+    return any(c in value for c in "\r\n\0")
+
+
+def resolve_env(server: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's extra environment (the SDK merges it over a safe subset of ours)."""
+    return _resolve(server, server.env_spec, server.env_field, os.environ if environ is None else environ)
+
+
+def resolve_headers(server: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    headers = _resolve(server, server.header_spec, server.headers_field, env)
+    for name, value in headers.items():
+        if breaks_header(value):
+            raise ConfigError(
+                f"{server.source}: {server.id}: {server.headers_field}.{name}: {HEADER_FROM_ENV}"
+            )
+    return headers
+
+
+def check_environ(server: ServerConfig, environ: Mapping[str, str], problems: list[str]) -> None:
+    """Append a problem for each env or header value that would not resolve in `environ`."""
+    for field, specs in ((server.env_field, server.env_spec), (server.headers_field, server.header_spec)):
+        for name, spec in specs:
+            try:
+                value = spec.resolve(environ)
+            except Unset as exc:
+                problems.append(f"{server.source}: {server.id}: {field}.{name}: {exc.message()}")
+                continue
+            if field == server.headers_field and breaks_header(value):
+                problems.append(f"{server.source}: {server.id}: {field}.{name}: {HEADER_FROM_ENV}")
+
+
+def _resolve(
+    server: ServerConfig, specs: tuple[tuple[str, ValueSpec], ...], field: str, environ: Mapping[str, str]
+) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name, spec in specs:
+        try:
+            values[name] = spec.resolve(environ)
+        except Unset as exc:
+            raise ConfigError(f"{server.source}: {server.id}: {field}.{name}: {exc.message()}") from None
+    return values
