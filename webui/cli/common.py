@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from pydantic import ValidationError
+from pydantic import AliasChoices, ValidationError
+from rich.markup import escape
 
 from webui.errors import ConfigError
 from webui.settings import Settings
@@ -29,12 +30,29 @@ def absolute(option: str, value: Path | None) -> Path | None:
     return value
 
 
+def env_var(field: str) -> str:
+    """The environment variable Settings reads `field` from (the first, when it has several)."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return next(c for c in alias.choices if isinstance(c, str) and c.startswith(prefix))
+    return f"{prefix}{field}".upper()
+
+
+def setting_help(text: str, *fields: str, show_default: bool = False) -> str:
+    """The help of an option that overrides settings: it names their environment variables (and
+    the default) as Settings declares them. The option itself reads no environment."""
+    notes = [f"[env var: {', '.join(env_var(f) for f in fields)}]"]
+    if show_default:
+        notes.append(f"[default: {Settings.model_fields[fields[0]].default}]")
+    return " ".join([text, *(escape(note) for note in notes)]).strip()
+
+
 DataDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--data-dir",
-        envvar="STEAMHARNESS_DATA_DIR",
-        help="Data root (default ~/.steamharness).",
+        help=setting_help("Data root (default ~/.steamharness).", "data_dir"),
         show_default=False,
     ),
 ]
@@ -42,23 +60,36 @@ DatabaseOpt = Annotated[
     str | None,
     typer.Option(
         "--database-url",
-        envvar="STEAMHARNESS_DATABASE_URL",
-        help="Any SQLAlchemy URL (default: SQLite in the data dir).",
+        help=setting_help("Any SQLAlchemy URL (default: SQLite in the data dir).", "database_url"),
         show_default=False,
     ),
 ]
 
 
-def server_settings(data_dir: Path | None, database_url: str | None, **extra: object) -> Settings:
-    values: dict[str, object] = {k: v for k, v in extra.items() if v is not None}
-    if data_dir is not None:
-        values["data_dir"] = data_dir.expanduser().resolve()
-    if database_url is not None:
-        values["database_url"] = database_url
+def load_settings(options: dict[str, object], *, admin_key: bool = True) -> Settings:
+    """Settings from the environment, with the options that were given on top (an option left
+    out keeps its setting's environment variable or default). A bad value fails in one line.
+    Without `admin_key` the server admin key in the environment is neither read nor checked."""
+    values: dict[str, object] = {k: v for k, v in options.items() if v is not None}
+    if not admin_key:
+        values["server_admin_key"] = None
     try:
         return Settings.model_validate(values)
     except ValueError as exc:
         fail(first_error(exc))
+
+
+def server_settings(data_dir: Path | None, database_url: str | None, **extra: object) -> Settings:
+    """Settings for the commands that open the server's data dir; the data dir and root
+    folder given (by option or environment) are made absolute."""
+    settings = load_settings({"data_dir": data_dir, "database_url": database_url, **extra})
+    given = settings.model_fields_set
+    resolved = {
+        name: path.expanduser().resolve()
+        for name in ("data_dir", "root_dir")
+        if name in given and (path := getattr(settings, name)) is not None
+    }
+    return settings.model_copy(update=resolved)
 
 
 def first_error(exc: ValueError) -> str:

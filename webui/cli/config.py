@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from webui.cli.common import load_settings, setting_help
+
 app = typer.Typer(help="The host's MCP server configuration.", no_args_is_help=True)
 
 
@@ -17,17 +19,20 @@ def config_validate(
         Path | None,
         typer.Option(
             "--root",
-            envvar=["STEAMHARNESS_ROOT", "STEAMHARNESS_DATA_DIR"],
-            help="Root config folder (config.yaml, mcp/); default the data dir, ~/.steamharness.",
+            help=setting_help(
+                "Root config folder (config.yaml, mcp/); default the data dir, ~/.steamharness.",
+                "root_dir",
+                "data_dir",
+            ),
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """Check config.yaml and mcp/ server files without connecting: one line per problem."""
     from webui.host.config import HostConfigError, load_host_config
-    from webui.settings import default_data_dir
 
-    folder = (root or default_data_dir()).expanduser().resolve()
+    # The server admin key plays no part in the configuration: it is not checked here.
+    folder = load_settings({"root_dir": root}, admin_key=False).resolved_root_dir.expanduser().resolve()
     try:
         config = load_host_config(folder, os.environ)
     except HostConfigError as exc:

@@ -5,15 +5,24 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import typer
 
-from webui.cli.common import absolute, fail, first_error
+from webui.cli.common import DataDirOpt, absolute, fail, first_error, load_settings, setting_help
 from webui.errors import ConfigError, SteamharnessError
-from webui.settings import Settings
 from webui.workflows.project import load_project
+
+# The folders this command takes, each an option and a setting; all must be absolute.
+ABSOLUTE_DIRS = (
+    "data_dir",
+    "file_store_dir",
+    "kv_store_dir",
+    "persistent_value_store_dir",
+    "file_create_store_dir",
+    "auth_dir",
+)
 
 
 def related_projects(values: list[str]) -> dict[str, str]:
@@ -32,23 +41,18 @@ def related_projects(values: list[str]) -> dict[str, str]:
     return related
 
 
+def _dir_option(field: str) -> Any:
+    return typer.Option(help=setting_help("", field))
+
+
 def mcp_command(
     workflow_dir: Annotated[Path, typer.Argument(help="The workflow project folder.")],
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="STEAMHARNESS_DATA_DIR", help="Data root (default ~/.steamharness).", show_default=False
-        ),
-    ] = None,
-    file_store_dir: Annotated[Path | None, typer.Option(envvar="STEAMHARNESS_FILE_STORE_DIR")] = None,
-    kv_store_dir: Annotated[Path | None, typer.Option(envvar="STEAMHARNESS_KV_STORE_DIR")] = None,
-    persistent_value_store_dir: Annotated[
-        Path | None, typer.Option(envvar="STEAMHARNESS_PERSISTENT_VALUE_STORE_DIR")
-    ] = None,
-    file_create_store_dir: Annotated[
-        Path | None, typer.Option(envvar="STEAMHARNESS_FILE_CREATE_STORE_DIR")
-    ] = None,
-    auth_dir: Annotated[Path | None, typer.Option(envvar="STEAMHARNESS_AUTH_DIR")] = None,
+    data_dir: DataDirOpt = None,
+    file_store_dir: Annotated[Path | None, _dir_option("file_store_dir")] = None,
+    kv_store_dir: Annotated[Path | None, _dir_option("kv_store_dir")] = None,
+    persistent_value_store_dir: Annotated[Path | None, _dir_option("persistent_value_store_dir")] = None,
+    file_create_store_dir: Annotated[Path | None, _dir_option("file_create_store_dir")] = None,
+    auth_dir: Annotated[Path | None, _dir_option("auth_dir")] = None,
     related_project: Annotated[
         list[str] | None, typer.Option(help="ALIAS=/absolute/project/dir (repeatable).", show_default=False)
     ] = None,
@@ -57,27 +61,25 @@ def mcp_command(
     from webui.mcp.stdio import serve_stdio
     from webui.runs.isolation import harden_process
 
+    # The admin key in this environment is for handlers to call a server with; the stdio
+    # host itself never accepts it, so it is not validated as a server secret.
+    options: dict[str, object] = {
+        "data_dir": data_dir,
+        "file_store_dir": file_store_dir,
+        "kv_store_dir": kv_store_dir,
+        "persistent_value_store_dir": persistent_value_store_dir,
+        "file_create_store_dir": file_create_store_dir,
+        "auth_dir": auth_dir,
+    }
+    settings = load_settings(options, admin_key=False)
     try:
-        options = {
-            "data_dir": absolute("--data-dir", data_dir),
-            "file_store_dir": absolute("--file-store-dir", file_store_dir),
-            "kv_store_dir": absolute("--kv-store-dir", kv_store_dir),
-            "persistent_value_store_dir": absolute(
-                "--persistent-value-store-dir", persistent_value_store_dir
-            ),
-            "file_create_store_dir": absolute("--file-create-store-dir", file_create_store_dir),
-            "auth_dir": absolute("--auth-dir", auth_dir),
-        }
+        for field in ABSOLUTE_DIRS:
+            absolute(f"--{field.replace('_', '-')}", getattr(settings, field))
         related = related_projects(related_project or [])
-        values: dict[str, object] = {k: v for k, v in options.items() if v is not None}
-        # The admin key in this environment is for handlers to call a server with; the
-        # stdio host itself never accepts it, so it is not validated as a server secret.
-        values["server_admin_key"] = None
-        settings = Settings.model_validate(values)
         project = load_project(workflow_dir.expanduser().resolve())
     except SteamharnessError as exc:
         fail(exc.message)
-    except ValueError as exc:  # settings validation
+    except ValueError as exc:
         fail(first_error(exc))
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="steamharness: %(levelname)s %(message)s"

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings
+from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings, setting_help
 from webui.errors import SteamharnessError
+from webui.settings import Settings
 
 
-def examples_dir() -> Path:
-    override = os.environ.get("STEAMHARNESS_EXAMPLES_DIR")
-    candidates = [Path(override)] if override else []
+def examples_dir(settings: Settings) -> Path:
+    """The bundled example projects: the setting's folder, else this checkout's or the working
+    directory's examples/."""
+    candidates = [settings.examples_dir] if settings.examples_dir else []
     candidates += [Path(__file__).resolve().parents[2] / "examples", Path.cwd() / "examples"]
     for candidate in candidates:
         if candidate.is_dir():
@@ -26,8 +27,13 @@ def examples_dir() -> Path:
 
 
 def serve_command(
-    host: Annotated[str, typer.Option(envvar="STEAMHARNESS_HOST", help="Bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="STEAMHARNESS_PORT", help="Port.")] = 8000,
+    host: Annotated[
+        str | None,
+        typer.Option(help=setting_help("Bind address.", "host", show_default=True), show_default=False),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help=setting_help("Port.", "port", show_default=True), show_default=False)
+    ] = None,
     data_dir: DataDirOpt = None,
     projects_dir: Annotated[
         list[Path] | None,
@@ -42,8 +48,10 @@ def serve_command(
         Path | None,
         typer.Option(
             "--root",
-            envvar="STEAMHARNESS_ROOT",
-            help="Root config folder of the MCP servers the host connects to (default: the data dir).",
+            help=setting_help(
+                "Root config folder of the MCP servers the host connects to (default: the data dir).",
+                "root_dir",
+            ),
             show_default=False,
         ),
     ] = None,
@@ -70,8 +78,9 @@ def serve_command(
         host=host,
         port=port,
         projects_dirs=dirs or None,
-        root_dir=root.expanduser().resolve() if root else None,
+        root_dir=root,
     )
+    host, port = settings.host, settings.port
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(
             f"steamharness: warning: listening on {host}, not loopback; put TLS in front, set allowed hosts",
@@ -83,7 +92,7 @@ def serve_command(
         for d in dirs:
             registry.register_dir(d)
         if demo:
-            user, password, key = setup_demo(engine, registry, examples_dir())
+            user, password, key = setup_demo(engine, registry, examples_dir(settings))
             base = f"http://{host}:{port}"
             typer.echo(f"demo login: {user} / {password}")
             typer.echo(f"demo API key: {key}")
