@@ -16,6 +16,7 @@ from webui.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from webui.audit.log import AuditLog
     from webui.workflows.registry import ProjectRegistry
 
 
@@ -108,3 +109,11 @@ def open_store(settings: Settings) -> tuple[Engine, ProjectRegistry]:
     private_dir(settings.data_dir)
     engine = make_engine(settings.resolved_database_url)
     return engine, ProjectRegistry(engine, settings.versions_dir)
+
+
+def cli_audit() -> AuditLog:
+    """The audit log of a CLI command: its events commit with each change; no live audit tail
+    runs in this process to wake (a running server's tail reads them from the database)."""
+    from webui.audit.log import AuditLog
+
+    return AuditLog()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings
+from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
 from webui.errors import SteamharnessError
 
 app = typer.Typer(help="Account API keys (shown once, stored hashed).", no_args_is_help=True)
@@ -33,7 +33,15 @@ def keys_create(
 
     engine, registry = open_store(server_settings(data_dir, database_url))
     try:
-        raw, key = create_key(engine, user=user, projects=project, scopes=scope, name=name, registry=registry)
+        raw, key = create_key(
+            engine,
+            user=user,
+            projects=project,
+            scopes=scope,
+            name=name,
+            registry=registry,
+            audit=cli_audit(),
+        )
     except SteamharnessError as exc:
         fail(exc.message)
     typer.echo(
@@ -76,7 +84,7 @@ def keys_revoke(
 
     engine, _ = open_store(server_settings(data_dir, database_url))
     try:
-        revoke_key(engine, key_id=key_id)
+        revoke_key(engine, key_id=key_id, audit=cli_audit())
     except SteamharnessError as exc:
         fail(exc.message)
     typer.echo(f"revoked {key_id}", err=True)

@@ -10,7 +10,15 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings, setting_help
+from webui.cli.common import (
+    DatabaseOpt,
+    DataDirOpt,
+    cli_audit,
+    fail,
+    open_store,
+    server_settings,
+    setting_help,
+)
 from webui.errors import SteamharnessError
 from webui.settings import Settings
 
@@ -92,7 +100,7 @@ def serve_command(
         for d in dirs:
             registry.register_dir(d)
         if demo:
-            user, password, key = setup_demo(engine, registry, examples_dir(settings))
+            user, password, key = setup_demo(engine, registry, examples_dir(settings), audit=cli_audit())
             base = f"http://{host}:{port}"
             typer.echo(f"demo login: {user} / {password}")
             typer.echo(f"demo API key: {key}")
