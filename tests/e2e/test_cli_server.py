@@ -123,6 +123,17 @@ def test_the_data_dir_comes_from_its_setting_unless_the_option_is_given(tmp_path
     assert (tmp_path / "from-option" / "steamharness.sqlite3").is_file()
 
 
+def test_the_options_name_the_settings_they_override_in_their_help() -> None:
+    from typer.testing import CliRunner
+
+    from webui.cli import app
+
+    help_text = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output
+    for name in ("HOST", "PORT", "DATA_DIR", "DATABASE_URL", "ROOT"):
+        assert f"[env var: STEAMHARNESS_{name}]" in help_text, help_text
+    assert "[default: 127.0.0.1]" in help_text and "[default: 8000]" in help_text
+
+
 def test_the_demo_examples_come_from_the_examples_dir_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from pydantic import AliasChoices, ValidationError
-from rich.markup import escape
 
 from webui.errors import ConfigError
 from webui.settings import Settings
@@ -43,10 +42,11 @@ def env_var(field: str) -> str:
 def setting_help(text: str, *fields: str, show_default: bool = False) -> str:
     """The help of an option that overrides settings: it names their environment variables (and
     the default) as Settings declares them. The option itself reads no environment."""
-    notes = [f"[env var: {', '.join(env_var(f) for f in fields)}]"]
+    # Typer renders help as rich markup, where an unescaped "[" opens a style tag.
+    notes = [rf"\[env var: {', '.join(env_var(f) for f in fields)}]"]
     if show_default:
-        notes.append(f"[default: {Settings.model_fields[fields[0]].default}]")
-    return " ".join([text, *(escape(note) for note in notes)]).strip()
+        notes.append(rf"\[default: {Settings.model_fields[fields[0]].default}]")
+    return " ".join([text, *notes]).strip()
 
 
 DataDirOpt = Annotated[
