@@ -36,8 +36,11 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("root_dir", "STEAMHARNESS_ROOT", "STEAMHARNESS_ROOT_DIR")
     )
 
-    server_url: str | None = None
     server_admin_key: SecretStr | None = None
+
+    # The example projects `serve --demo` registers (default: the checkout's or the working
+    # directory's examples/).
+    examples_dir: Path | None = None
 
     host: str = "127.0.0.1"
     port: int = 8000

@@ -86,6 +86,66 @@ def test_users_and_keys_show_the_raw_key_once_and_never_list_it(tmp_path: Path) 
     assert unknown_project.returncode != 0 and "not registered" in unknown_project.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["bad name!"], None, "user name: Use 1–64 letters, digits and . _ - @"),
+        (["x" * 65], None, "user name: Use 1–64 letters"),
+        (["dan", "--password-stdin"], "short\n", "password: Use at least 8 characters"),
+        (["dan", "--password-stdin"], "p" * 1025 + "\n", "password: Use at most 1024 characters."),
+    ],
+)
+def test_a_bad_user_name_or_password_is_one_line_and_creates_nothing(
+    tmp_path: Path, args: list[str], stdin: str | None, message: str
+) -> None:
+    data = tmp_path / "data"
+    refused = run(data, "users", "create", *args, stdin=stdin)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("steamharness: error: ")
+    assert message in refused.stderr
+    missing = run(data, "keys", "create", "--user", args[0])
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
+
+
+def test_the_data_dir_comes_from_its_setting_unless_the_option_is_given(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    env["STEAMHARNESS_DATA_DIR"] = str(tmp_path / "from-env")
+    for extra in ([], ["--data-dir", str(tmp_path / "from-option")]):
+        done = subprocess.run(
+            [STEAMHARNESS, "projects", "add", str(EXAMPLES / "hello"), *extra],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "from-env" / "steamharness.sqlite3").is_file()
+    assert (tmp_path / "from-option" / "steamharness.sqlite3").is_file()
+
+
+def test_the_options_name_the_settings_they_override_in_their_help() -> None:
+    from typer.testing import CliRunner
+
+    from webui.cli import app
+
+    help_text = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output
+    for name in ("HOST", "PORT", "DATA_DIR", "DATABASE_URL", "ROOT"):
+        assert f"[env var: STEAMHARNESS_{name}]" in help_text, help_text
+    assert "[default: 127.0.0.1]" in help_text and "[default: 8000]" in help_text
+
+
+def test_the_demo_examples_come_from_the_examples_dir_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webui.cli.serve import examples_dir
+    from webui.settings import Settings
+
+    monkeypatch.setenv("STEAMHARNESS_EXAMPLES_DIR", str(tmp_path))
+    assert examples_dir(Settings()) == tmp_path
+    monkeypatch.delenv("STEAMHARNESS_EXAMPLES_DIR")
+    assert examples_dir(Settings()) == EXAMPLES
+
+
 def test_a_weak_admin_key_is_refused_before_the_server_starts(tmp_path: Path) -> None:
     env = {**os.environ, "STEAMHARNESS_SERVER_ADMIN_KEY": "changeme"}
     proc = subprocess.run(

@@ -123,6 +123,8 @@ def test_an_admin_can_create_another_admin(web: Web, hx: dict[str, str]) -> None
         ({"name": "bad name!", "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
         ({"name": "ann", "password": "long-enough-1"}, "new-user-name", "already exists"),
         ({"name": "dan", "password": "short"}, "new-user-password", "at least 8"),
+        ({"name": "dan", "password": "p" * 1025}, "new-user-password", "at most 1024"),
+        ({"name": "x" * 65, "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
     ],
 )
 def test_an_invalid_new_user_is_refused_with_inline_errors(
@@ -137,6 +139,31 @@ def test_an_invalid_new_user_is_refused_with_inline_errors(
     assert f'value="{data["name"]}"' in r.text, "the form keeps what was typed"
     assert "long-enough-1" not in r.text, "never echo a password"
     assert len(account_store.list_accounts(engine(web))) == before
+
+
+def test_every_broken_rule_of_a_new_user_is_shown_at_its_field(web: Web, hx: dict[str, str]) -> None:
+    r = web.client.post(
+        "/admin/users", data={"name": "bad name!", "password": "short"}, headers=as_admin(web, hx)
+    )
+    assert r.status_code == 422
+    assert "1–64 letters" in field_error(r.text, "new-user-name")
+    assert "at least 8" in field_error(r.text, "new-user-password")
+    assert audit(web, "user.created")[2:] == [], "only the fixture's two users were created"
+
+
+def test_an_admin_page_write_wakes_the_live_audit_tail(
+    web: Web, hx: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = as_admin(web, hx)
+    hub = web.client.app.state.services.hub  # type: ignore[attr-defined]
+    woken: list[tuple[str, str, dict[str, Any]]] = []
+    monkeypatch.setattr(hub, "publish", lambda topic, kind, **data: woken.append((topic, kind, data)))
+    web.client.post("/admin/users", data={"name": "bea"}, headers=headers, follow_redirects=False)
+    ann = account_id(web, USER[0])
+    web.client.post(f"/admin/users/{ann}/disable", headers=headers, follow_redirects=False)
+    web.client.post(f"/admin/projects/{HELLO}/limits", data={"max_running": "2"}, headers=headers)
+    recorded = [data["event"] for topic, kind, data in woken if (topic, kind) == ("audit", "recorded")]
+    assert recorded == ["user.created", "user.disabled", "project.limits_changed"]
 
 
 def test_disabling_a_user_ends_their_sessions_and_keys_until_enabled(web: Web, hx: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -23,10 +24,39 @@ def get_account_by_id(engine: Engine, *, account_id: int) -> Account | None:
         return s.get(Account, account_id)
 
 
-def add_account(engine: Engine, *, account: Account) -> Account:
+# An audit write: called inside the change's transaction, so the event commits with it.
+AuditWrite = Callable[[Session], object]
+
+
+def add_account(engine: Engine, *, account: Account, audit: AuditWrite | None = None) -> Account:
+    """Insert the account (IntegrityError if the name is taken) and its audit event together."""
     with Session(engine, expire_on_commit=False) as s:
         s.add(account)
+        s.flush()
+        if audit is not None:
+            audit(s)
         s.commit()
+        return account
+
+
+def set_disabled(
+    engine: Engine,
+    *,
+    account_id: int,
+    disabled: bool,
+    audit: Callable[[Session, Account], object] | None = None,
+) -> Account | None:
+    """None if there is no such account; the audit write runs only when the state changes."""
+    with Session(engine, expire_on_commit=False) as s:
+        account = s.get(Account, account_id)
+        if account is None:
+            return None
+        if account.disabled != disabled:
+            account.disabled = disabled
+            s.add(account)
+            if audit is not None:
+                audit(s, account)
+            s.commit()
         return account
 
 
@@ -39,9 +69,11 @@ def set_password(engine: Engine, *, account_id: int, password_hash: str) -> None
             s.commit()
 
 
-def add_key(engine: Engine, *, key: ApiKey) -> ApiKey:
+def add_key(engine: Engine, *, key: ApiKey, audit: AuditWrite | None = None) -> ApiKey:
     with Session(engine, expire_on_commit=False) as s:
         s.add(key)
+        if audit is not None:
+            audit(s)
         s.commit()
         return key
 
@@ -114,7 +146,8 @@ def list_keys(engine: Engine, *, account_id: int | None = None) -> list[tuple[Ap
         return [(k, a) for k, a in s.exec(stmt.order_by(col(ApiKey.created_at)))]
 
 
-def revoke_key(engine: Engine, *, key_id: str) -> ApiKey | None:
+def revoke_key(engine: Engine, *, key_id: str, audit: AuditWrite | None = None) -> ApiKey | None:
+    """None if there is no such key; the audit write runs only when the key was live."""
     with Session(engine, expire_on_commit=False) as s:
         row = s.get(ApiKey, key_id)
         if row is None:
@@ -122,6 +155,8 @@ def revoke_key(engine: Engine, *, key_id: str) -> ApiKey | None:
         if row.revoked_at is None:
             row.revoked_at = utcnow()
             s.add(row)
+            if audit is not None:
+                audit(s)
             s.commit()
         return row
 
@@ -144,16 +179,51 @@ def project_grants(engine: Engine, *, account_id: int) -> set[str]:
         return set(s.exec(stmt))
 
 
-def grant(engine: Engine, *, account_id: int, project_ids: list[str], granted_by: str | None) -> list[str]:
-    """Add grants; returns the ones that are new."""
+def grant(
+    engine: Engine,
+    *,
+    account_id: int,
+    project_ids: list[str],
+    granted_by: str | None,
+    audit: Callable[[Session, list[str]], object] | None = None,
+) -> list[str]:
+    """Add grants; returns the ones that are new. The audit write sees them and commits with
+    them (it runs only when there are some)."""
     added: list[str] = []
     with Session(engine) as s:
         for project_id in project_ids:
             if s.get(ProjectPermission, (account_id, project_id)) is None:
                 s.add(ProjectPermission(account_id=account_id, project_id=project_id, granted_by=granted_by))
                 added.append(project_id)
+        if added and audit is not None:
+            audit(s, added)
         s.commit()
     return added
+
+
+def set_grants(
+    engine: Engine,
+    *,
+    account_id: int,
+    project_ids: set[str],
+    granted_by: str | None,
+    audit: Callable[[Session, list[str], list[str]], object] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Make the account's grants exactly `project_ids`; returns (added, removed), each sorted.
+    The audit write sees both and commits with them."""
+    with Session(engine) as s:
+        stmt = select(ProjectPermission).where(ProjectPermission.account_id == account_id)
+        current = {row.project_id: row for row in s.exec(stmt)}
+        added = sorted(project_ids - current.keys())
+        removed = sorted(current.keys() - project_ids)
+        for project_id in added:
+            s.add(ProjectPermission(account_id=account_id, project_id=project_id, granted_by=granted_by))
+        for project_id in removed:
+            s.delete(current[project_id])
+        if audit is not None:
+            audit(s, added, removed)
+        s.commit()
+    return added, removed
 
 
 def revoke_grant(engine: Engine, *, account_id: int, project_id: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam
@@ -50,6 +51,30 @@ def update_project(engine: Engine, *, project_id: str, **changes: Any) -> Projec
             setattr(row, key, value)
         s.add(row)
         s.commit()
+        return row
+
+
+def change_project(
+    engine: Engine,
+    *,
+    project_id: str,
+    values: dict[str, Any],
+    audit: Callable[[Session, dict[str, Any]], object] | None = None,
+) -> ProjectRecord | None:
+    """Set the fields whose value differs; None if there is no such project. The audit write
+    sees the changes and commits with them (it runs only when there are some)."""
+    with Session(engine, expire_on_commit=False) as s:
+        row = s.get(ProjectRecord, project_id)
+        if row is None:
+            return None
+        changes = {k: v for k, v in values.items() if getattr(row, k) != v}
+        if changes:
+            for key, value in changes.items():
+                setattr(row, key, value)
+            s.add(row)
+            if audit is not None:
+                audit(s, changes)
+            s.commit()
         return row
 
 

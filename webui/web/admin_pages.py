@@ -11,8 +11,9 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from webui import admin
+from webui.account_rules import InvalidAccount
 from webui.auth.ui import UiUser
-from webui.errors import NotFound, SteamharnessError
+from webui.errors import NotFound
 from webui.services import Services
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
@@ -21,8 +22,6 @@ from webui.web.deps import AdminDep, ServicesDep
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(prefix="/admin", tags=["admin pages"])
-
-PASSWORD_MIN = 8
 
 
 def get_account_or_404(account_id: int, admin_user: AdminDep, services: ServicesDep) -> Account:
@@ -99,30 +98,19 @@ def create_user(
     is_admin: Annotated[bool, Form()] = False,
 ) -> Response:
     name = name.strip()
-    values = {"name": name, "is_admin": is_admin}
-    errors: dict[str, str] = {}
-    if not name or len(name) > 64 or set(name) - admin.NAME_CHARS:
-        errors["name"] = "Use 1–64 letters, digits and . _ - @"
-    elif account_store.get_account(services.engine, name=name) is not None:
-        errors["name"] = f"A user named {name} already exists."
-    if password and len(password) < PASSWORD_MIN:
-        errors["password"] = f"Use at least {PASSWORD_MIN} characters, or none for an API-key-only account."
-    elif len(password) > 1024:
-        errors["password"] = "Use at most 1024 characters."
-    if not errors:
-        try:
-            admin.create_user(
-                services.engine,
-                name=name,
-                admin=is_admin,
-                password=password or None,
-                actor=admin_user.actor,
-                source="ui",
-            )
-        except SteamharnessError as exc:  # e.g. created by someone else a moment ago
-            errors["name"] = exc.message
-    if errors:
-        return _users_panel(request, services, values=values, errors=errors, status_code=422)
+    try:
+        admin.create_user(
+            services.engine,
+            name=name,
+            admin=is_admin,
+            password=password or None,
+            actor=admin_user.actor,
+            source="ui",
+            audit=services.audit,
+        )
+    except InvalidAccount as exc:
+        values = {"name": name, "is_admin": is_admin}
+        return _users_panel(request, services, values=values, errors=exc.errors, status_code=422)
     return _done(
         request, "/admin/users", lambda: _users_panel(request, services, notice=f"User {name} created.")
     )
@@ -136,7 +124,12 @@ def _set_disabled(
         errors = {account.id: "You cannot disable your own account."}
         return _users_panel(request, services, row_errors=errors, status_code=422)
     admin.set_disabled(
-        services.engine, account_id=account.id, disabled=disabled, actor=admin_user.actor, source="ui"
+        services.engine,
+        account_id=account.id,
+        disabled=disabled,
+        actor=admin_user.actor,
+        source="ui",
+        audit=services.audit,
     )
     if disabled:
         request.app.state.ui_auth.end_all(account.id)  # a re-enabled account logs in afresh
@@ -180,7 +173,12 @@ def set_user_projects(
         errors = {account.id: "Choose among the registered projects."}
         return _users_panel(request, services, row_errors=errors, status_code=422)
     added, removed = admin.set_project_grants(
-        services.engine, account_id=account.id, projects=chosen, actor=admin_user.actor, source="ui"
+        services.engine,
+        account_id=account.id,
+        projects=chosen,
+        actor=admin_user.actor,
+        source="ui",
+        audit=services.audit,
     )
     notice = (
         f"Permissions of {account.name} saved ({len(added)} granted, {len(removed)} revoked)."
@@ -264,6 +262,7 @@ def set_project_limits(
         max_queued=queued,
         actor=admin_user.actor,
         source="ui",
+        audit=services.audit,
     )
     return _done(
         request,

@@ -115,13 +115,14 @@ def create_key(
         registry=registry,
         actor=user.actor,
         source="ui",
+        audit=services.audit,
     )
     return _panel(request, user, services, created=(raw, key), status_code=201)
 
 
 @router.post("/keys/{key_id}/revoke", summary="Revoke one of your API keys")
 def revoke_key(request: Request, key: OwnKeyDep, user: UserDep, services: ServicesDep) -> Response:
-    admin.revoke_key(services.engine, key_id=key.id, actor=user.actor, source="ui")
+    admin.revoke_key(services.engine, key_id=key.id, actor=user.actor, source="ui", audit=services.audit)
     if not is_htmx(request):
         return RedirectResponse("/keys", status_code=303)
     return _panel(request, user, services)

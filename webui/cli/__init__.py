@@ -1,0 +1,43 @@
+"""The `steamharness` command: the root app and its entry point. Each sub-app and top-level
+command lives in a module of its own; errors are one clear line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import typer
+from sqlalchemy.exc import OperationalError
+
+from webui.blocking import is_busy_error
+from webui.cli import config, keys, mcp, projects, serve, structure, users
+
+app = typer.Typer(
+    name="steamharness",
+    help="Serve workflow projects as MCP servers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("mcp")(mcp.mcp_command)
+app.command("structure")(structure.structure_command)
+app.command("serve")(serve.serve_command)
+app.add_typer(projects.app, name="projects")
+app.add_typer(users.app, name="users")
+app.add_typer(keys.app, name="keys")
+app.add_typer(config.app, name="config")
+
+
+def main() -> None:
+    try:
+        app()
+    except OperationalError as exc:
+        # Another process (a running server mid-write, a backup) holds the database lock
+        # longer than the busy timeout: one line, not a traceback.
+        message = (
+            "the database is busy (another process is writing); try again in a moment"
+            if is_busy_error(exc)
+            else f"database error: {exc.orig}"
+        )
+        typer.echo(f"steamharness: error: {message}", err=True)
+        raise SystemExit(2) from None
+
+
+__all__ = ["app", "main"]

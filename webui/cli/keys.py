@@ -1,0 +1,90 @@
+"""`steamharness keys …`: create, list and revoke account API keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
+from webui.errors import SteamharnessError
+
+app = typer.Typer(help="Account API keys (shown once, stored hashed).", no_args_is_help=True)
+
+
+@app.command("create")
+def keys_create(
+    user: Annotated[str, typer.Option("--user", help="Account name.")],
+    project: Annotated[
+        list[str] | None,
+        typer.Option("--project", help="Project id (repeatable; default all).", show_default=False),
+    ] = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="runs.create (default) or runs.read.", show_default=False),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="A label.")] = None,
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create an API key. The raw key is printed once, alone on stdout."""
+    from webui.admin import create_key
+
+    engine, registry = open_store(server_settings(data_dir, database_url))
+    try:
+        raw, key = create_key(
+            engine,
+            user=user,
+            projects=project,
+            scopes=scope,
+            name=name,
+            registry=registry,
+            audit=cli_audit(),
+        )
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(
+        f"created {key.id} for {user}: scopes {', '.join(key.scopes)}; projects "
+        f"{', '.join(key.projects) if key.projects else 'all'}. The key is shown once:",
+        err=True,
+    )
+    typer.echo(raw)
+
+
+@app.command("list")
+def keys_list(data_dir: DataDirOpt = None, database_url: DatabaseOpt = None) -> None:
+    """List keys (ids and metadata, never secrets)."""
+    from webui.store import accounts as account_store
+
+    engine, _ = open_store(server_settings(data_dir, database_url))
+    rows = [
+        {
+            "id": key.id,
+            "user": account.name,
+            "name": key.name,
+            "scopes": key.scopes,
+            "projects": key.projects,
+            "createdAt": key.created_at.isoformat(),
+            "revokedAt": key.revoked_at.isoformat() if key.revoked_at else None,
+        }
+        for key, account in account_store.list_keys(engine)
+    ]
+    typer.echo(json.dumps(rows, indent=2))
+
+
+@app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(metavar="KEY_ID")],
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Revoke a key; a running server refuses it on the very next request."""
+    from webui.admin import revoke_key
+
+    engine, _ = open_store(server_settings(data_dir, database_url))
+    try:
+        revoke_key(engine, key_id=key_id, audit=cli_audit())
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"revoked {key_id}", err=True)

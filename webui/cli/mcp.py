@@ -1,0 +1,93 @@
+"""`steamharness mcp`: serve one workflow project's entrypoints as MCP tools over stdio."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from webui.cli.common import DataDirOpt, absolute, fail, first_error, load_settings, setting_help
+from webui.errors import ConfigError, SteamharnessError
+from webui.workflows.project import load_project
+
+# The folders this command takes, each an option and a setting; all must be absolute.
+ABSOLUTE_DIRS = (
+    "data_dir",
+    "file_store_dir",
+    "kv_store_dir",
+    "persistent_value_store_dir",
+    "file_create_store_dir",
+    "auth_dir",
+)
+
+
+def related_projects(values: list[str]) -> dict[str, str]:
+    related: dict[str, str] = {}
+    for item in values:
+        alias, sep, directory = item.partition("=")
+        if not sep or not alias.strip() or not directory:
+            raise ConfigError(f"--related-project expects ALIAS=/absolute/dir, got {item!r}")
+        if not Path(directory).is_absolute():
+            raise ConfigError(f"--related-project {alias}: {directory!r} must be an absolute path")
+        if not Path(directory).is_dir():
+            raise ConfigError(f"--related-project {alias}: {directory} is not a directory")
+        if alias in related:
+            raise ConfigError(f"--related-project: alias {alias!r} given twice")
+        related[alias] = directory
+    return related
+
+
+def _dir_option(field: str) -> Any:
+    return typer.Option(help=setting_help("", field))
+
+
+def mcp_command(
+    workflow_dir: Annotated[Path, typer.Argument(help="The workflow project folder.")],
+    data_dir: DataDirOpt = None,
+    file_store_dir: Annotated[Path | None, _dir_option("file_store_dir")] = None,
+    kv_store_dir: Annotated[Path | None, _dir_option("kv_store_dir")] = None,
+    persistent_value_store_dir: Annotated[Path | None, _dir_option("persistent_value_store_dir")] = None,
+    file_create_store_dir: Annotated[Path | None, _dir_option("file_create_store_dir")] = None,
+    auth_dir: Annotated[Path | None, _dir_option("auth_dir")] = None,
+    related_project: Annotated[
+        list[str] | None, typer.Option(help="ALIAS=/absolute/project/dir (repeatable).", show_default=False)
+    ] = None,
+) -> None:
+    """Serve a workflow project's entrypoints as MCP tools over stdio."""
+    from webui.mcp.stdio import serve_stdio
+    from webui.runs.isolation import harden_process
+
+    # The admin key in this environment is for handlers to call a server with; the stdio
+    # host itself never accepts it, so it is not validated as a server secret.
+    options: dict[str, object] = {
+        "data_dir": data_dir,
+        "file_store_dir": file_store_dir,
+        "kv_store_dir": kv_store_dir,
+        "persistent_value_store_dir": persistent_value_store_dir,
+        "file_create_store_dir": file_create_store_dir,
+        "auth_dir": auth_dir,
+    }
+    settings = load_settings(options, admin_key=False)
+    try:
+        for field in ABSOLUTE_DIRS:
+            absolute(f"--{field.replace('_', '-')}", getattr(settings, field))
+        related = related_projects(related_project or [])
+        project = load_project(workflow_dir.expanduser().resolve())
+    except SteamharnessError as exc:
+        fail(exc.message)
+    except ValueError as exc:
+        fail(first_error(exc))
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="steamharness: %(levelname)s %(message)s"
+    )
+    harden_process()
+    try:
+        anyio.run(serve_stdio, settings, project, related)
+    except SteamharnessError as exc:
+        fail(exc.message)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

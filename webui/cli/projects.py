@@ -1,0 +1,143 @@
+"""`steamharness projects …`: register, publish, take offline, gate and limit projects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings
+from webui.errors import SteamharnessError
+
+app = typer.Typer(help="Register, publish and take offline workflow projects.", no_args_is_help=True)
+
+
+@app.command("list")
+def projects_list(data_dir: DataDirOpt = None, database_url: DatabaseOpt = None) -> None:
+    """List registered projects with their versions."""
+    from webui.store import projects as project_store
+
+    engine, registry = open_store(server_settings(data_dir, database_url))
+    rows = []
+    for record in project_store.list_projects(engine):
+        versions = project_store.list_versions(engine, project_id=record.id)
+        latest = registry.online_versions(record.id)
+        rows.append(
+            {
+                "id": record.id,
+                "name": record.name,
+                "root": record.root,
+                "latest": latest[0].version if latest else None,
+                "versions": {v.version: v.status for v in versions},
+                "runGateOpen": record.run_gate_open,
+            }
+        )
+    typer.echo(json.dumps(rows, indent=2))
+
+
+@app.command("add")
+def projects_add(
+    directory: Annotated[Path, typer.Argument(help="The project folder.")],
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Register a project folder (its working tree is the draft). Harmless if already registered."""
+    _, registry = open_store(server_settings(data_dir, database_url))
+    try:
+        project, created = registry.register(directory)
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)
+    typer.echo(project.id)
+
+
+@app.command("publish")
+def projects_publish(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    version: Annotated[str | None, typer.Option(help="X.Y.Z (default: package.json version).")] = None,
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Snapshot the draft as an immutable, online version."""
+    _, registry = open_store(server_settings(data_dir, database_url))
+    try:
+        row = registry.publish(project_id, version, actor="cli")
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"published {project_id} {row.version} ({row.revision})", err=True)
+    typer.echo(row.version)
+
+
+def _set_online(
+    project_id: str, version: str, online: bool, data_dir: Path | None, database_url: str | None
+) -> None:
+    _, registry = open_store(server_settings(data_dir, database_url))
+    try:
+        registry.set_online(project_id, version, online)
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{project_id} {version} is {'online' if online else 'offline'}", err=True)
+
+
+@app.command("offline")
+def projects_offline(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    version: Annotated[str, typer.Argument(metavar="VERSION")],
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Take a version offline (latest moves to the newest online one)."""
+    _set_online(project_id, version, False, data_dir, database_url)
+
+
+@app.command("online")
+def projects_online(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    version: Annotated[str, typer.Argument(metavar="VERSION")],
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Bring an offline version back online."""
+    _set_online(project_id, version, True, data_dir, database_url)
+
+
+@app.command("gate")
+def projects_gate(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    state: Annotated[str, typer.Argument(metavar="open|close", help="Accept new runs, or refuse them.")],
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Open or close a project's run gate (a closed gate refuses new runs, creates none)."""
+    if state not in ("open", "close"):
+        fail(f"expected 'open' or 'close', not {state!r}")
+    _, registry = open_store(server_settings(data_dir, database_url))
+    try:
+        registry.set_limits(project_id, run_gate_open=state == "open")
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{project_id}: run gate {'open' if state == 'open' else 'closed'}", err=True)
+
+
+@app.command("limits")
+def projects_limits(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    max_running: Annotated[int | None, typer.Option(min=1, help="Runs holding a worker at once.")] = None,
+    max_queued: Annotated[int | None, typer.Option(min=0, help="Runs waiting for a slot.")] = None,
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Set a project's queue limits (checked before every tool call)."""
+    _, registry = open_store(server_settings(data_dir, database_url))
+    changes = {
+        k: v for k, v in {"max_running": max_running, "max_queued": max_queued}.items() if v is not None
+    }
+    if not changes:
+        fail("give --max-running and/or --max-queued")
+    try:
+        registry.set_limits(project_id, **changes)
+    except SteamharnessError as exc:
+        fail(exc.message)
+    typer.echo(f"{project_id}: {', '.join(f'{k}={v}' for k, v in changes.items())}", err=True)

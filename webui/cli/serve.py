@@ -1,0 +1,133 @@
+"""`steamharness serve`: the HTTP server (MCP per project, JSON API, web UI)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from webui.cli.common import (
+    DatabaseOpt,
+    DataDirOpt,
+    cli_audit,
+    fail,
+    open_store,
+    server_settings,
+    setting_help,
+)
+from webui.errors import SteamharnessError
+from webui.settings import Settings
+
+
+def examples_dir(settings: Settings) -> Path:
+    """The bundled example projects: the setting's folder, else this checkout's or the working
+    directory's examples/."""
+    candidates = [settings.examples_dir] if settings.examples_dir else []
+    candidates += [Path(__file__).resolve().parents[2] / "examples", Path.cwd() / "examples"]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    fail("the bundled examples were not found (set STEAMHARNESS_EXAMPLES_DIR)")
+
+
+def serve_command(
+    host: Annotated[
+        str | None,
+        typer.Option(help=setting_help("Bind address.", "host", show_default=True), show_default=False),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help=setting_help("Port.", "port", show_default=True), show_default=False)
+    ] = None,
+    data_dir: DataDirOpt = None,
+    projects_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--projects-dir",
+            help="A folder of workflow projects to register (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    database_url: DatabaseOpt = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help=setting_help(
+                "Root config folder of the MCP servers the host connects to (default: the data dir).",
+                "root_dir",
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Register the bundled examples; print a login and key.")
+    ] = False,
+) -> None:
+    """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
+    import uvicorn
+
+    from webui.admin import setup_demo
+    from webui.app import create_app
+    from webui.runs.isolation import harden_process, worker_user
+    from webui.store.projects import list_projects
+    from webui.web.connections import with_header_timeout
+
+    dirs = [d.expanduser().resolve() for d in projects_dir or []]
+    for d in dirs:
+        if not d.is_dir():
+            fail(f"--projects-dir {d}: not a directory")
+    settings = server_settings(
+        data_dir,
+        database_url,
+        host=host,
+        port=port,
+        projects_dirs=dirs or None,
+        root_dir=root,
+    )
+    host, port = settings.host, settings.port
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(
+            f"steamharness: warning: listening on {host}, not loopback; put TLS in front, set allowed hosts",
+            err=True,
+        )
+    try:
+        worker_user(settings.worker_user)  # a missing worker user stops the server here
+        engine, registry = open_store(settings)
+        for d in dirs:
+            registry.register_dir(d)
+        if demo:
+            user, password, key = setup_demo(engine, registry, examples_dir(settings), audit=cli_audit())
+            base = f"http://{host}:{port}"
+            typer.echo(f"demo login: {user} / {password}")
+            typer.echo(f"demo API key: {key}")
+            for record in list_projects(engine):
+                typer.echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
+        engine.dispose()
+    except SteamharnessError as exc:
+        fail(exc.message)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    harden_process()
+    from uvicorn.config import STARTUP_FAILURE
+
+    from webui.shutdown import GracefulServer
+
+    web_app = create_app(settings)
+    config = uvicorn.Config(
+        web_app,
+        host=host,
+        port=port,
+        log_level="info",
+        http=with_header_timeout(settings.header_timeout_seconds),
+        timeout_keep_alive=settings.keep_alive_timeout_seconds,
+        limit_concurrency=settings.max_connections,
+        proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
+    )
+    server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
