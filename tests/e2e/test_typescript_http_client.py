@@ -28,7 +28,6 @@ from tests.node_client import (
     assert_trip_elicited_and_booked,
     assert_trip_interaction_required,
     call,
-    node_executable,
     run_client_script,
     tool_payload,
 )
@@ -37,11 +36,6 @@ INTERACTIVE_SERVER_NAME = f"workflow-{INTERACTIVE}"
 HTTP_TIMEOUT_SECONDS = 30  # each API request the test makes itself
 RUN_SETTLE_SECONDS = 30  # how long a resumed run may take to ask again or finish
 FINAL_STATUSES = ("success", "failed", "cancelled", "timeout")
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    return node_executable()
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import EXAMPLES, TORTURE
 from tests.node_client import (
     TRIP_ANSWERS,
@@ -20,18 +18,12 @@ from tests.node_client import (
     assert_trip_elicited_and_booked,
     assert_trip_interaction_required,
     call,
-    node_executable,
     run_client_script,
     steamharness_command,
     tool_payload,
 )
 
 INTERACTIVE_SERVER_NAME = "workflow-7c9e6679-7425-40de-944b-e07fc1f90ae7"
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    return node_executable()
 
 
 def run_client(
