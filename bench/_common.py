@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: percentiles, formatting, and process bookkeeping.
+"""Helpers shared by the benchmark scripts: percentiles, formatting, process bookkeeping, and
+logging the benchmarks' admin account in to the web UI.
 
 Process bookkeeping reads /proc (Linux): every descendant of this process is recorded by PID
 and start time, so the scripts can stop exactly the processes they started (never by name)
@@ -12,14 +13,19 @@ import importlib.util
 import math
 import os
 import platform
+import re
 import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Protocol
 
 # pid -> start time in clock ticks since boot (guards against PID reuse).
 ProcMap = dict[int, int]
+
+# The admin account the web UI benchmarks create in their fresh store and log in as.
+ADMIN = ("bench", "bench-password-1")
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -114,3 +120,21 @@ def report_leftovers(label: str, stopped: Iterable[int]) -> None:
             f"note: {label}: {len(pids)} process(es) outlived shutdown and were stopped: {pids}",
             file=sys.stderr,
         )
+
+
+class FormClient(Protocol):
+    """What `log_in` needs of an HTTP client on the app (httpx2.Client, Starlette's TestClient)."""
+
+    def get(self, url: str) -> Any: ...
+
+    def post(self, url: str, *, data: dict[str, str], follow_redirects: bool) -> Any: ...
+
+
+def log_in(client: FormClient) -> None:
+    """Log ADMIN in through the login form (its CSRF token included); the client keeps the cookie."""
+    form = client.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+    assert token, form.text
+    data = {"username": ADMIN[0], "password": ADMIN[1], "csrf_token": token.group(1)}
+    r = client.post("/login", data=data, follow_redirects=False)
+    assert r.status_code == 303, r.text

@@ -23,7 +23,6 @@ import argparse
 import gc
 import itertools
 import random
-import re
 import resource
 import shutil
 import sys
@@ -52,7 +51,6 @@ BLOCK = 10
 TARGET = 0.100
 START = datetime(2026, 9, 1, tzinfo=UTC)
 SPAN = timedelta(days=90)
-ADMIN = ("bench", "bench-password-1")
 PROJECTS = [f"{i:08x}-1c5d-4e7f-8a9b-0c1d2e3f4a5b" for i in range(40)]
 TOOLS = ["echo", "summarise", "validate", "post_entry", "plan_trip", "fetch_report"]
 AGENTS = ["python-httpx/0.28", "mcp-client/2.3 (node)", "Claude-User", "curl/8.5.0"]
@@ -172,7 +170,7 @@ def fill(url: str, n: int) -> float:
                 conn.execute(stmt, batch)
     elapsed = time.perf_counter() - t0
     print(file=sys.stderr)
-    create_user(engine, name=ADMIN[0], admin=True, password=ADMIN[1])
+    create_user(engine, name=_common.ADMIN[0], admin=True, password=_common.ADMIN[1])
     engine.dispose()
     return elapsed
 
@@ -213,15 +211,6 @@ class ServerTimer:
             await send(message)
 
         await self.app(scope, receive, timed)
-
-
-def login(client: TestClient) -> None:
-    form = client.get("/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-    assert token, form.text
-    data = {"username": ADMIN[0], "password": ADMIN[1], "csrf_token": token.group(1)}
-    r = client.post("/login", data=data, follow_redirects=False)
-    assert r.status_code == 303, r.text
 
 
 def cases(engine_url: str) -> dict[str, tuple[str, dict[str, str]]]:
@@ -335,7 +324,7 @@ def main() -> None:
         )
         timer = ServerTimer(create_app(settings))
         with TestClient(timer, base_url="http://127.0.0.1") as client:
-            login(client)
+            _common.log_in(client)
             if args.gc_freeze:
                 gc.collect()
                 gc.freeze()

@@ -64,7 +64,6 @@ from webui.web.audit_pages import TOPIC
 HERE = Path(__file__).resolve()
 EVENT = "bench.fanout"
 BARE_TOPIC = "bench-bare"
-ADMIN = ("bench", "bench-password-1")
 TARGET_P99 = 0.250
 ROUND_TIMEOUT = 20.0
 START_TIMEOUT = 60.0
@@ -254,12 +253,7 @@ async def one_round(client: httpx2.AsyncClient, group: Group, n: int, pid: int, 
 
 def login_cookie(base: str) -> str:
     with httpx2.Client(base_url=base, timeout=30) as client:
-        form = client.get("/login")
-        token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-        assert token, form.text
-        data = {"username": ADMIN[0], "password": ADMIN[1], "csrf_token": token.group(1)}
-        r = client.post("/login", data=data, follow_redirects=False)
-        assert r.status_code == 303, r.text
+        _common.log_in(client)
         return "; ".join(f"{k}={v}" for k, v in client.cookies.items())
 
 
@@ -418,7 +412,7 @@ def main() -> None:
     proc: subprocess.Popen[bytes] | None = None
     try:
         engine = make_engine(Settings(data_dir=tmp / "data").resolved_database_url)
-        create_user(engine, name=ADMIN[0], admin=True, password=ADMIN[1])
+        create_user(engine, name=_common.ADMIN[0], admin=True, password=_common.ADMIN[1])
         engine.dispose()
         port = free_port()
         proc = start_server(tmp, port)

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.node_client import node_executable
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -13,3 +15,9 @@ TORTURE = FIXTURES / "torture"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """Node with the TypeScript MCP SDK installed in tests/node, for the SDK client tests."""
+    return node_executable()

@@ -11,71 +11,31 @@ and key, and only the runs it starts.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
 from tests.e2e.server import FILES, HELLO, INTERACTIVE, LiveServer, running_server
-
-ROOT = Path(__file__).resolve().parents[2]
-NODE_DIR = ROOT / "tests" / "node"
-CLIENT_SCRIPT = NODE_DIR / "http_client.mjs"
+from tests.node_client import (
+    BOOKING,
+    TRIP_ANSWERS,
+    HttpObserved,
+    assert_interactive_tools,
+    assert_trip_elicited_and_booked,
+    assert_trip_interaction_required,
+    call,
+    run_client_script,
+    tool_payload,
+)
 
 INTERACTIVE_SERVER_NAME = f"workflow-{INTERACTIVE}"
-CLIENT_TIMEOUT_SECONDS = 120  # the whole client process: start, handshake, every call, close
-REQUEST_TIMEOUT_MS = 30_000  # each MCP request inside it
 HTTP_TIMEOUT_SECONDS = 30  # each API request the test makes itself
 RUN_SETTLE_SECONDS = 30  # how long a resumed run may take to ask again or finish
-
-WHERE = {"destination": "Lisbon", "nights": 3, "start": "2026-05-01"}
-ROOM = {"room": "double", "extras": ["breakfast", "parking"]}
-TRIP_ANSWERS = [
-    {"action": "accept", "content": WHERE},
-    {"action": "accept", "content": ROOM},
-    {"action": "accept", "content": {}},
-]
 FINAL_STATUSES = ("success", "failed", "cancelled", "timeout")
-BOOKING = {
-    "traveller": "Ada",
-    "destination": "Lisbon",
-    "nights": 3,
-    "room": "double",
-    "extras": ["breakfast", "parking"],
-    "booked": True,
-}
-
-
-@dataclass
-class Observed:
-    connect_error: dict[str, Any] | None
-    server: dict[str, Any] | None
-    session_id: str | None
-    steps: list[dict[str, Any]]
-    elicitations: list[dict[str, Any]]
-    transport_errors: list[str]
-    session_terminated: bool | None
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: the TypeScript SDK tests need Node.js 18+ (see README.md)")
-    if not (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pytest.fail(
-            f"{NODE_DIR}/node_modules is missing the TypeScript MCP SDK: run `bash scripts/test` "
-            f"(or `cd tests/node && npm ci`) first"
-        )
-    return node
 
 
 @pytest.fixture(scope="module")
@@ -92,60 +52,20 @@ def run_client(
     *,
     elicitation: bool = False,
     answers: list[dict[str, Any]] | None = None,
-) -> Observed:
-    argv = [
+) -> HttpObserved:
+    doc, stderr = run_client_script(
         node,
-        str(CLIENT_SCRIPT),
-        "--url",
-        url,
-        "--ops",
-        json.dumps(ops),
-        "--answers",
-        json.dumps(answers or []),
-        "--timeout-ms",
-        str(REQUEST_TIMEOUT_MS),
-    ]
-    if elicitation:
-        argv.append("--elicitation")
-    proc = subprocess.run(
-        argv,
-        cwd=NODE_DIR,
+        "http_client.mjs",
+        ["--url", url],
+        ops,
+        elicitation=elicitation,
+        answers=answers,
         env={**os.environ, "MCP_KEY": key},  # not on argv, where `ps` would show it
-        capture_output=True,
-        text=True,
-        timeout=CLIENT_TIMEOUT_SECONDS,
-        check=False,
     )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"http_client.mjs exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-        )
-    doc = json.loads(proc.stdout)
-    return Observed(
-        connect_error=doc["connectError"],
-        server=doc["serverVersion"],
-        session_id=doc["sessionId"],
-        steps=doc["steps"],
-        elicitations=doc["elicitations"],
-        transport_errors=doc["transportErrors"],
-        session_terminated=doc["sessionTerminated"],
-    )
+    return HttpObserved.read(doc, stderr)
 
 
-def call(name: str, arguments: dict[str, Any] | None = None, *, expect: str = "result") -> dict[str, Any]:
-    return {"op": "callTool", "name": name, "arguments": arguments or {}, "expect": expect}
-
-
-def tool_payload(step: dict[str, Any]) -> dict[str, Any]:
-    """The structuredContent of a tool result, checked to equal its text content's JSON."""
-    assert "result" in step, step
-    result = step["result"]
-    assert [c["type"] for c in result["content"]] == ["text"]
-    assert result["structuredContent"] == json.loads(result["content"][0]["text"])
-    return result["structuredContent"]
-
-
-def assert_clean_session(seen: Observed) -> None:
+def assert_clean_session(seen: HttpObserved) -> None:
     """Connected, no stray transport errors, and the session was ended with DELETE."""
     assert seen.connect_error is None
     assert seen.session_id
@@ -186,26 +106,7 @@ def test_latest_target_initializes_as_the_workflow_id_at_the_published_version_a
     seen = run_client(node, server.mcp_url(INTERACTIVE, "latest"), key, [{"op": "listTools"}])
 
     assert_clean_session(seen)
-    assert seen.server == {"name": INTERACTIVE_SERVER_NAME, "version": "2.1.0"}
-    tools = {t["name"]: t for t in seen.steps[0]["tools"]}
-    assert list(tools) == ["plan_trip", "collect_document"]
-    assert tools["plan_trip"] == {
-        "name": "plan_trip",
-        "title": "Plan a trip",
-        "description": "Ask where and how long, then the room, then approval to book.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"traveller": {"type": "string", "description": "Who travels"}},
-            "required": ["traveller"],
-            "additionalProperties": False,
-        },
-    }
-    assert tools["collect_document"]["title"] == "Collect a document"
-    assert tools["collect_document"]["inputSchema"] == {
-        "type": "object",
-        "properties": {},
-        "additionalProperties": False,
-    }
+    assert_interactive_tools(seen, INTERACTIVE_SERVER_NAME)
 
 
 def test_plan_trip_with_elicitation_asks_two_forms_and_an_approval_over_http_then_returns_the_booking(
@@ -223,26 +124,7 @@ def test_plan_trip_with_elicitation_asks_two_forms_and_an_approval_over_http_the
     )
 
     assert_clean_session(seen)
-    where, room, approval = seen.elicitations
-    assert where["message"].startswith("Where to?")
-    assert where["requestedSchema"]["required"] == ["destination", "nights"]
-    assert set(where["requestedSchema"]["properties"]) == {"destination", "nights", "start"}
-    assert room["message"].startswith("Which room?")
-    assert room["requestedSchema"]["required"] == ["room"]
-    assert approval["message"].startswith("Approve: book 3 nights in Lisbon")
-    assert "Total 240 EUR." in approval["message"]
-    assert approval["requestedSchema"] == {"type": "object", "properties": {}}
-
-    (step,) = seen.steps
-    assert step["result"]["isError"] is False
-    payload = tool_payload(step)
-    assert isinstance(payload.pop("runId"), str)
-    assert payload == {
-        "status": "success",
-        "entrypointId": "plan_trip",
-        "entrypointTitle": "Plan a trip",
-        "output": BOOKING,
-    }
+    assert_trip_elicited_and_booked(seen)
 
 
 def test_plan_trip_without_elicitation_is_interaction_required_and_answering_through_the_api_finishes_it(
@@ -253,20 +135,8 @@ def test_plan_trip_without_elicitation_is_interaction_required_and_answering_thr
     seen = run_client(node, server.mcp_url(INTERACTIVE), key, [call("plan_trip", {"traveller": "Ada"})])
 
     assert_clean_session(seen)
-    assert seen.elicitations == []
-    (step,) = seen.steps
-    assert step["result"]["isError"] is True
-    payload = tool_payload(step)
-    assert payload["status"] == "waiting_for_input"
-    assert payload["entrypointId"] == "plan_trip"
+    payload = assert_trip_interaction_required(seen)
     error = payload["error"]
-    assert error["code"] == "interaction_required"
-    assert error["title"] == "Where to?"
-    assert [(f["name"], f["type"], f["required"]) for f in error["fields"]] == [
-        ("destination", "string", True),
-        ("nights", "number", True),
-        ("start", "string", False),
-    ]
     assert f"{server.base_url}/api/interactions/{error['interactionId']}/answer" in error["message"]
     run_id = payload["runId"]
 

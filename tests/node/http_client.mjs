@@ -11,79 +11,28 @@
 // MCP_ANSWERS, MCP_OPS, MCP_TIMEOUT_MS. Prefer MCP_KEY to --key: argv is visible to `ps`.
 // The key is sent as `Authorization: Bearer <key>` on every request (requestInit.headers).
 //
-// Operations run in order. `expect` ("result" or "error", default "result") says how a
-// callTool should end; a mismatch is reported on stderr and makes the exit code 1, after the
-// document is printed. Scripted answers are consumed in order, one per elicitation request;
-// once they run out the client answers "cancel" (the request is still recorded).
+// Operations, `expect` and scripted answers work as common.mjs describes.
 // A failed connect (e.g. HTTP 403) is not a crash: it is recorded as `connectError` with the
 // transport's code (the HTTP status) and no operation runs. At the end the session is
 // terminated (HTTP DELETE) and the client closed.
 // Output: {connectError, serverVersion, sessionId, steps: [...], elicitations: [...],
 //          transportErrors, sessionTerminated}.
-import { parseArgs } from 'node:util';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { describeError, makeClient, observeConnected, parseOptions, report, runMain, runOps } from './common.mjs';
 
 function options() {
-  const { values } = parseArgs({
-    options: {
-      url: { type: 'string', default: process.env.MCP_URL },
-      key: { type: 'string', default: process.env.MCP_KEY },
-      elicitation: { type: 'boolean', default: process.env.MCP_ELICITATION === '1' },
-      answers: { type: 'string', default: process.env.MCP_ANSWERS ?? '[]' },
-      ops: { type: 'string', default: process.env.MCP_OPS ?? '[{"op":"listTools"}]' },
-      'timeout-ms': { type: 'string', default: process.env.MCP_TIMEOUT_MS ?? '30000' },
-    },
+  const { values, common } = parseOptions({
+    url: { type: 'string', default: process.env.MCP_URL },
+    key: { type: 'string', default: process.env.MCP_KEY },
   });
   if (!values.url || !values.key) {
     throw new Error('--url and --key (or MCP_URL, MCP_KEY) are required');
   }
-  return {
-    url: new URL(values.url),
-    key: values.key,
-    elicitation: values.elicitation,
-    answers: JSON.parse(values.answers),
-    ops: JSON.parse(values.ops),
-    timeout: Number(values['timeout-ms']),
-  };
-}
-
-function describeError(err) {
-  return { code: err?.code ?? null, message: String(err?.message ?? err) };
-}
-
-async function runOps(client, opts, observed, mismatches) {
-  for (const op of opts.ops) {
-    const request = { timeout: opts.timeout };
-    if (op.op === 'listTools') {
-      const { tools } = await client.listTools(undefined, request);
-      observed.steps.push({
-        op: 'listTools',
-        tools: tools.map(({ name, title, description, inputSchema }) => ({ name, title, description, inputSchema })),
-      });
-    } else if (op.op === 'callTool') {
-      const step = { op: 'callTool', name: op.name, arguments: op.arguments ?? {} };
-      try {
-        const { content, structuredContent, isError } = await client.callTool(
-          { name: op.name, arguments: step.arguments }, undefined, request);
-        step.result = { content, structuredContent, isError: isError ?? false };
-      } catch (err) {
-        step.error = describeError(err);
-      }
-      const got = 'error' in step ? 'error' : 'result';
-      if (got !== (op.expect ?? 'result')) mismatches.push(`${op.name}: expected ${op.expect ?? 'result'}, got ${got}`);
-      observed.steps.push(step);
-    } else {
-      throw new Error(`unknown op ${JSON.stringify(op)}`);
-    }
-  }
+  return { url: new URL(values.url), key: values.key, ...common };
 }
 
 async function main() {
   const opts = options();
-  const capabilities = opts.elicitation ? { elicitation: { form: {} } } : {};
-  const client = new Client({ name: 'steamharness-ts-http-test-client', version: '1.0.0' }, { capabilities });
   const observed = {
     connectError: null,
     serverVersion: null,
@@ -94,16 +43,7 @@ async function main() {
     sessionTerminated: null,
   };
   const mismatches = [];
-
-  if (opts.elicitation) {
-    const answers = [...opts.answers];
-    client.setRequestHandler(ElicitRequestSchema, async (request) => {
-      const answer = answers.shift() ?? null;
-      const { message, requestedSchema } = request.params;
-      observed.elicitations.push({ message, requestedSchema, answer });
-      return answer ?? { action: 'cancel' };
-    });
-  }
+  const client = makeClient('steamharness-ts-http-test-client', opts, observed);
 
   const transport = new StreamableHTTPClientTransport(opts.url, {
     requestInit: { headers: { Authorization: `Bearer ${opts.key}` } },
@@ -117,10 +57,8 @@ async function main() {
       observed.connectError = describeError(err);
     }
     if (connected) {
-      // Errors outside a request (e.g. the optional GET stream) surface here, after connecting.
-      client.onerror = (err) => observed.transportErrors.push(String(err?.message ?? err));
-      const info = client.getServerVersion();
-      observed.serverVersion = { name: info?.name, version: info?.version };
+      // Errors outside a request (e.g. the optional GET stream) surface after connecting.
+      observeConnected(client, observed);
       observed.sessionId = transport.sessionId ?? null;
       await runOps(client, opts, observed, mismatches);
     }
@@ -136,14 +74,7 @@ async function main() {
     }
     await client.close();
   }
-  process.stdout.write(JSON.stringify(observed) + '\n');
-  if (mismatches.length) {
-    process.stderr.write(`http_client: unexpected outcomes: ${mismatches.join('; ')}\n`);
-    process.exitCode = 1;
-  }
+  report('http_client', observed, mismatches);
 }
 
-main().catch((err) => {
-  process.stderr.write(`http_client: ${err?.stack ?? err}\n`);
-  process.exitCode = 1;
-});
+runMain('http_client', main);
