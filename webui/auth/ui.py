@@ -11,18 +11,15 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
 
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import Table, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, col, select
 
 from webui.auth.passwords import hash_password, verify_password
 from webui.blocking import is_busy_error
 from webui.store import accounts as account_store
-from webui.store.db import quick_write
+from webui.store import ui_sessions as ui_session_store
 from webui.store.models import Account, UiSession, as_utc, utcnow
 
 COOKIE_NAME = "steamharness_session"
@@ -69,9 +66,10 @@ class UiAuth:
             return None
         assert account.id is not None
         token = secrets.token_urlsafe(32)
-        with Session(self.engine) as s:
-            s.add(UiSession(id=_hash(token), account_id=account.id, csrf_token=secrets.token_urlsafe(24)))
-            s.commit()
+        ui_session_store.add_session(
+            self.engine,
+            row=UiSession(id=_hash(token), account_id=account.id, csrf_token=secrets.token_urlsafe(24)),
+        )
         return self._signer.dumps(token), account
 
     def resolve(self, cookie: str | None) -> UiUser | None:
@@ -84,57 +82,39 @@ class UiAuth:
         if not isinstance(token, str):
             return None
         now = utcnow()
-        with Session(self.engine, expire_on_commit=False) as s:
-            row = s.get(UiSession, _hash(token))
-            if row is None or row.ended_at is not None:
-                return None
-            created = as_utc(row.created_at)
-            seen = as_utc(row.last_seen_at)
-            if now - seen > self.idle or now - created > self.absolute:
-                row.ended_at = now
-                s.add(row)
-                s.commit()
-                return None
-            account = s.get(Account, row.account_id)
-            if account is None or account.disabled or account.id is None:
-                return None
-            if now - seen > LAST_SEEN_RESOLUTION:
-                _touch(self.engine, row.id, now)
-            projects = (
-                None
-                if account.is_admin
-                else frozenset(account_store.project_grants(self.engine, account_id=account.id))
-            )
-            return UiUser(account.id, account.name, account.is_admin, row.id, row.csrf_token, projects)
+
+        def timed_out(row: UiSession) -> bool:
+            return now - as_utc(row.last_seen_at) > self.idle or now - as_utc(row.created_at) > self.absolute
+
+        found = ui_session_store.live_session(
+            self.engine, session_id=_hash(token), now=now, timed_out=timed_out
+        )
+        if found is None:
+            return None
+        row, account = found
+        if account.disabled or account.id is None:
+            return None
+        if now - as_utc(row.last_seen_at) > LAST_SEEN_RESOLUTION:
+            _touch(self.engine, row.id, now)
+        projects = (
+            None
+            if account.is_admin
+            else frozenset(account_store.project_grants(self.engine, account_id=account.id))
+        )
+        return UiUser(account.id, account.name, account.is_admin, row.id, row.csrf_token, projects)
 
     def logout(self, session_id: str) -> None:
-        with Session(self.engine) as s:
-            row = s.get(UiSession, session_id)
-            if row is not None and row.ended_at is None:
-                row.ended_at = utcnow()
-                s.add(row)
-                s.commit()
+        ui_session_store.end_session(self.engine, session_id=session_id)
 
     def end_all(self, account_id: int) -> None:
-        with Session(self.engine) as s:
-            stmt = select(UiSession).where(
-                UiSession.account_id == account_id, col(UiSession.ended_at).is_(None)
-            )
-            for row in s.exec(stmt):
-                row.ended_at = utcnow()
-                s.add(row)
-            s.commit()
+        ui_session_store.end_all_sessions(self.engine, account_id=account_id)
 
 
 def _touch(engine: Engine, session_id: str, now: datetime) -> None:
     """Best effort: reading a page must not wait for (or fail on) another writer's lock;
     a skipped touch is retried on the next request."""
     try:
-        with quick_write(engine) as conn:
-            conn.execute(update(_SESSIONS).where(_SESSIONS.c.id == session_id).values(last_seen_at=now))
+        ui_session_store.touch_session(engine, session_id=session_id, now=now)
     except OperationalError as exc:
         if not is_busy_error(exc):
             raise
-
-
-_SESSIONS = cast(Table, UiSession.__table__)  # pyright: ignore[reportAttributeAccessIssue]

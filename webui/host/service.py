@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
@@ -52,6 +52,7 @@ from webui.host.config import (
 )
 from webui.host.forms import unsupported_reasons
 from webui.interactions.service import Answer, InteractionService
+from webui.store import host as host_store
 from webui.store.models import HostCall, HostConversation, Interaction, utcnow
 
 log = logging.getLogger(__name__)
@@ -124,22 +125,7 @@ class HostService:
     def _recover(self) -> None:
         """Connections live in one process: calls and requests a previous process left open
         can never finish. Record them as ended, with the reason."""
-        with Session(self.engine) as s:
-            for call in s.exec(select(HostCall).where(HostCall.status == "running")):
-                call.status, call.error, call.finished_at = (
-                    "failed",
-                    "the host restarted during the call",
-                    utcnow(),
-                )
-                s.add(call)
-            stale = list(
-                s.exec(
-                    select(Interaction.id).where(
-                        Interaction.origin == "host", Interaction.status == "pending"
-                    )
-                )
-            )
-            s.commit()
+        stale = host_store.recover(self.engine, error="the host restarted during the call")
         for interaction_id in stale:
             self.interactions.close(interaction_id, "the host restarted")
 
@@ -162,8 +148,8 @@ class HostService:
             title=title[:200] or "Conversation",
             selection=chosen,
         )
-        with Session(self.engine, expire_on_commit=False) as s:
-            s.add(row)
+
+        def audit(s: Session) -> None:
             self.audit.record(
                 s,
                 "host.conversation.created",
@@ -172,27 +158,20 @@ class HostService:
                 source="host",
                 details={"conversationId": row.id, "servers": chosen},
             )
-            s.commit()
-        return row
+
+        return host_store.add_conversation(self.engine, row=row, audit=audit)
 
     def conversation(self, conversation_id: str) -> HostConversation:
-        with Session(self.engine, expire_on_commit=False) as s:
-            row = s.get(HostConversation, conversation_id)
+        row = host_store.get_conversation(self.engine, conversation_id=conversation_id)
         if row is None:
             raise NotFound(f"conversation {conversation_id!r} not found")
         return row
 
     def conversations(self, account_id: int | None) -> list[HostConversation]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            stmt = select(HostConversation).order_by(col(HostConversation.created_at).desc())
-            if account_id is not None:
-                stmt = stmt.where(HostConversation.account_id == account_id)
-            return list(s.exec(stmt.limit(200)))
+        return host_store.list_conversations(self.engine, account_id=account_id)
 
     def calls(self, conversation_id: str) -> list[HostCall]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            stmt = select(HostCall).where(HostCall.conversation_id == conversation_id)
-            return list(s.exec(stmt.order_by(col(HostCall.created_at))))
+        return host_store.list_calls(self.engine, conversation_id=conversation_id)
 
     def connection_state(self, conversation_id: str, server_id: str) -> Connection | None:
         """The live connection this conversation would use (its own, or the host-owned one);
@@ -205,15 +184,7 @@ class HostService:
         for key, conn in list(self._connections.items()):
             if key[0] == conversation_id:
                 await self._close(conn, "conversation closed")
-        await run_db(self._mark_closed, conversation_id)
-
-    def _mark_closed(self, conversation_id: str) -> None:
-        with Session(self.engine) as s:
-            row = s.get(HostConversation, conversation_id)
-            if row is not None and row.closed_at is None:
-                row.closed_at = utcnow()
-                s.add(row)
-                s.commit()
+        await run_db(host_store.close_conversation, self.engine, conversation_id=conversation_id)
 
     # ------------------------------------------------------------------ connections
     async def connect(self, conversation_id: str, server_id: str) -> Connection:
@@ -346,8 +317,8 @@ class HostService:
         self, row: HostCall, event: str, conversation_id: str, server_id: str, tool: str, actor: str
     ) -> None:
         """The call row, and its audit event (started, or finished with its status)."""
-        with Session(self.engine, expire_on_commit=False) as s:
-            s.add(row)
+
+        def audit(s: Session) -> None:
             self.audit.record(
                 s,
                 event,
@@ -357,7 +328,8 @@ class HostService:
                 source="host",
                 details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
             )
-            s.commit()
+
+        host_store.save_call(self.engine, row=row, audit=audit)
 
     # ------------------------------------------------------------------ human input
     def _elicitation_callback(self, conn: Connection) -> Any:
@@ -460,7 +432,8 @@ class HostService:
     def _write_record(
         self, event: str, conn: Connection, outcome: str, details: dict[str, Any] | None
     ) -> None:
-        with Session(self.engine) as s:
+
+        def audit(s: Session) -> None:
             self.audit.record(
                 s,
                 event,
@@ -472,7 +445,8 @@ class HostService:
                     **(details or {}),
                 },
             )
-            s.commit()
+
+        host_store.record_event(self.engine, audit=audit)
 
 
 @contextlib.asynccontextmanager

@@ -18,14 +18,16 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
 from webui.events import EventHub
 from webui.interactions.owner import Party, check_answer
-from webui.store.models import HostConversation, Interaction, Run, as_utc, utcnow
+from webui.store import interactions as interaction_store
+from webui.store.db import unit_of_work
+from webui.store.models import Interaction, as_utc, utcnow
 from webui.validation import validator
 
 ACTIONS = ("accept", "decline", "cancel")
@@ -99,8 +101,8 @@ class InteractionService:
             status=status,
             close_reason=close_reason,
         )
-        with Session(self.engine, expire_on_commit=False) as s:
-            s.add(row)
+
+        def audit(s: Session) -> None:
             self.audit.record(
                 s,
                 "interaction.requested",
@@ -116,7 +118,8 @@ class InteractionService:
                     "reason": close_reason,
                 },
             )
-            s.commit()
+
+        interaction_store.add_interaction(self.engine, row=row, audit=audit)
         if status == "pending":
             self.hub.publish(
                 "interactions",
@@ -130,14 +133,9 @@ class InteractionService:
 
     def close(self, interaction_id: str, reason: str) -> bool:
         """End an unanswered interaction (expired, connection closed, shutdown)."""
-        with Session(self.engine, expire_on_commit=False) as s:
-            row = s.get(Interaction, interaction_id)
-            if row is None or row.status != "pending":
-                return False
-            row.status = "closed"
-            row.close_reason = reason
-            s.add(row)
-            s.commit()
+        row = interaction_store.close_interaction(self.engine, interaction_id=interaction_id, reason=reason)
+        if row is None:
+            return False
         self.hub.publish(
             "interactions",
             "closed",
@@ -149,47 +147,21 @@ class InteractionService:
         return True
 
     def get(self, interaction_id: str) -> Interaction:
-        with Session(self.engine, expire_on_commit=False) as s:
-            row = s.get(Interaction, interaction_id)
+        row = interaction_store.get_interaction(self.engine, interaction_id=interaction_id)
         if row is None:
             raise NotFound(f"interaction {interaction_id!r} not found")
         return row
 
     def pending_for_run(self, run_id: str) -> Interaction | None:
-        with Session(self.engine, expire_on_commit=False) as s:
-            stmt = (
-                select(Interaction)
-                .where(Interaction.run_id == run_id, Interaction.status == "pending")
-                .order_by(col(Interaction.created_at).desc())
-            )
-            return s.exec(stmt).first()
+        return interaction_store.pending_for_run(self.engine, run_id=run_id)
 
     def close_for_run(self, run_id: str) -> None:
         """The run ended: its unanswered questions can no longer be answered."""
-        closed: list[str] = []
-        with Session(self.engine) as s:
-            for row in s.exec(
-                select(Interaction).where(Interaction.run_id == run_id, Interaction.status == "pending")
-            ):
-                row.status = "closed"
-                row.close_reason = "run finished"
-                s.add(row)
-                closed.append(row.id)
-            s.commit()
+        closed = interaction_store.close_pending_for_run(self.engine, run_id=run_id, reason="run finished")
         for interaction_id in closed:
             self.hub.publish(
                 "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
             )
-
-    @staticmethod
-    def _owner(s: Session, row: Interaction) -> tuple[int | None, str | None]:
-        """(owning account, project) of an interaction: its run's, or for a host request
-        its conversation's owner (None: the admin principal's)."""
-        if row.run_id is not None:
-            run = s.get(Run, row.run_id)
-            return (run.account_id, run.project_id) if run is not None else (None, None)
-        conv = s.get(HostConversation, row.conversation_id) if row.conversation_id else None
-        return (conv.account_id if conv is not None else None), None
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         if action not in ACTIONS:
@@ -246,11 +218,11 @@ class InteractionService:
         by: Party | None,
         override: bool,
     ) -> tuple[Interaction, Answer]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            row = s.get(Interaction, interaction_id)
-            if row is None:
+        with unit_of_work(self.engine) as s:
+            found = interaction_store.load_owned(s, interaction_id=interaction_id)
+            if found is None:
                 raise NotFound(f"interaction {interaction_id!r} not found")
-            owner, project_id = self._owner(s, row)
+            row, owner, project_id = found.interaction, found.owner, found.project_id
             overridden = (
                 check_answer(by, owner, override=override, interaction_id=interaction_id)
                 if by is not None
@@ -263,32 +235,34 @@ class InteractionService:
                     return row, Answer(row.id, row.run_id, action, clean, repeated=True)
                 raise InteractionConflict(f"interaction {row.id} already has a different answer")
             if row.status == "pending" and row.expires_at is not None and as_utc(row.expires_at) <= utcnow():
-                row.status, row.close_reason = "closed", "expired"
-                s.add(row)
-                s.commit()
+                interaction_store.mark_closed(s, row, reason="expired")
                 raise InteractionClosed(f"interaction {row.id} expired before it was answered")
             if row.status != "pending":
                 raise InteractionClosed(f"interaction {row.id} can no longer be answered")
-            row.status = "answered"
-            row.action = action
-            row.answer = clean
-            row.answer_digest = digest
-            row.answered_by = actor
-            row.answer_override = overridden or None
-            row.channel = channel
-            row.answered_at = utcnow()
-            s.add(row)
             details: dict[str, Any] = {"interactionId": row.id, "channel": channel, "override": overridden}
             if overridden:
                 details["ownerAccountId"] = owner
-            self.audit.record(
+
+            def audit(session: Session) -> None:
+                self.audit.record(
+                    session,
+                    "interaction.answered",
+                    project_id=project_id,
+                    run_id=row.run_id,
+                    actor=actor,
+                    outcome=action,
+                    details=details,
+                )
+
+            interaction_store.mark_answered(
                 s,
-                "interaction.answered",
-                project_id=project_id,
-                run_id=row.run_id,
-                actor=actor,
-                outcome=action,
-                details=details,
+                row,
+                action=action,
+                answer=clean,
+                digest=digest,
+                answered_by=actor,
+                override=overridden,
+                channel=channel,
+                audit=audit,
             )
-            s.commit()
         return row, Answer(row.id, row.run_id, action, clean)

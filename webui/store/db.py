@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import Session, SQLModel, create_engine
 
 from webui.store import models  # noqa: F401  (registers the tables)
 
@@ -85,6 +85,13 @@ def quick_write(engine: Engine) -> Iterator[Connection]:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET LOCAL lock_timeout = '50ms'")
             yield conn
+
+
+def unit_of_work(engine: Engine) -> Session:
+    """A session for several store calls that must share one transaction (a decision made
+    between a read and a write); it commits only where a store call says so. Rows stay
+    readable after the commit."""
+    return Session(engine, expire_on_commit=False)
 
 
 def upgrade_schema(engine: Engine) -> list[str]:

@@ -1,4 +1,5 @@
-"""Queries for interactions seen with their runs (the conversation view, run timelines).
+"""Queries for interactions: writing and closing them, recording an answer, and reading
+them with their runs (the conversation view, run timelines).
 
 Interaction rows carry no project id and no owner: both are the run's (`runs.account_id`),
 so every query that has to filter by project or owner joins `runs`. Requests from
@@ -9,14 +10,14 @@ the administrators). Who may see what is decided in webui.interactions.owner."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.models import HostConversation, Interaction, ProjectRecord, Run
+from webui.store.models import HostConversation, Interaction, ProjectRecord, Run, utcnow
 
 PENDING_LIMIT = 200
 
@@ -44,6 +45,124 @@ class HostInteraction:
     def owner(self) -> int | None:
         """The conversation's owner (None: no single conversation, the administrators')."""
         return self.conversation.account_id if self.conversation is not None else None
+
+
+@dataclass(frozen=True)
+class OwnedInteraction:
+    """An interaction with its owning account and project: its run's, or for a host request
+    its conversation's owner and no project (None: the admin principal's)."""
+
+    interaction: Interaction
+    owner: int | None
+    project_id: str | None
+
+
+def add_interaction(
+    engine: Engine, *, row: Interaction, audit: Callable[[Session], Any] | None = None
+) -> Interaction:
+    """The new interaction and its audit event, in one transaction."""
+    with Session(engine, expire_on_commit=False) as s:
+        s.add(row)
+        if audit is not None:
+            audit(s)
+        s.commit()
+    return row
+
+
+def get_interaction(engine: Engine, *, interaction_id: str) -> Interaction | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(Interaction, interaction_id)
+
+
+def close_interaction(engine: Engine, *, interaction_id: str, reason: str) -> Interaction | None:
+    """Close a pending interaction with `reason`: the closed row, or None when there is no
+    such interaction or it was no longer pending."""
+    with Session(engine, expire_on_commit=False) as s:
+        row = s.get(Interaction, interaction_id)
+        if row is None or row.status != "pending":
+            return None
+        row.status = "closed"
+        row.close_reason = reason
+        s.add(row)
+        s.commit()
+    return row
+
+
+def pending_for_run(engine: Engine, *, run_id: str) -> Interaction | None:
+    """The run's newest pending interaction."""
+    with Session(engine, expire_on_commit=False) as s:
+        stmt = (
+            select(Interaction)
+            .where(Interaction.run_id == run_id, Interaction.status == "pending")
+            .order_by(col(Interaction.created_at).desc())
+        )
+        return s.exec(stmt).first()
+
+
+def close_pending_for_run(engine: Engine, *, run_id: str, reason: str) -> list[str]:
+    """Close every pending interaction of the run with `reason`, in one transaction: their ids."""
+    closed: list[str] = []
+    with Session(engine) as s:
+        for row in s.exec(
+            select(Interaction).where(Interaction.run_id == run_id, Interaction.status == "pending")
+        ):
+            row.status = "closed"
+            row.close_reason = reason
+            s.add(row)
+            closed.append(row.id)
+        s.commit()
+    return closed
+
+
+# Answering reads the row and its owner, decides, then writes, all in one session
+# (webui.store.db.unit_of_work): these take that session.
+
+
+def load_owned(s: Session, *, interaction_id: str) -> OwnedInteraction | None:
+    row = s.get(Interaction, interaction_id)
+    if row is None:
+        return None
+    if row.run_id is not None:
+        run = s.get(Run, row.run_id)
+        owner, project_id = (run.account_id, run.project_id) if run is not None else (None, None)
+    else:
+        conv = s.get(HostConversation, row.conversation_id) if row.conversation_id else None
+        owner, project_id = (conv.account_id if conv is not None else None), None
+    return OwnedInteraction(row, owner, project_id)
+
+
+def mark_closed(s: Session, row: Interaction, *, reason: str) -> None:
+    """Close the row (loaded in `s`) with `reason`, and commit."""
+    row.status, row.close_reason = "closed", reason
+    s.add(row)
+    s.commit()
+
+
+def mark_answered(
+    s: Session,
+    row: Interaction,
+    *,
+    action: str,
+    answer: dict[str, Any] | None,
+    digest: str,
+    answered_by: str | None,
+    override: bool,
+    channel: str,
+    audit: Callable[[Session], Any] | None = None,
+) -> None:
+    """Record the answer on the row (loaded in `s`) and its audit event, and commit."""
+    row.status = "answered"
+    row.action = action
+    row.answer = answer
+    row.answer_digest = digest
+    row.answered_by = answered_by
+    row.answer_override = override or None
+    row.channel = channel
+    row.answered_at = utcnow()
+    s.add(row)
+    if audit is not None:
+        audit(s)
+    s.commit()
 
 
 def _joined() -> Any:

@@ -1,0 +1,148 @@
+"""Writing, closing and answering interactions, against a real SQLite file."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from tests.store.conftest import T0, add_account, audit_events
+from webui.audit.log import AuditLog
+from webui.store import host as host_store
+from webui.store import interactions as interaction_store
+from webui.store.db import unit_of_work
+from webui.store.models import HostConversation, Interaction, Run
+
+AUDIT = AuditLog()
+
+
+def add_run(engine: Engine, run_id: str, account_id: int | None = None) -> None:
+    with Session(engine) as s:
+        s.add(Run(id=run_id, project_id="p1", entrypoint_id="e", entrypoint_title="E", account_id=account_id))
+        s.commit()
+
+
+def question(ia_id: str, *, run_id: str | None = None, minutes: int = 0, **fields: object) -> Interaction:
+    return Interaction.model_validate(
+        {
+            "id": ia_id,
+            "run_id": run_id,
+            "kind": "form",
+            "title": "q",
+            "requested_schema": {"type": "object"},
+            "created_at": T0 + timedelta(minutes=minutes),
+            **fields,
+        }
+    )
+
+
+def test_an_interaction_and_its_audit_event_commit_together(engine: Engine) -> None:
+    def failing(s: Session) -> None:
+        AUDIT.record(s, "interaction.requested")
+        raise RuntimeError("audit failed")
+
+    with pytest.raises(RuntimeError):
+        interaction_store.add_interaction(engine, row=question("i1", origin="host"), audit=failing)
+    assert interaction_store.get_interaction(engine, interaction_id="i1") is None
+    assert audit_events(engine) == []
+    interaction_store.add_interaction(
+        engine, row=question("i1", origin="host"), audit=lambda s: AUDIT.record(s, "interaction.requested")
+    )
+    got = interaction_store.get_interaction(engine, interaction_id="i1")
+    assert got is not None and got.status == "pending"
+    assert audit_events(engine) == ["interaction.requested"]
+
+
+def test_only_a_pending_interaction_is_closed(engine: Engine) -> None:
+    interaction_store.add_interaction(engine, row=question("i1", origin="host"))
+    closed = interaction_store.close_interaction(engine, interaction_id="i1", reason="expired")
+    assert closed is not None and (closed.status, closed.close_reason) == ("closed", "expired")
+    assert interaction_store.close_interaction(engine, interaction_id="i1", reason="again") is None
+    assert interaction_store.close_interaction(engine, interaction_id="nope", reason="x") is None
+    got = interaction_store.get_interaction(engine, interaction_id="i1")
+    assert got is not None and got.close_reason == "expired"
+
+
+def test_a_runs_pending_questions_newest_first_and_closed_together(engine: Engine) -> None:
+    add_run(engine, "r1")
+    add_run(engine, "r2")
+    for row in [
+        question("old", run_id="r1", minutes=1),
+        question("new", run_id="r1", minutes=2),
+        question("done", run_id="r1", minutes=3, status="answered"),
+        question("other", run_id="r2", minutes=4),
+    ]:
+        interaction_store.add_interaction(engine, row=row)
+    pending = interaction_store.pending_for_run(engine, run_id="r1")
+    assert pending is not None and pending.id == "new"
+    assert sorted(interaction_store.close_pending_for_run(engine, run_id="r1", reason="run finished")) == [
+        "new",
+        "old",
+    ]
+    assert interaction_store.pending_for_run(engine, run_id="r1") is None
+    done = interaction_store.get_interaction(engine, interaction_id="done")
+    assert done is not None and done.status == "answered"
+    other = interaction_store.pending_for_run(engine, run_id="r2")
+    assert other is not None and other.id == "other"
+
+
+def test_an_interaction_is_owned_by_its_runs_account_or_its_conversations(engine: Engine) -> None:
+    ann = add_account(engine, "ann")
+    add_run(engine, "r1", ann)
+    host_store.add_conversation(engine, row=HostConversation(id="c1", account_id=ann, title="t"))
+    interaction_store.add_interaction(engine, row=question("of_run", run_id="r1"))
+    interaction_store.add_interaction(engine, row=question("of_conv", origin="host", conversation_id="c1"))
+    interaction_store.add_interaction(engine, row=question("of_host", origin="host"))
+    with unit_of_work(engine) as s:
+        owned = {
+            ia_id: interaction_store.load_owned(s, interaction_id=ia_id)
+            for ia_id in ("of_run", "of_conv", "of_host", "nope")
+        }
+    assert {k: (v.owner, v.project_id) if v else None for k, v in owned.items()} == {
+        "of_run": (ann, "p1"),
+        "of_conv": (ann, None),
+        "of_host": (None, None),
+        "nope": None,
+    }
+
+
+def test_an_answer_and_its_audit_event_commit_in_the_session_that_read_it(engine: Engine) -> None:
+    interaction_store.add_interaction(engine, row=question("i1", origin="host"))
+    with unit_of_work(engine) as s:
+        found = interaction_store.load_owned(s, interaction_id="i1")
+        assert found is not None
+        interaction_store.mark_answered(
+            s,
+            found.interaction,
+            action="accept",
+            answer={"x": 1},
+            digest="d",
+            answered_by="user:ann",
+            override=False,
+            channel="ui",
+            audit=lambda tx: AUDIT.record(tx, "interaction.answered"),
+        )
+    got = interaction_store.get_interaction(engine, interaction_id="i1")
+    assert got is not None
+    assert (got.status, got.action, got.answer, got.answer_digest, got.answered_by, got.channel) == (
+        "answered",
+        "accept",
+        {"x": 1},
+        "d",
+        "user:ann",
+        "ui",
+    )
+    assert got.answer_override is None and got.answered_at is not None
+    assert audit_events(engine) == ["interaction.answered"]
+
+
+def test_an_expired_question_is_closed_in_the_session_that_read_it(engine: Engine) -> None:
+    interaction_store.add_interaction(engine, row=question("i1", origin="host"))
+    with unit_of_work(engine) as s:
+        found = interaction_store.load_owned(s, interaction_id="i1")
+        assert found is not None
+        interaction_store.mark_closed(s, found.interaction, reason="expired")
+    got = interaction_store.get_interaction(engine, interaction_id="i1")
+    assert got is not None and (got.status, got.close_reason) == ("closed", "expired")
