@@ -1,8 +1,16 @@
-"""Small shared helpers for tests: process checks and bounded waits."""
+"""Small shared helpers for tests: process checks, bounded waits, and runs started on the run service."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
+
+from webui.runs.service import RunRequest, RunUpdate
+from webui.services import Services
+from webui.workflows.project import Project
+
+RUN_WAIT_SECONDS = 60  # the bound on waiting for one update of a run
 
 
 def process_gone(pid: int) -> bool:
@@ -20,3 +28,29 @@ async def wait_until_gone(pids: list[int], timeout: float = 10.0) -> None:
     with anyio.fail_after(timeout):
         while not all(process_gone(p) for p in pids):
             await anyio.sleep(0.02)
+
+
+async def start_run(svc: Services, project: Project, ep: str, params: dict[str, Any] | None = None) -> str:
+    """Start entrypoint `ep` of `project` on the run service with `params`; the run's id."""
+    entrypoint = project.entrypoint(ep)
+    assert entrypoint is not None
+    return await svc.runs.start(
+        RunRequest(project=project, entrypoint=entrypoint, params=params or {}, stored_params=params or {})
+    )
+
+
+async def next_update(svc: Services, run_id: str, kinds: tuple[str, ...] = ("final",)) -> RunUpdate:
+    """The run's next update of one of `kinds` (its final one by default), within RUN_WAIT_SECONDS."""
+    async with svc.runs.watch(run_id) as updates:
+        with anyio.fail_after(RUN_WAIT_SECONDS):
+            while True:
+                update = await updates.get()
+                if update.kind in kinds:
+                    return update
+
+
+async def run_to_end(
+    svc: Services, project: Project, ep: str, params: dict[str, Any] | None = None
+) -> RunUpdate:
+    """Start a run and wait for its final update."""
+    return await next_update(svc, await start_run(svc, project, ep, params))

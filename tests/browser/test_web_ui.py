@@ -374,6 +374,15 @@ def pending_card(page: Page, title: str) -> Locator:
     return cards.filter(has=page.get_by_role("heading", name=title))
 
 
+def shown_card(page: Page, title: str) -> tuple[Locator, str]:
+    """The pending card titled `title` once it is visible, and its interaction id."""
+    card = pending_card(page, title)
+    expect(card).to_be_visible(timeout=WAIT_MS)
+    iid = card.get_attribute("data-interaction")
+    assert iid
+    return card, iid
+
+
 def control(card: Locator, interaction_id: str, name: str) -> Locator:
     return card.locator(f'[id="{interaction_id}-{name}"]')
 
@@ -400,12 +409,10 @@ def test_an_mcp_clients_questions_appear_live_are_answered_in_the_browser_and_it
     open_conversations(page, base)
     with mcp_call(env, "plan_trip", {"traveller": "Ada"}) as call:
         # 1. Where to?
-        card = pending_card(page, "Where to?")
-        expect(card).to_be_visible(timeout=WAIT_MS)
+        card, iid = shown_card(page, "Where to?")
         assert_same_document(page)
-        iid = card.get_attribute("data-interaction")
         run_id = card.get_attribute("data-run")
-        assert iid and run_id
+        assert run_id
         expect(card).to_contain_text("Tell us about the trip.")
         expect(card).to_contain_text("trip-planner")
         control(card, iid, "destination").fill("Lisbon")
@@ -415,11 +422,8 @@ def test_an_mcp_clients_questions_appear_live_are_answered_in_the_browser_and_it
         expect(first.get_by_role("status")).to_have_text(f"Answered in the browser by user:{ADMIN_NAME}")
 
         # 2. Which room? (the same run, pushed live)
-        card = pending_card(page, "Which room?")
-        expect(card).to_be_visible(timeout=WAIT_MS)
+        card, iid = shown_card(page, "Which room?")
         expect(card).to_have_attribute("data-run", run_id)
-        iid = card.get_attribute("data-interaction")
-        assert iid
         control(card, iid, "room").select_option(label="Double room")
         card.get_by_role("checkbox", name="breakfast").check()
         card.get_by_role("checkbox", name="late-checkout").check()
@@ -427,12 +431,9 @@ def test_an_mcp_clients_questions_appear_live_are_answered_in_the_browser_and_it
         answered(page, iid)
 
         # 3. the approval
-        card = pending_card(page, "book 3 nights in Lisbon")
-        expect(card).to_be_visible(timeout=WAIT_MS)
+        card, iid = shown_card(page, "book 3 nights in Lisbon")
         expect(card).to_have_attribute("data-run", run_id)
         expect(card).to_contain_text("Total 240 EUR.")
-        iid = card.get_attribute("data-interaction")
-        assert iid
         card.get_by_role("button", name="Approve").click()
         last = answered(page, iid)
 
@@ -469,10 +470,9 @@ def test_declining_the_first_question_ends_the_run_with_its_declined_result(
     page, base = logged_in, env.server.base_url
     open_conversations(page, base)
     with mcp_call(env, "plan_trip", {"traveller": "Ben"}) as call:
-        card = pending_card(page, "Where to?")
-        expect(card).to_be_visible(timeout=WAIT_MS)
-        iid, run_id = card.get_attribute("data-interaction"), card.get_attribute("data-run")
-        assert iid and run_id
+        card, iid = shown_card(page, "Where to?")
+        run_id = card.get_attribute("data-run")
+        assert run_id
         card.get_by_role("button", name="Decline").click()  # required fields left empty
         declined = answered(page, iid)
         expect(declined.get_by_role("status")).to_have_text(f"Declined in the browser by user:{ADMIN_NAME}")

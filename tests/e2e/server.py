@@ -97,6 +97,20 @@ class LiveServer:
             args += ["--scope", s]
         return self.cli(*args).stdout.strip()
 
+    def add_project(self, folder: Path, project_id: str) -> None:
+        """Register the project in `folder` and publish it, through the CLI."""
+        self.cli("projects", "add", str(folder))
+        self.cli("projects", "publish", project_id)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[LiveServer]:
+        """The server started for the block, and stopped when it ends (or when it fails to start)."""
+        try:
+            self.start()
+            yield self
+        finally:
+            self.stop()
+
     def start(self) -> None:
         assert self.proc is None
         self.log_path = self.data_dir.parent / f"server-{self.port}.log"
@@ -166,9 +180,5 @@ def make_server(tmp_path: Path, **env: str) -> LiveServer:
 
 @contextlib.contextmanager
 def running_server(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
-    server = make_server(tmp_path, **env)
-    server.start()
-    try:
+    with make_server(tmp_path, **env).running() as server:
         yield server
-    finally:
-        server.stop()

@@ -8,6 +8,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -469,34 +470,51 @@ def test_exactly_50_mb_is_accepted_and_one_byte_more_is_413_with_nothing_stored(
 # --------------------------------------------------------------------------- cancellation and gate
 
 
-async def _start_sleep(server: LiveServer, key: str, sid: str, http: httpx2.AsyncClient) -> tuple[int, Any]:
-    """POST a tools/call of torture `sleep` and read its SSE until the progress with pids."""
+@dataclass
+class SleepingCall:
+    """A tools/call of torture `sleep` in flight: its HTTP client, its open SSE response, and
+    the pids of its worker and the worker's grandchild."""
+
+    http: httpx2.AsyncClient
+    stream: Any
+    pids: list[int]
+
+    async def hang_up(self) -> None:
+        await self.stream.__aexit__(None, None, None)
+
+
+@asynccontextmanager
+async def _sleeping(server: LiveServer, key: str, sid: str) -> AsyncIterator[SleepingCall]:
+    """POST a tools/call of torture `sleep` and read its SSE until the progress with pids; the
+    block runs within TIMEOUT."""
     body = {
         "jsonrpc": "2.0",
         "id": 7,
         "method": "tools/call",
         "params": {"name": "sleep", "arguments": {"grandchild": True}, "_meta": {"progressToken": "p1"}},
     }
-    stream = http.stream("POST", server.mcp_url(TORTURE), headers=headers(key, sid), json=body)
-    response = await stream.__aenter__()
-    async for line in response.aiter_lines():
-        if line.startswith("data:") and "notifications/progress" in line:
-            message = json.loads(line[5:])["params"]["message"]
-            pids = dict(part.split("=") for part in message.split())
-            return int(pids["worker"]), (stream, int(pids["grandchild"]))
-    raise AssertionError("no progress notification")
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
+        with anyio.fail_after(TIMEOUT):
+            stream = http.stream("POST", server.mcp_url(TORTURE), headers=headers(key, sid), json=body)
+            response = await stream.__aenter__()
+            async for line in response.aiter_lines():
+                if line.startswith("data:") and "notifications/progress" in line:
+                    message = json.loads(line[5:])["params"]["message"]
+                    pids = dict(part.split("=") for part in message.split())
+                    break
+            else:
+                raise AssertionError("no progress notification")
+            yield SleepingCall(http, stream, [int(pids["worker"]), int(pids["grandchild"])])
 
 
 async def test_delete_cancels_the_running_call_and_its_worker(server: LiveServer) -> None:
     key = server.create_key("olga")
     sid = open_session(server, key, TORTURE)
-    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
-        with anyio.fail_after(TIMEOUT):
-            worker, (stream, grandchild) = await _start_sleep(server, key, sid, http)
-            r = await http.delete(server.mcp_url(TORTURE), headers=headers(key, sid))
-            assert r.status_code == 200
-            await wait_until_gone([worker, grandchild])
-            await stream.__aexit__(None, None, None)
+    async with _sleeping(server, key, sid) as call:
+        r = await call.http.delete(server.mcp_url(TORTURE), headers=headers(key, sid))
+        assert r.status_code == 200
+        await wait_until_gone(call.pids)
+        await call.hang_up()
     with anyio.fail_after(TIMEOUT):  # the run is recorded as cancelled once its worker is gone
         while _runs(server, "sleep")[-1]["status"] != "cancelled":
             await anyio.sleep(0.02)
@@ -505,11 +523,9 @@ async def test_delete_cancels_the_running_call_and_its_worker(server: LiveServer
 async def test_a_client_that_drops_its_post_mid_call_cancels_the_run(server: LiveServer) -> None:
     key = server.create_key("pete")
     sid = open_session(server, key, TORTURE)
-    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
-        with anyio.fail_after(TIMEOUT):
-            worker, (stream, grandchild) = await _start_sleep(server, key, sid, http)
-            await stream.__aexit__(None, None, None)  # hang up without reading the result
-            await wait_until_gone([worker, grandchild])
+    async with _sleeping(server, key, sid) as call:
+        await call.hang_up()  # without reading the result
+        await wait_until_gone(call.pids)
 
 
 def _runs(live: LiveServer, entrypoint: str) -> list[dict[str, Any]]:
@@ -544,17 +560,15 @@ async def test_queue_limits_refuse_calls_beyond_them_without_creating_a_run(serv
     server.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "0")
     sid = open_session(server, key, TORTURE)
     try:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
-            with anyio.fail_after(TIMEOUT):
-                worker, (stream, grandchild) = await _start_sleep(server, key, sid, http)
-                before = len(_runs(server, "progress"))
-                refused = call_tool(server, key, sid, "progress", {}, project=TORTURE)
-                body = refused["result"]["structuredContent"]
-                assert refused["result"]["isError"] is True
-                assert body["error"]["code"] == "queue_limit" and "runId" not in body
-                assert len(_runs(server, "progress")) == before
-                await stream.__aexit__(None, None, None)
-                await wait_until_gone([worker, grandchild])
+        async with _sleeping(server, key, sid) as call:
+            before = len(_runs(server, "progress"))
+            refused = call_tool(server, key, sid, "progress", {}, project=TORTURE)
+            body = refused["result"]["structuredContent"]
+            assert refused["result"]["isError"] is True
+            assert body["error"]["code"] == "queue_limit" and "runId" not in body
+            assert len(_runs(server, "progress")) == before
+            await call.hang_up()
+            await wait_until_gone(call.pids)
     finally:
         server.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
     ok = call_tool(server, key, sid, "progress", {}, project=TORTURE)
@@ -587,18 +601,16 @@ async def test_shutdown_stops_active_calls_and_records_waiting_runs_as_stopped_b
     key = live.create_key()
     sid = open_session(live, key, TORTURE)
     try:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
-            with anyio.fail_after(TIMEOUT):
-                worker, (stream, grandchild) = await _start_sleep(live, key, sid, http)
-                async with sdk_client(live.mcp_url(INTERACTIVE), key, "legacy") as client:
-                    waiting = payload(await client.call_tool("plan_trip", {"traveller": "Z"}))
-                assert waiting["status"] == "waiting_for_input"
-                assert live.stop() in (0, -15), live.log()[
-                    -3000:
-                ]  # uvicorn re-raises SIGTERM after a clean shutdown
-                assert "Application shutdown complete" in live.log()
-                await wait_until_gone([worker, grandchild])
-                await stream.__aexit__(None, None, None)
+        async with _sleeping(live, key, sid) as call:
+            async with sdk_client(live.mcp_url(INTERACTIVE), key, "legacy") as client:
+                waiting = payload(await client.call_tool("plan_trip", {"traveller": "Z"}))
+            assert waiting["status"] == "waiting_for_input"
+            assert live.stop() in (0, -15), live.log()[
+                -3000:
+            ]  # uvicorn re-raises SIGTERM after a clean shutdown
+            assert "Application shutdown complete" in live.log()
+            await wait_until_gone(call.pids)
+            await call.hang_up()
         live.start()
         async with httpx2.AsyncClient(
             base_url=live.base_url, headers={"Authorization": f"Bearer {key}"}

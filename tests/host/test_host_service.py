@@ -112,13 +112,15 @@ async def next_pending(host: Host) -> Interaction:
     raise AssertionError("no pending interaction")
 
 
-async def call_answering(host: Host, conv: str, server: str, tool: str, answer: Any) -> dict[str, Any]:
-    """Start the call, answer its request the way the browser does, return the result."""
+async def call_and_answer(
+    host: Host, conv: str, server: str, tool: str, answer: Any, *, arguments: dict[str, Any], actor: str
+) -> Any:
+    """Start the call, answer its first request the way the browser does; the finished call's row."""
     results: list[Any] = []
     async with anyio.create_task_group() as tg:
 
         async def call() -> None:
-            results.append(await host.service.call_tool(conv, server, tool, {}, actor="user:ann"))
+            results.append(await host.service.call_tool(conv, server, tool, arguments, actor=actor))
 
         with host.hub.subscribe("interactions") as events:
             tg.start_soon(call)
@@ -128,7 +130,12 @@ async def call_answering(host: Host, conv: str, server: str, tool: str, answer: 
                         ia = host.interactions.get(event.data["interactionId"])
                         await answer(ia)
                         break
-    row = results[0]
+    return results[0]
+
+
+async def call_answering(host: Host, conv: str, server: str, tool: str, answer: Any) -> dict[str, Any]:
+    """Call `tool` without arguments as ann, answer its request, return the successful result."""
+    row = await call_and_answer(host, conv, server, tool, answer, arguments={}, actor="user:ann")
     assert row.status == "success", (row.status, row.error)
     return json.loads(row.result["content"][0]["text"])
 
@@ -349,37 +356,26 @@ async def test_the_official_everything_server_lists_tools_calls_one_and_gets_its
         assert {"echo", "trigger-elicitation-request"} <= names
         echoed = await host.service.call_tool(conv.id, "mcp-everything", "echo", {"message": "hi"}, actor="a")
         assert echoed.status == "success" and "hi" in json.dumps(echoed.result)
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
 
-            async def call() -> None:
-                results.append(
-                    await host.service.call_tool(
-                        conv.id, "mcp-everything", "trigger-elicitation-request", {}, actor="a"
-                    )
-                )
+        async def answer(ia: Interaction) -> None:
+            assert ia.blockers == []
+            await host.interactions.answer(
+                ia.id,
+                action="accept",
+                content={
+                    "name": "Ada",
+                    "untitledMultipleSelectEnum": ["Piano"],
+                    "titledMultipleSelectEnum": ["fish-2"],
+                    "titledSingleSelectEnum": "hero-3",
+                },
+                channel="ui",
+            )
 
-            with host.hub.subscribe("interactions") as events:
-                tg.start_soon(call)
-                with anyio.fail_after(TIMEOUT):
-                    async for event in events:
-                        if event.kind == "pending":
-                            ia = host.interactions.get(event.data["interactionId"])
-                            assert ia.blockers == []
-                            await host.interactions.answer(
-                                ia.id,
-                                action="accept",
-                                content={
-                                    "name": "Ada",
-                                    "untitledMultipleSelectEnum": ["Piano"],
-                                    "titledMultipleSelectEnum": ["fish-2"],
-                                    "titledSingleSelectEnum": "hero-3",
-                                },
-                                channel="ui",
-                            )
-                            break
-        text = json.dumps(results[0].result)
-        assert results[0].status == "success" and "Ada" in text and "fish-2" in text
+        row = await call_and_answer(
+            host, conv.id, "mcp-everything", "trigger-elicitation-request", answer, arguments={}, actor="a"
+        )
+        text = json.dumps(row.result)
+        assert row.status == "success" and "Ada" in text and "fish-2" in text
 
 
 async def test_calls_and_requests_left_open_by_a_dead_process_are_ended_at_start(tmp_path: Path) -> None:

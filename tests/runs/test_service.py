@@ -12,9 +12,8 @@ import pytest
 from sqlmodel import Session, select
 
 from tests.conftest import EXAMPLES, TORTURE
-from tests.helpers import process_gone, wait_until_gone
+from tests.helpers import next_update, process_gone, run_to_end, start_run, wait_until_gone
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer
-from webui.runs.service import RunRequest, RunUpdate
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.store import runs as run_store
@@ -36,36 +35,13 @@ def torture() -> Project:
     return load_project(TORTURE)
 
 
-async def start(svc: Services, project: Project, ep: str, params: dict[str, Any] | None = None) -> str:
-    entrypoint = project.entrypoint(ep)
-    assert entrypoint is not None
-    return await svc.runs.start(
-        RunRequest(project=project, entrypoint=entrypoint, params=params or {}, stored_params=params or {})
-    )
-
-
-async def next_update(svc: Services, run_id: str, kinds: tuple[str, ...] = ("final",)) -> RunUpdate:
-    async with svc.runs.watch(run_id) as updates:
-        with anyio.fail_after(30):
-            while True:
-                update = await updates.get()
-                if update.kind in kinds:
-                    return update
-
-
-async def run_to_end(
-    svc: Services, project: Project, ep: str, params: dict[str, Any] | None = None
-) -> RunUpdate:
-    return await next_update(svc, await start(svc, project, ep, params))
-
-
 def events(svc: Services, run_id: str, kind: str | None = None) -> list[str]:
     return [e.text or "" for e in run_store.list_events(svc.engine, run_id=run_id) if kind in (None, e.kind)]
 
 
 async def test_a_plain_run_succeeds_with_its_output_and_a_persisted_timeline(svc: Services) -> None:
     hello = load_project(EXAMPLES / "hello")
-    run_id = await start(svc, hello, "greet", {"name": "Ann", "times": 2})
+    run_id = await start_run(svc, hello, "greet", {"name": "Ann", "times": 2})
     final = await next_update(svc, run_id)
     assert (final.status, final.output) == ("success", {"greeting": "Hello, Ann! Hello, Ann!"})
     run = run_store.get_run(svc.engine, run_id=run_id)
@@ -75,7 +51,7 @@ async def test_a_plain_run_succeeds_with_its_output_and_a_persisted_timeline(svc
 
 
 async def test_stdout_and_stderr_noise_land_in_the_run_log(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "noisy")
+    run_id = await start_run(svc, torture, "noisy")
     final = await next_update(svc, run_id)
     assert final.status == "success"
     out = "".join(events(svc, run_id, "stdout"))
@@ -84,7 +60,7 @@ async def test_stdout_and_stderr_noise_land_in_the_run_log(svc: Services, tortur
 
 
 async def test_an_exception_fails_the_run_without_leaking_its_text(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "raise_error")
+    run_id = await start_run(svc, torture, "raise_error")
     final = await next_update(svc, run_id)
     assert final.status == "failed"
     assert final.error == {"code": "handler_error", "message": "The handler raised ValueError."}
@@ -119,7 +95,7 @@ async def test_the_service_keeps_working_after_a_crash(svc: Services, torture: P
 async def test_a_hanging_handler_times_out_and_leaves_no_process(
     svc: Services, torture: Project, entrypoint: str
 ) -> None:
-    run_id = await start(svc, torture, entrypoint)
+    run_id = await start_run(svc, torture, entrypoint)
     with anyio.fail_after(10):
         while svc.runs.live_worker_pid(run_id) is None:
             await anyio.sleep(0.01)
@@ -132,7 +108,7 @@ async def test_a_hanging_handler_times_out_and_leaves_no_process(
 
 
 async def test_cancelling_kills_the_worker_and_its_subprocesses(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "sleep", {"grandchild": True})
+    run_id = await start_run(svc, torture, "sleep", {"grandchild": True})
     progress = await next_update(svc, run_id, ("progress",))
     assert progress.progress is not None
     pids = dict(part.split("=") for part in str(progress.progress["message"]).split())
@@ -145,7 +121,7 @@ async def test_cancelling_kills_the_worker_and_its_subprocesses(svc: Services, t
 
 
 async def test_a_run_waits_for_input_and_resumes_on_the_same_worker(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "ask_once")
+    run_id = await start_run(svc, torture, "ask_once")
     waiting = await next_update(svc, run_id, ("waiting",))
     assert waiting.status == "waiting_for_input" and waiting.interaction is not None
     pid = svc.runs.live_worker_pid(run_id)
@@ -167,7 +143,7 @@ async def test_a_run_waits_for_input_and_resumes_on_the_same_worker(svc: Service
 
 async def test_declining_makes_ask_return_none_and_approve_false(svc: Services, torture: Project) -> None:
     for ep, expected in (("ask_once", {"declined": True}), ("approve_only", {"approved": False})):
-        run_id = await start(svc, torture, ep)
+        run_id = await start_run(svc, torture, ep)
         waiting = await next_update(svc, run_id, ("waiting",))
         assert waiting.interaction is not None
         await svc.interactions.answer(waiting.interaction.id, action="decline", channel="test")
@@ -176,7 +152,7 @@ async def test_declining_makes_ask_return_none_and_approve_false(svc: Services, 
 
 
 async def test_accepting_an_approval_returns_true(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "approve_only")
+    run_id = await start_run(svc, torture, "approve_only")
     waiting = await next_update(svc, run_id, ("waiting",))
     assert waiting.interaction is not None and waiting.interaction.kind == "approval"
     assert "delete everything" in waiting.interaction.title
@@ -185,7 +161,7 @@ async def test_accepting_an_approval_returns_true(svc: Services, torture: Projec
 
 
 async def test_a_cancel_answer_cancels_the_run(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "ask_once")
+    run_id = await start_run(svc, torture, "ask_once")
     waiting = await next_update(svc, run_id, ("waiting",))
     assert waiting.interaction is not None
     pid = svc.runs.live_worker_pid(run_id)
@@ -199,7 +175,7 @@ async def test_a_cancel_answer_cancels_the_run(svc: Services, torture: Project) 
 async def test_answers_are_validated_first_wins_identical_repeats_conflicts_rejected(
     svc: Services, torture: Project
 ) -> None:
-    run_id = await start(svc, torture, "ask_once")
+    run_id = await start_run(svc, torture, "ask_once")
     waiting = await next_update(svc, run_id, ("waiting",))
     assert waiting.interaction is not None
     ia_id = waiting.interaction.id
@@ -220,7 +196,7 @@ async def test_answers_are_validated_first_wins_identical_repeats_conflicts_reje
 
 
 async def test_an_interaction_of_a_finished_run_is_closed(svc: Services, torture: Project) -> None:
-    run_id = await start(svc, torture, "ask_once")
+    run_id = await start_run(svc, torture, "ask_once")
     waiting = await next_update(svc, run_id, ("waiting",))
     assert waiting.interaction is not None
     await svc.runs.cancel(run_id)
@@ -242,7 +218,7 @@ async def test_the_time_limit_pauses_while_a_person_answers(svc: Services, tmp_p
         "def run(ctx):\n    return ctx.ask('q', [{'name': 'v', 'type': 'string'}])\n", encoding="utf-8"
     )
     project = load_project(root)
-    run_id = await start(svc, project, "ask")
+    run_id = await start_run(svc, project, "ask")
     waiting = await next_update(svc, run_id, ("waiting",))
     assert waiting.interaction is not None
     # Longer than the limit: an event that never fires bounds the wait without a sleep.
@@ -277,7 +253,7 @@ async def test_forms_with_files_or_optionless_arrays_are_flagged_as_not_elicitab
     svc: Services, torture: Project
 ) -> None:
     for ep in ("ask_file", "ask_array"):
-        run_id = await start(svc, torture, ep)
+        run_id = await start_run(svc, torture, ep)
         waiting = await next_update(svc, run_id, ("waiting",))
         assert waiting.interaction is not None and waiting.interaction.blockers
         await svc.runs.cancel(run_id)
@@ -311,9 +287,9 @@ async def test_separate_kv_and_value_store_dirs_hold_their_own_databases(tmp_pat
 async def test_a_queued_run_waits_for_a_slot_and_can_be_cancelled(tmp_path: Path, torture: Project) -> None:
     settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
     async with open_services(settings) as services:
-        busy = await start(services, torture, "sleep")
+        busy = await start_run(services, torture, "sleep")
         await next_update(services, busy, ("progress",))
-        queued = await start(services, torture, "progress")
+        queued = await start_run(services, torture, "progress")
         run = run_store.get_run(services.engine, run_id=queued)
         assert run is not None and run.status == "queued"
         await services.runs.cancel(queued)
@@ -364,7 +340,7 @@ async def test_shutdown_interrupts_live_runs_and_kills_their_workers(
 ) -> None:
     settings = Settings(data_dir=tmp_path / "d")
     async with open_services(settings) as services:
-        run_id = await start(services, torture, "sleep")
+        run_id = await start_run(services, torture, "sleep")
         await next_update(services, run_id, ("progress",))
         pid = services.runs.live_worker_pid(run_id)
     assert pid is not None
@@ -382,7 +358,7 @@ async def test_output_files_are_stored_and_audited_runs_recorded(svc: Services, 
     row = svc.files.import_path(project_id=files.id, path=doc)
     from webui.files.store import worker_view
 
-    run_id = await start(svc, files, "summarize", {"document": {"$file": worker_view(row)}})
+    run_id = await start_run(svc, files, "summarize", {"document": {"$file": worker_view(row)}})
     final = await next_update(svc, run_id)
     assert final.status == "success", final.error
     out = final.output

@@ -34,6 +34,7 @@ from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_conversation_sse import SseEvent, call_without_elicitation, tab, until
 from tests.e2e.test_conversation_sse import login as live_login
 from tests.e2e.test_http_mcp import sdk_client
+from tests.helpers import next_update
 from tests.web.conftest import ADMIN, INTERACTIVE, Web, prepare
 from tests.web.test_host_pages import Host, ask, connect, create
 from tests.web.test_host_pages import start as start_host
@@ -100,15 +101,6 @@ def ui_user(web: Web, name: str) -> UiUser:
     return UiUser(account_id(web, name), name, False, f"session-{name}", "csrf", frozenset({INTERACTIVE}))
 
 
-async def next_update(svc: Any, run_id: str, kinds: tuple[str, ...] = ("waiting", "final")) -> RunUpdate:
-    async with svc.runs.watch(run_id) as updates:
-        with anyio.fail_after(WAIT):
-            while True:
-                update = await updates.get()
-                if update.kind in kinds:
-                    return update
-
-
 async def begin(svc: Any, owner: int, name: str) -> str:
     """A plan_trip run started with `name`'s key (as the HTTP endpoint records it)."""
     project = load_project(TRIP)
@@ -145,7 +137,7 @@ def start_trip(web: Web, name: str) -> tuple[str, str]:
 
 def following(web: Web, run_id: str) -> RunUpdate:
     assert web.client.portal is not None
-    return web.client.portal.call(next_update, services(web), run_id)
+    return web.client.portal.call(next_update, services(web), run_id, ("waiting", "final"))
 
 
 def answer(web: Web, csrf: str, iid: str, data: dict[str, Any]) -> Any:

@@ -54,13 +54,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         STEAMHARNESS_PROJECT_FILE_QUOTA_BYTES=str(BYTE_CAP),
     )
     shutil.copytree(HERE / "limits_project", live.projects / "limits")
-    live.cli("projects", "add", str(live.projects / "limits"))
-    live.cli("projects", "publish", LIMITS)
-    live.start()
-    try:
+    live.add_project(live.projects / "limits", LIMITS)
+    with live.running():
         yield live
-    finally:
-        live.stop()
 
 
 # --------------------------------------------------------------------------- helpers

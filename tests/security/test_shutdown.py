@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,14 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
 from mcp.client.context import ClientRequestContext
-from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import TORTURE as TORTURE_DIR
-from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, make_server
-from tests.helpers import wait_until_gone
+from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, running_server
+from tests.e2e.test_http_mcp import sdk_client
+from tests.helpers import start_run, wait_until_gone
 from tests.security.test_limits import audit, payload
-from webui.runs.service import RunRefused, RunRequest
+from webui.runs.service import RunRefused
 from webui.services import open_services
 from webui.settings import Settings
 from webui.shutdown import SHUTTING_DOWN
@@ -35,20 +33,6 @@ pytestmark = pytest.mark.anyio
 
 TIMEOUT = 60
 EXIT_TIMEOUT = 30  # a bound on the wait, not a measured threshold
-
-
-@asynccontextmanager
-async def sdk_client(url: str, key: str, mode: str, elicit: Any = None) -> AsyncIterator[Client]:
-    kwargs: dict[str, Any] = {"mode": mode}
-    if elicit is not None:
-        kwargs["elicitation_callback"] = elicit
-    async with (
-        httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=120)
-        ) as http,
-        Client(streamable_http_client(url, http_client=http), **kwargs) as client,
-    ):
-        yield client
 
 
 def sigterm(live: LiveServer) -> subprocess.Popen[bytes]:
@@ -77,14 +61,28 @@ def assert_stopped_by_shutdown(body: dict[str, Any]) -> None:
     assert "shut down" in body["error"]["message"]
 
 
+def shut_down_call(results: list[types.CallToolResult]) -> dict[str, Any]:
+    """The one call's result: a complete tool error saying the server shut down; its payload."""
+    (result,) = results
+    body = payload(result)
+    assert result.is_error is True
+    assert_stopped_by_shutdown(body)
+    return body
+
+
+async def restart(live: LiveServer, proc: subprocess.Popen[bytes], gone: tuple[int, ...] = ()) -> None:
+    """Once the SIGTERMed server has exited (and the `gone` processes with it), start it again."""
+    with anyio.fail_after(TIMEOUT):
+        assert await exited(proc) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
+        await wait_until_gone(list(gone))
+    live.proc = None
+    live.start()
+
+
 @pytest.fixture
-def live(tmp_path: Path) -> Any:
-    server = make_server(tmp_path)
-    server.start()
-    try:
+def live(tmp_path: Path) -> Iterator[LiveServer]:
+    with running_server(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -111,15 +109,8 @@ async def test_sigterm_ends_a_call_in_flight_with_a_shutting_down_result_and_rec
             tg.start_soon(call)
             await started.wait()
             proc = sigterm(live)
-    (result,) = results
-    body = payload(result)
-    assert result.is_error is True
-    assert_stopped_by_shutdown(body)
-    with anyio.fail_after(TIMEOUT):
-        assert await exited(proc) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
-        await wait_until_gone([pids["worker"], pids["grandchild"]])
-    live.proc = None
-    live.start()
+    body = shut_down_call(results)
+    await restart(live, proc, gone=(pids["worker"], pids["grandchild"]))
     with anyio.fail_after(TIMEOUT):
         run = await stored_run(live, key, body["runId"])
     assert_stopped_by_shutdown(run)
@@ -159,14 +150,8 @@ async def test_sigterm_ends_runs_waiting_on_a_person_and_restart_reports_them_st
             tg.start_soon(call)
             await asked.wait()
             proc = sigterm(live)
-    (result,) = results
-    inline = payload(result)
-    assert result.is_error is True
-    assert_stopped_by_shutdown(inline)
-    with anyio.fail_after(TIMEOUT):
-        assert await exited(proc) in (0, -signal.SIGTERM)
-    live.proc = None
-    live.start()
+    inline = shut_down_call(results)
+    await restart(live, proc)
     with anyio.fail_after(TIMEOUT):
         for run_id in (inline["runId"], parked["runId"]):
             assert_stopped_by_shutdown(await stored_run(live, key, run_id))
@@ -182,18 +167,11 @@ async def test_sigterm_ends_runs_waiting_on_a_person_and_restart_reports_them_st
 
 async def test_once_shutdown_starts_queued_runs_are_stopped_too_and_no_new_run_starts(tmp_path: Path) -> None:
     torture = load_project(TORTURE_DIR)
-    sleep = torture.entrypoint("sleep")
-    assert sleep is not None
     settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.5)
     async with open_services(settings) as services:
         runs = services.runs
-
-        async def start() -> str:
-            return await runs.start(
-                RunRequest(project=torture, entrypoint=sleep, params={}, stored_params={})
-            )
-
-        running, queued = await start(), await start()
+        running = await start_run(services, torture, "sleep")
+        queued = await start_run(services, torture, "sleep")
         with anyio.fail_after(TIMEOUT):
             await runs.stop_all(SHUTTING_DOWN, grace=0.5)
         for run_id in (running, queued):
@@ -201,5 +179,5 @@ async def test_once_shutdown_starts_queued_runs_are_stopped_too_and_no_new_run_s
             assert run is not None and run.status == "failed"
             assert run.error == SHUTTING_DOWN
         with pytest.raises(RunRefused) as refused:
-            await start()
+            await start_run(services, torture, "sleep")
         assert refused.value.code == "shutting_down"

@@ -25,12 +25,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
-from tests.helpers import process_gone, wait_until_gone
+from tests.helpers import next_update, process_gone, run_to_end, start_run, wait_until_gone
 from tests.security.workers_project import PROJECT_ID, write_project
 from webui.errors import ConfigError
 from webui.runs.child import LOG_TEXT_LIMIT, MAX_FRAME_BYTES, PROGRESS_MESSAGE_LIMIT
 from webui.runs.env import server_base_env
-from webui.runs.service import RunRequest, RunUpdate
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.store import runs as run_store
@@ -60,29 +59,6 @@ async def svc(tmp_path: Path) -> AsyncIterator[Services]:
 @pytest.fixture
 def intruder(tmp_path: Path) -> Project:
     return load_project(write_project(tmp_path / "intruder"))
-
-
-async def start(svc: Services, project: Project, ep: str, params: dict[str, Any] | None = None) -> str:
-    entrypoint = project.entrypoint(ep)
-    assert entrypoint is not None
-    return await svc.runs.start(
-        RunRequest(project=project, entrypoint=entrypoint, params=params or {}, stored_params=params or {})
-    )
-
-
-async def next_update(svc: Services, run_id: str, kinds: tuple[str, ...] = ("final",)) -> RunUpdate:
-    async with svc.runs.watch(run_id) as updates:
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                update = await updates.get()
-                if update.kind in kinds:
-                    return update
-
-
-async def run_to_end(
-    svc: Services, project: Project, ep: str, params: dict[str, Any] | None = None
-) -> RunUpdate:
-    return await next_update(svc, await start(svc, project, ep, params))
 
 
 def events(svc: Services, run_id: str, kind: str) -> list[run_store.RunEvent]:
@@ -173,7 +149,7 @@ async def test_a_worker_inherits_no_server_secret_in_its_own_or_its_parents_envi
     monkeypatch.setenv("STEAMHARNESS_DATABASE_URL", f"sqlite:///{tmp_path / 'db.sqlite3'}")
     monkeypatch.setenv("SOME_HOST_TOKEN", "t0ken")
     async with open_services(Settings(data_dir=tmp_path / "data")) as svc:
-        run_id = await start(svc, intruder, "leave_and_wait")
+        run_id = await start_run(svc, intruder, "leave_and_wait")
         await progress_message(svc, run_id)
         pid = svc.runs.live_worker_pid(run_id)
         assert pid is not None
@@ -257,7 +233,7 @@ async def test_what_a_handler_leaves_running_is_gone_when_its_result_arrives(
 
 
 async def test_a_crashed_worker_leaves_nothing_behind(svc: Services, intruder: Project) -> None:
-    run_id = await start(svc, intruder, "leave_and_crash")
+    run_id = await start_run(svc, intruder, "leave_and_crash")
     leftover = int(await progress_message(svc, run_id))
     final = await next_update(svc, run_id)
     assert final.status == "failed" and final.error is not None
@@ -268,7 +244,7 @@ async def test_a_crashed_worker_leaves_nothing_behind(svc: Services, intruder: P
 async def test_cancelling_kills_what_the_handler_started_in_another_session(
     svc: Services, intruder: Project
 ) -> None:
-    run_id = await start(svc, intruder, "leave_and_wait")
+    run_id = await start_run(svc, intruder, "leave_and_wait")
     leftover = int(await progress_message(svc, run_id))
     worker = svc.runs.live_worker_pid(run_id)
     assert worker is not None
@@ -303,7 +279,7 @@ async def test_an_output_over_the_frame_limit_fails_the_run_with_output_too_larg
 
 
 async def test_a_huge_log_line_is_cut_and_the_run_succeeds(svc: Services, intruder: Project) -> None:
-    run_id = await start(svc, intruder, "big_log", {"size": 2 * MAX_FRAME_BYTES})
+    run_id = await start_run(svc, intruder, "big_log", {"size": 2 * MAX_FRAME_BYTES})
     final = await next_update(svc, run_id)
     assert (final.status, final.output) == ("success", {"ok": True})
     [entry] = events(svc, run_id, "log")
@@ -312,7 +288,7 @@ async def test_a_huge_log_line_is_cut_and_the_run_succeeds(svc: Services, intrud
 
 
 async def test_a_huge_progress_message_is_cut_and_the_run_succeeds(svc: Services, intruder: Project) -> None:
-    run_id = await start(svc, intruder, "big_progress", {"size": 2 * MAX_FRAME_BYTES})
+    run_id = await start_run(svc, intruder, "big_progress", {"size": 2 * MAX_FRAME_BYTES})
     message = await progress_message(svc, run_id)
     assert message.startswith("p" * PROGRESS_MESSAGE_LIMIT) and message.endswith("more characters]")
     final = await next_update(svc, run_id)
@@ -331,7 +307,7 @@ async def test_an_ask_too_large_to_send_fails_the_run_with_output_too_large(
 async def test_an_oversized_frame_written_to_the_socket_directly_kills_the_worker(
     svc: Services, intruder: Project
 ) -> None:
-    run_id = await start(svc, intruder, "raw_frame", {"size": TOO_BIG})
+    run_id = await start_run(svc, intruder, "raw_frame", {"size": TOO_BIG})
     worker = int(await progress_message(svc, run_id))
     final = await next_update(svc, run_id)
     assert final.status == "failed"
@@ -343,7 +319,7 @@ async def test_an_oversized_frame_written_to_the_socket_directly_kills_the_worke
 
 
 async def test_a_malformed_frame_kills_the_worker_and_fails_the_run(svc: Services, intruder: Project) -> None:
-    run_id = await start(svc, intruder, "garbage_frame")
+    run_id = await start_run(svc, intruder, "garbage_frame")
     worker = int(await progress_message(svc, run_id))
     final = await next_update(svc, run_id)
     assert final.status == "failed"
@@ -362,14 +338,9 @@ def live() -> Iterator[LiveServer]:
     os.chmod(base, 0o755)
     try:
         server = make_server(base)
-        folder = write_project(server.projects / "intruder")
-        server.cli("projects", "add", str(folder))
-        server.cli("projects", "publish", PROJECT_ID)
-        server.start()
-        try:
+        server.add_project(write_project(server.projects / "intruder"), PROJECT_ID)
+        with server.running():
             yield server
-        finally:
-            server.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
