@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 from sse_starlette import ServerSentEvent
 
 from tests.conftest import FIXTURES
-from tests.web.conftest import ADMIN, USER, Web, prepare
+from tests.web.conftest import ADMIN, USER, Web, prepare, rendered
 from webui.app import create_app
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.host.service import HostService
@@ -36,7 +36,7 @@ from webui.web.host_pages import tool_form_problem
 SERVER = FIXTURES / "host_server.py"
 HX = {"HX-Request": "true"}
 FOLLOW_SECONDS = 60.0
-TOKEN_RE = re.compile(r'<section id="activity"[^>]*data-token="(\w+)"')
+FINISHED = ("success", "error", "failed")
 NOTHING_WAITING = '<p id="no-pending" class="muted">Nothing is waiting'
 STDIO = {"command": sys.executable, "args": [str(SERVER), "stdio"]}
 
@@ -124,35 +124,49 @@ def call(host: Host, csrf: str, conv: str, tool: str, server: str = "mcp-test-st
     )
 
 
-def follow(host: Host, conv: str, until: Callable[[str], bool], first: str | None = None) -> str:
-    """Long-poll the conversation's activity until `until(fragment)` holds (bounded)."""
-    fragment = first or host.client.get(f"/host/conversations/{conv}/activity", headers=HX).text
+def activity_of(response: Any) -> Any:
+    """The conversation's calls and requests, as the activity fragment was given them."""
+    template, block, context = rendered(response)
+    assert (template, block) == ("host/conversation.html", "activity"), (template, block)
+    return context["activity"]
+
+
+def follow(host: Host, conv: str, until: Callable[[Any], bool], first: Any | None = None) -> Any:
+    """Long-poll the conversation's activity until `until(activity)` holds (bounded); returns
+    the last activity fragment's response."""
+    r = first or host.client.get(f"/host/conversations/{conv}/activity", headers=HX)
     deadline = time.monotonic() + FOLLOW_SECONDS
-    while not until(fragment):
-        assert time.monotonic() < deadline, fragment
-        assert 'data-live="true"' in fragment, f"nothing is running any more:\n{fragment}"
-        token = TOKEN_RE.search(fragment)
-        assert token, fragment
-        r = host.client.get(f"/host/conversations/{conv}/activity?since={token.group(1)}", headers=HX)
+    while not until(activity_of(r)):
+        view = activity_of(r)
+        assert time.monotonic() < deadline, r.text
+        assert view.live and 'data-live="true"' in r.text, f"nothing is running any more:\n{r.text}"
+        assert f"?since={view.token}" in r.text  # the URL htmx polls next
+        r = host.client.get(f"/host/conversations/{conv}/activity?since={view.token}", headers=HX)
         assert r.status_code == 200, r.text
-        fragment = r.text
-    return fragment
+    return r
 
 
-def pending_request(fragment: str) -> str | None:
-    m = re.search(r'<li id="request-(int_\w+)" data-interaction="[^"]+" data-status="pending"', fragment)
-    return m.group(1) if m else None
+def pending_request(view: Any) -> str | None:
+    return next((r.interaction.id for r in view.requests if r.interaction.status == "pending"), None)
 
 
-def finished_call(fragment: str, tool: str) -> bool:
-    return bool(re.search(rf'data-status="(success|error|failed)" data-tool="{tool}"', fragment))
+def finished_call(view: Any, tool: str) -> bool:
+    return any(c.tool == tool and c.status in FINISHED for c in view.calls)
 
 
-def result_texts(fragment: str) -> list[Any]:
-    return [
+def calls_of(response: Any, tool: str) -> list[Any]:
+    return [c for c in activity_of(response).calls if c.tool == tool]
+
+
+def result_texts(response: Any) -> list[Any]:
+    """The text content of the calls' results, each parsed as JSON (newest call first)."""
+    texts = [json.loads(t) for c in activity_of(response).calls for t in c.texts]
+    drawn = [
         json.loads(html.unescape(t))
-        for t in re.findall(r'<pre class="result-text">(.*?)</pre>', fragment, re.S)
+        for t in re.findall(r'<pre class="result-text">(.*?)</pre>', response.text, re.S)
     ]
+    assert drawn == texts  # each is shown as it came
+    return texts
 
 
 def card(page: str, interaction_id: str) -> str:
@@ -167,12 +181,12 @@ def answer(host: Host, csrf: str, iid: str, data: dict[str, Any]) -> Any:
     )
 
 
-def ask(host: Host, csrf: str, conv: str, tool: str) -> tuple[str, str]:
-    """Call `tool` and wait until its server asks; returns (interaction id, activity)."""
+def ask(host: Host, csrf: str, conv: str, tool: str) -> tuple[str, Any]:
+    """Call `tool` and wait until its server asks; returns (interaction id, activity response)."""
     r = call(host, csrf, conv, tool)
     assert r.status_code == 200, r.text
-    fragment = follow(host, conv, lambda f: pending_request(f) is not None, first=r.text)
-    iid = pending_request(fragment)
+    fragment = follow(host, conv, lambda a: pending_request(a) is not None, first=r)
+    iid = pending_request(activity_of(fragment))
     assert iid is not None
     return iid, fragment
 
@@ -316,11 +330,13 @@ def test_calling_echo_runs_in_the_background_and_the_result_follows(host: Host) 
     assert 'data-tool="echo"' in section_html and "Call echo</button>" in section_html
     r = call(host, csrf, conv, "echo")
     assert r.status_code == 200 and "<html" not in r.text
-    assert re.search(r'data-status="(connecting|running|success)" data-tool="echo"', r.text)
-    fragment = follow(host, conv, lambda f: finished_call(f, "echo"), first=r.text)
-    assert 'data-status="success" data-tool="echo"' in fragment
+    [started] = calls_of(r, "echo")
+    assert started.status in ("connecting", "running", "success") and started.server_id == "mcp-test-stdio"
+    fragment = follow(host, conv, lambda a: finished_call(a, "echo"), first=r)
+    assert [c.status for c in calls_of(fragment, "echo")] == ["success"]
     assert result_texts(fragment) == [{"echo": {}}]
-    assert 'data-live="false"' in fragment and "hx-get" not in fragment  # nothing left to follow
+    assert activity_of(fragment).live is False  # nothing left to follow
+    assert 'data-live="false"' in fragment.text and "hx-get" not in fragment.text
     page = host.client.get(f"/host/conversations/{conv}").text
     assert "&#34;echo&#34;" in page  # escaped text content
 
@@ -355,9 +371,9 @@ def test_a_tool_whose_schema_has_no_form_takes_json_arguments(host: Host) -> Non
         assert r.headers["hx-retarget"] == f"#{dom}" and r.headers["hx-reswap"] == "outerHTML"
     r = call(host, csrf, conv, "echo", arguments_json='{"point": {"x": 1, "label": "<b>"}}')
     assert r.status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "echo"), first=r.text)
+    fragment = follow(host, conv, lambda a: finished_call(a, "echo"), first=r)
     assert result_texts(fragment) == [{"echo": {"point": {"x": 1, "label": "<b>"}}}]
-    assert "&lt;b&gt;" in fragment and "<b>" not in fragment
+    assert "&lt;b&gt;" in fragment.text and "<b>" not in fragment.text
 
 
 def test_tool_forms_are_generated_where_the_schema_allows() -> None:
@@ -390,8 +406,10 @@ def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_show
     conv = create(host, csrf, "Hotel <trip>", selection="defaults")
     connect(host, csrf, conv)
     iid, fragment = ask(host, csrf, conv, "book")
-    assert "Test_Stdio asks" in fragment and 'href="/conversations#interaction-' in fragment
-    assert "1 request from the server waits for an answer" in fragment
+    [pending] = activity_of(fragment).pending
+    assert pending.interaction.id == iid and pending.server_name == "Test_Stdio"
+    assert "Test_Stdio asks" in fragment.text and f'href="/conversations#interaction-{iid}"' in fragment.text
+    assert "1 request from the server waits for an answer" in fragment.text
 
     view = host.client.get("/conversations").text
     html_card = card(view, iid)
@@ -425,11 +443,13 @@ def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_show
     assert "done" not in state.group(1).lower()
     assert "<dt>Room</dt><dd>Double room</dd>" in r.text
 
-    fragment = follow(host, conv, lambda f: finished_call(f, "book"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "book"))
     assert result_texts(fragment) == [
         {"action": "accept", "content": {"name": "Ann", "nights": 3, "breakfast": True, "room": "double"}}
     ]
-    assert "Answer sent to Test_Stdio: accepted" in fragment
+    [request] = activity_of(fragment).requests
+    assert request.state == "Answer sent to Test_Stdio: accepted in the browser by user:ann"
+    assert "Answer sent to Test_Stdio: accepted" in fragment.text
     # the identical answer again is harmless; a different one is refused
     assert answer(host, csrf, iid, good).status_code == 200
     r = answer(host, csrf, iid, {**good, f"{p}nights": "4"})
@@ -443,7 +463,9 @@ def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Hos
     conv = create(host, csrf, "links", selection="defaults")
     connect(host, csrf, conv)
     iid, fragment = ask(host, csrf, conv, "open_link")
-    assert 'Destination: <code class="url">https://example.com/sign?x=1</code>' in fragment
+    [pending] = activity_of(fragment).pending
+    assert pending.interaction.kind == "url" and pending.interaction.url == "https://example.com/sign?x=1"
+    assert 'Destination: <code class="url">https://example.com/sign?x=1</code>' in fragment.text
     html_card = card(host.client.get("/conversations").text, iid)
     assert 'data-kind="url"' in html_card
     assert "asks you to open a page on <strong>example.com</strong>" in html_card
@@ -458,7 +480,7 @@ def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Hos
     r = answer(host, csrf, iid, {"action": "accept"})
     assert r.status_code == 200
     assert "Answer sent to Test_Stdio: confirmed as completed in the browser by user:ann" in r.text
-    fragment = follow(host, conv, lambda f: finished_call(f, "open_link"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "open_link"))
     assert result_texts(fragment) == [{"action": "accept", "content": None}]
 
 
@@ -470,13 +492,15 @@ def test_declining_and_a_multi_select_reach_the_server(host: Host) -> None:
     html_card = card(host.client.get("/conversations").text, iid)
     assert "<legend>Tags" in html_card and f'name="{iid}-tags" value="blue"> Blue' in html_card
     assert answer(host, csrf, iid, {"action": "accept", f"{iid}-tags": ["red", "blue"]}).status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "pick_tags"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "pick_tags"))
     assert result_texts(fragment) == [{"action": "accept", "content": {"tags": ["red", "blue"]}}]
 
     iid, _ = ask(host, csrf, conv, "pick_tags")
     r = answer(host, csrf, iid, {"action": "decline"})
     assert "Answer sent to Test_Stdio: declined in the browser by user:ann" in r.text
-    fragment = follow(host, conv, lambda f: f.count('data-status="success" data-tool="pick_tags"') == 2)
+    fragment = follow(
+        host, conv, lambda a: [c.status for c in a.calls if c.tool == "pick_tags"] == ["success"] * 2
+    )
     assert {"action": "decline", "content": None} in result_texts(fragment)
 
 
@@ -485,8 +509,11 @@ def test_a_sensitive_field_is_refused_with_its_reason(host: Host) -> None:
     conv = create(host, csrf, "secret", selection="defaults")
     connect(host, csrf, conv)
     r = call(host, csrf, conv, "ask_secret")
-    fragment = follow(host, conv, lambda f: finished_call(f, "ask_secret"), first=r.text)
-    assert "Refused by the host: field &#39;password&#39; is declared sensitive" in fragment
+    fragment = follow(host, conv, lambda a: finished_call(a, "ask_secret"), first=r)
+    [request] = activity_of(fragment).requests
+    assert request.interaction.status == "closed"
+    assert request.state.startswith("Refused by the host: field 'password' is declared sensitive")
+    assert "Refused by the host: field &#39;password&#39; is declared sensitive" in fragment.text
     assert "sensitive" in result_texts(fragment)[0]["refused"]
     assert NOTHING_WAITING in host.client.get("/conversations").text  # never a form
 
@@ -497,11 +524,13 @@ def test_an_unanswered_request_expires_and_the_server_gets_cancel(short_expiry: 
     conv = create(host, csrf, "slow", selection="defaults")
     connect(host, csrf, conv)
     r = call(host, csrf, conv, "wait")
-    fragment = follow(host, conv, lambda f: finished_call(f, "wait"), first=r.text)
+    fragment = follow(host, conv, lambda a: finished_call(a, "wait"), first=r)
     assert result_texts(fragment) == [{"action": "cancel", "content": None}]
-    iid = re.search(r'<li id="request-(int_\w+)"[^>]*data-status="closed"', fragment)
-    assert iid and "Expired without an answer" in fragment
-    r = answer(host, csrf, iid.group(1), {"action": "accept", f"{iid.group(1)}-x": "late"})
+    [request] = activity_of(fragment).requests
+    assert (request.interaction.status, request.state) == ("closed", "Expired without an answer")
+    assert "Expired without an answer" in fragment.text
+    iid = request.interaction.id
+    r = answer(host, csrf, iid, {"action": "accept", f"{iid}-x": "late"})
     assert r.status_code == 410 and "Expired without an answer" in r.text
 
 
@@ -514,9 +543,11 @@ def test_closing_a_conversation_ends_its_open_request_and_refuses_new_calls(host
         f"/host/conversations/{conv}/close", data={"csrf_token": csrf}, follow_redirects=False
     )
     assert r.status_code == 303
-    fragment = follow(host, conv, lambda f: finished_call(f, "wait"))
-    assert re.search(rf'id="request-{iid}"[^>]*data-status="closed"', fragment)
-    assert "Ended without an answer: the conversation was closed" in fragment
+    fragment = follow(host, conv, lambda a: finished_call(a, "wait"))
+    [request] = activity_of(fragment).requests
+    assert (request.interaction.id, request.interaction.status) == (iid, "closed")
+    assert request.state == "Ended without an answer: the conversation was closed"
+    assert "Ended without an answer: the conversation was closed" in fragment.text
     page = host.client.get(f"/host/conversations/{conv}").text
     assert '<dd class="conversation-state">closed' in page and "Call echo" not in page
     assert call(host, csrf, conv, "echo").status_code == 409
@@ -532,13 +563,13 @@ def test_a_host_owned_servers_request_is_labelled_with_the_calling_conversation(
     conv = create(host, csrf, "shared", selection="choose", server="mcp-other-server")
     connect(host, csrf, conv, "mcp-other-server")
     r = call(host, csrf, conv, "book", server="mcp-other-server")
-    fragment = follow(host, conv, lambda f: pending_request(f) is not None, first=r.text)
-    iid = pending_request(fragment)
+    fragment = follow(host, conv, lambda a: pending_request(a) is not None, first=r)
+    iid = pending_request(activity_of(fragment))
     assert iid is not None
     html_card = card(host.client.get("/conversations").text, iid)
     assert f'data-conversation="{conv}"' in html_card and "Other Server" in html_card
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "book"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "book"))
     assert result_texts(fragment) == [{"action": "decline", "content": None}]
 
 
@@ -563,8 +594,9 @@ def test_a_cancelled_call_is_recorded_as_failed_not_left_running(host: Host) -> 
     (row,) = service.calls(conv)
     assert (row.status, row.error) == ("failed", "the call was cancelled before the server answered")
     assert row.finished_at is not None
-    fragment = host.client.get(f"/host/conversations/{conv}/activity", headers=HX).text
-    assert 'data-status="failed" data-tool="wait"' in fragment
+    fragment = host.client.get(f"/host/conversations/{conv}/activity", headers=HX)
+    [shown] = calls_of(fragment, "wait")
+    assert (shown.status, shown.error) == ("failed", "the call was cancelled before the server answered")
 
 
 # --------------------------------------------------------------------------- who may see what
@@ -598,9 +630,11 @@ def test_only_the_owner_and_admins_see_a_conversation_and_its_requests(host: Hos
     assert page.status_code == 200 and "<dt>Owner</dt><dd>ann</dd>" in page.text
     assert f"interaction-{iid}" in host.client.get("/conversations").text
     assert answer(host, csrf, iid, {"action": "cancel"}).status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "wait"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "wait"))
     assert result_texts(fragment) == [{"action": "cancel", "content": None}]
-    assert "Answer sent to Test_Stdio: cancelled in the browser by user:root" in fragment
+    [request] = activity_of(fragment).requests
+    assert request.state == "Answer sent to Test_Stdio: cancelled in the browser by user:root"
+    assert "Answer sent to Test_Stdio: cancelled in the browser by user:root" in fragment.text
 
 
 def test_pages_need_a_login_and_writes_need_the_csrf_token(host: Host) -> None:
