@@ -194,17 +194,40 @@ def ask(host: Host, csrf: str, conv: str, tool: str) -> tuple[str, Any]:
 # --------------------------------------------------------------------------- servers page
 
 
+def server_rows(response: Any) -> dict[str, Any]:
+    """The servers page's rows by server id, in the page's order."""
+    template, _, context = rendered(response)
+    assert template == "host/servers.html"
+    return {row.server.id: row for row in context["rows"]}
+
+
+def connected(row: Any) -> list[tuple[str | None, str]]:
+    """A server row's connections: (conversation title or None for the host's, state)."""
+    return [(conv.title if conv else None, conn.state) for conv, conn in row.connections]
+
+
 def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: Host) -> None:
     csrf = host.web.login(*ADMIN)
     page = host.client.get("/host/servers")
     assert page.status_code == 200
     text = page.text
     assert '<a href="/host/servers">MCP servers</a>' in text  # the nav link
+    rows = server_rows(page)
+    assert list(rows) == ["mcp-test-stdio", "mcp-other-server"]
+    test_row, other_row = rows.values()
+    assert (test_row.server.name, other_row.server.name) == ("Test_Stdio", "Other Server")
+    source = str(host.root / "mcp" / "servers.json")
+    assert test_row.source == source  # admins: the absolute path
+    assert (test_row.selected, other_row.selected) == (True, False)
+    assert (test_row.host_owned, other_row.host_owned) == (False, True)
+    assert (test_row.protocol, other_row.protocol) == ("auto", "legacy")
+    assert test_row.command is not None and str(SERVER) in test_row.command
+    assert connected(test_row) == []
+    # what the admin reads
     test = section(text, "mcp-test-stdio")
     other = section(text, "mcp-other-server")
     assert "Test_Stdio" in test and "Other Server" in other
-    source = str(host.root / "mcp" / "servers.json")
-    assert f"<code>{source}</code>" in test  # admins: the absolute path
+    assert f"<code>{source}</code>" in test
     assert re.search(r'<dd class="selected">yes</dd>', test) and re.search(
         r'<dd class="selected">no</dd>', other
     )
@@ -217,27 +240,43 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
         "/host/servers/mcp-test-stdio/connect", data={"csrf_token": csrf}, follow_redirects=False
     )
     assert r.status_code == 303 and r.headers["location"] == "/host/servers#server-mcp-test-stdio"
-    test = section(host.client.get("/host/servers").text, "mcp-test-stdio")
+    page = host.client.get("/host/servers")
+    test_row = server_rows(page)["mcp-test-stdio"]
+    assert connected(test_row) == [("Server check: Test_Stdio", "ready")]
+    tool_names = ["book", "pick_tags", "ask_secret", "open_link", "wait", "echo"]
+    assert test_row.ready is not None and sorted(t.name for t in test_row.ready.tools) == sorted(tool_names)
+    test = section(page.text, "mcp-test-stdio")
     assert '<span class="badge ready">ready</span>' in test and "Server check: Test_Stdio" in test
-    for tool in ("book", "pick_tags", "ask_secret", "open_link", "wait", "echo"):
+    for tool in tool_names:
         assert f"<code>{tool}</code>" in test
     # the check conversation is reused, not multiplied
     host.client.post("/host/servers/mcp-test-stdio/connect", data={"csrf_token": csrf})
-    listing = host.client.get("/host/conversations").text
-    assert listing.count("Server check: Test_Stdio") == 1
+    listing = host.client.get("/host/conversations")
+    titles = [c.title for c in rendered(listing).context["conversations"]]
+    assert titles.count("Server check: Test_Stdio") == 1
+    assert listing.text.count("Server check: Test_Stdio") == 1
 
     # a host-owned server's client is the host's, whichever conversation connected it
     host.client.post("/host/servers/mcp-other-server/connect", data={"csrf_token": csrf})
-    other = section(host.client.get("/host/servers").text, "mcp-other-server")
+    page = host.client.get("/host/servers")
+    other_row = server_rows(page)["mcp-other-server"]
+    assert connected(other_row) == [(None, "ready")]
+    assert other_row.ready is not None and "echo" in [t.name for t in other_row.ready.tools]
+    other = section(page.text, "mcp-other-server")
     assert "(host-owned)" in other and "<code>echo</code>" in other
 
     host.web.logout()
     host.web.login(*USER)
-    text = host.client.get("/host/servers").text
+    page = host.client.get("/host/servers")
+    test_row = server_rows(page)["mcp-test-stdio"]
+    assert rendered(page).context["root"] is None
+    assert test_row.source == "mcp/servers.json" and test_row.command is None
+    assert connected(test_row) == []  # the admin's connection is not ann's
+    text = page.text
     test = section(text, "mcp-test-stdio")
     assert "<code>mcp/servers.json</code>" in test and str(host.root) not in text
     assert 'class="command"' not in text and html.escape(str(SERVER)) not in text
-    assert "not connected" in test  # the admin's connection is not ann's
+    assert "not connected" in test
 
 
 def section(page: str, server_id: str) -> str:
@@ -256,6 +295,14 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
         csrf = h.web.login(*USER)
         r = h.client.get("/host/servers")
         assert r.status_code == 200
+        context = rendered(r).context
+        assert context["config"] is None and context["rows"] == []
+        assert len(context["problems"]) == 3
+        given = " ".join(context["problems"])
+        assert "disabled: not supported" in given and "JSONC is not supported" in given
+        assert "no configured MCP server has id 'mcp-nope'" in given
+        assert "mcp/servers.json" in given and str(root) not in given  # not an admin: relative paths
+        assert "mcp/servers.json" in context["files"]
         problems = re.search(r'<ul class="problems">(.*?)</ul>', r.text, re.S)
         assert problems, r.text
         items = re.findall(r"<li>(.*?)</li>", problems.group(1), re.S)
@@ -268,15 +315,21 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
 
         listing = h.client.get("/host/conversations")
         assert listing.status_code == 200 and "has problems, so no conversation can start" in listing.text
+        assert rendered(listing).context["config"] is None
         r = h.client.post(
             "/host/conversations", data={"title": "x", "csrf_token": csrf}, follow_redirects=False
         )
         assert r.status_code == 422 and "steamharness config validate" in r.text
+        problem = rendered(r).context["problem"]
+        assert "steamharness config validate" in problem and str(root) not in problem
+        assert rendered(r).context["values"] == {"title": "x", "mode": "defaults", "servers": []}
         assert str(root) not in r.text
 
         h.web.logout()
         h.web.login(*ADMIN)
-        assert str(root / "mcp" / "servers.json") in h.client.get("/host/servers").text
+        admin_page = h.client.get("/host/servers")
+        assert str(root / "mcp" / "servers.json") in rendered(admin_page).context["files"]
+        assert str(root / "mcp" / "servers.json") in admin_page.text
 
 
 def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Path) -> None:
@@ -284,7 +337,10 @@ def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Pa
     write_root(root, {"Needs": {**STDIO, "env": {"TOKEN": "${STEAMHARNESS_TEST_UNSET_VAR}"}}}, "")
     for h in start(tmp_path, root=root):
         h.web.login(*ADMIN)
-        text = section(h.client.get("/host/servers").text, "mcp-needs")
+        page = h.client.get("/host/servers")
+        [problem] = server_rows(page)["mcp-needs"].problems
+        assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in problem
+        text = section(page.text, "mcp-needs")
         assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in html.unescape(text)
         assert "(env: TOKEN)" in text  # names only, never values
 
@@ -294,7 +350,10 @@ def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Pa
 
 def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host) -> None:
     csrf = host.web.login(*USER)
-    form = host.client.get("/host/conversations").text
+    listing = host.client.get("/host/conversations")
+    assert rendered(listing).context["config"].default_servers == ["mcp-test-stdio"]
+    assert rendered(listing).context["values"]["mode"] == "defaults"
+    form = listing.text
     assert 'name="selection" value="defaults" checked' in form and "<code>mcp-test-stdio</code>)" in form
     defaults = create(host, csrf, "inherits", selection="defaults")
     none = create(host, csrf, "nothing", selection="choose")
@@ -304,9 +363,17 @@ def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host
     assert svc.conversation(none).selection == []
     assert svc.conversation(chosen).selection == ["mcp-other-server", "mcp-test-stdio"]
 
-    page = host.client.get(f"/host/conversations/{none}").text
+    r = host.client.get(f"/host/conversations/{none}")
+    assert rendered(r).context["sections"] == []
+    page = r.text
     assert "none: this conversation selected no server" in page and 'class="card host-server"' not in page
-    page = host.client.get(f"/host/conversations/{chosen}").text
+    r = host.client.get(f"/host/conversations/{chosen}")
+    sections = rendered(r).context["sections"]
+    assert [(x.id, x.state) for x in sections] == [
+        ("mcp-other-server", "not connected"),
+        ("mcp-test-stdio", "not connected"),
+    ]
+    page = r.text
     for sid in ("mcp-other-server", "mcp-test-stdio"):
         # connected on demand: the section connects itself when the page loads (htmx)
         assert re.search(rf'<section id="server-{sid}"[^>]*data-state="not connected"', page)
@@ -318,9 +385,12 @@ def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host
         data={"title": "bad", "selection": "choose", "server": "mcp-nope", "csrf_token": csrf},
     )
     assert r.status_code == 422 and "no configured MCP server has id &#39;mcp-nope&#39;" in r.text
-    listing = host.client.get("/host/conversations").text
+    assert rendered(r).context["values"] == {"title": "bad", "mode": "choose", "servers": ["mcp-nope"]}
+    listing = host.client.get("/host/conversations")
+    listed = [c.id for c in rendered(listing).context["conversations"]]
+    assert sorted(listed) == sorted([defaults, none, chosen])
     for conv in (defaults, none, chosen):
-        assert f'href="/host/conversations/{conv}"' in listing
+        assert f'href="/host/conversations/{conv}"' in listing.text
 
 
 def test_calling_echo_runs_in_the_background_and_the_result_follows(host: Host) -> None:
@@ -337,8 +407,9 @@ def test_calling_echo_runs_in_the_background_and_the_result_follows(host: Host) 
     assert result_texts(fragment) == [{"echo": {}}]
     assert activity_of(fragment).live is False  # nothing left to follow
     assert 'data-live="false"' in fragment.text and "hx-get" not in fragment.text
-    page = host.client.get(f"/host/conversations/{conv}").text
-    assert "&#34;echo&#34;" in page  # escaped text content
+    r = host.client.get(f"/host/conversations/{conv}")
+    assert [c.texts for c in rendered(r).context["activity"].calls] == [['{"echo": {}}']]
+    assert "&#34;echo&#34;" in r.text  # escaped text content
 
     # a tool the server does not have, and a server the conversation did not select
     assert call(host, csrf, conv, "nope").status_code == 404
