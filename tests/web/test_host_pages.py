@@ -106,6 +106,9 @@ def connect(host: Host, csrf: str, conv: str, server: str = "mcp-test-stdio") ->
         f"/host/conversations/{conv}/connect", data={"server": server}, headers={**HX, "X-CSRF-Token": csrf}
     )
     assert r.status_code == 200, r.text
+    template, block, context = rendered(r)
+    assert (template, block) == ("host/conversation.html", "server")
+    assert (context["section"].id, context["section"].state) == (server, "ready"), context["section"].error
     assert 'data-state="ready"' in r.text, r.text
     return r.text
 
@@ -427,8 +430,13 @@ def test_a_tool_whose_schema_has_no_form_takes_json_arguments(host: Host) -> Non
         types.Tool(name=t.name, description=t.description, input_schema=nested) if t.name == "echo" else t
         for t in conn.tools
     ]
-    page = host.client.get(f"/host/conversations/{conv}").text
+    r = host.client.get(f"/host/conversations/{conv}")
+    [section] = rendered(r).context["sections"]
+    [echo] = [t for t in section.tools if t.name == "echo"]
+    assert echo.problem == "field 'point' has type 'object'"
+    page = r.text
     dom = tool_dom(page, "echo")
+    assert dom == echo.dom
     assert f'<textarea id="{dom}-arguments" name="arguments_json"' in page
     assert "No form for this tool: field &#39;point&#39; has type &#39;object&#39;." in page
 
@@ -439,6 +447,9 @@ def test_a_tool_whose_schema_has_no_form_takes_json_arguments(host: Host) -> Non
     ):
         r = call(host, csrf, conv, "echo", arguments_json=bad)
         assert r.status_code == 422 and why in r.text, r.text
+        template, block, context = rendered(r)
+        assert (template, block) == ("host/conversation.html", "tool") and context["t"].arguments_json == bad
+        assert html.unescape(why) in (context["t"].json_error or "")  # the reason, shown beside the field
         assert r.headers["hx-retarget"] == f"#{dom}" and r.headers["hx-reswap"] == "outerHTML"
     r = call(host, csrf, conv, "echo", arguments_json='{"point": {"x": 1, "label": "<b>"}}')
     assert r.status_code == 200
