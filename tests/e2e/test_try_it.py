@@ -1,7 +1,11 @@
 """Try it on the MCP page against a real server: a person logs in through the form, runs a
 tool from the page, and the server calls its own MCP endpoint with a server-side key the
 browser never sees. The call shows up in the audit with the Try it user agent; a question
-the run asks stays waiting for the conversation view."""
+the run asks stays waiting for the conversation view.
+
+A real server's responses carry no template context (that is the TestClient's), so these
+tests check the HTML, as a browser gets it; the page's data is checked on its context in
+tests/web/test_mcp_page.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,18 @@
 """Page tests: the real app (lifespan included) behind Starlette's TestClient, with the
-example projects registered and published, an admin and a plain user."""
+example projects registered and published, an admin and a plain user.
+
+Two kinds of assertion, each for its own kind of fact:
+
+- What the page was given (which rows are listed and in what order, which values were
+  computed, which field got which error, whether the whole page or one htmx block was
+  rendered): ask `rendered(response)` for the template, the block and the context, and
+  assert on those. Such tests survive changes to the markup.
+- What the person sees and what the browser acts on (labels and their controls, that an
+  error message is shown, escaping, accessibility and htmx attributes, links, security
+  headers): assert on the HTML.
+
+`rendered` works only for responses from the TestClient (the `http.response.debug`
+extension); a response from a real server (tests/e2e, a browser) has only its HTML."""
 
 from __future__ import annotations
 
@@ -7,7 +20,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
@@ -24,6 +39,27 @@ LEDGER = "9a1d2c3b-4e5f-4a6b-8c7d-1e2f3a4b5c6d"
 ADMIN = ("root", "admin-password-1")
 USER = ("ann", "user-password-1")
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+class Rendered(NamedTuple):
+    """What a page response was rendered from: the template's name, the block (None: the
+    whole page) and the context the template saw."""
+
+    template: str
+    block: str | None
+    context: dict[str, Any]
+
+
+def rendered(response: httpx2.Response) -> Rendered:
+    """The template, block and context of a TestClient response rendered from a template."""
+    info = response.extensions.get("http.response.debug")
+    template = info.get("template") if isinstance(info, dict) else None
+    if template is None:
+        raise AssertionError(
+            f"{response.request.method} {response.request.url} -> {response.status_code}"
+            f" ({response.headers.get('content-type')}) was not rendered from a template in this process"
+        )
+    return Rendered(template.name, info.get("block"), info["context"])
 
 
 @dataclass

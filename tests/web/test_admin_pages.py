@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
 from webui.admin import create_key
 from webui.auth.keys import AuthError
 from webui.auth.ui import COOKIE_NAME
@@ -42,10 +42,17 @@ def account_id(web: Web, name: str) -> int:
     return account.id
 
 
+PANELS = {
+    "users-panel": ("admin/users.html", "users_panel"),
+    "projects-panel": ("admin/projects.html", "projects_panel"),
+}
+
+
 def done(response: Any, hx: dict[str, str], panel: str, location: str) -> None:
     """A successful write: htmx gets the fresh panel, a plain form a redirect."""
     if hx:
         assert response.status_code == 200, response.text
+        assert rendered(response)[:2] == PANELS[panel]
         assert f'id="{panel}"' in response.text and "<html" not in response.text
     else:
         assert response.status_code == 303, response.text
@@ -63,22 +70,30 @@ def test_the_admin_pages_render_for_admins_and_are_forbidden_to_users(
     web: Web, hx: dict[str, str], path: str
 ) -> None:
     web.login(*USER)
-    assert web.client.get(path, headers=hx).status_code == 403
+    refused = web.client.get(path, headers=hx)
+    assert refused.status_code == 403 and rendered(refused).template == "error.html"
     web.logout()
     web.login(*ADMIN)
     r = web.client.get(path, headers=hx)
-    assert r.status_code == 200 and ("<html" in r.text) is not bool(hx)
+    template, block = PANELS[path.removeprefix("/admin/") + "-panel"]
+    assert r.status_code == 200 and rendered(r)[:2] == (template, block if hx else None)
+    assert ("<html" in r.text) is not bool(hx)
 
 
 def test_the_users_page_lists_accounts_and_their_grants(web: Web) -> None:
     web.login(*ADMIN)
-    html = web.client.get("/admin/users").text
+    r = web.client.get("/admin/users")
+    html = r.text
     ann = account_id(web, USER[0])
+    context = rendered(r).context
+    assert sorted(a.name for a in context["accounts"]) == sorted([ADMIN[0], USER[0]])
+    assert context["grants"] == {ann: {HELLO, INTERACTIVE}}, "administrators have no grants to edit"
+    assert LEDGER in {p.id for p in context["projects"]}, "every project is offered"
+    # what the admin sees: ann's row, her projects ticked
     row = re.search(rf'<tr id="user-{ann}">(.*?)</tr>', html, re.S)
     assert row is not None
     checked = set(re.findall(r'name="projects" value="([^"]+)" checked', row.group(1)))
     assert checked == {HELLO, INTERACTIVE}
-    assert f'value="{LEDGER}"' in row.group(1)
     for control in ("new-user-name", "new-user-password", "new-user-admin"):
         assert f'<label for="{control}">' in html
 
@@ -93,7 +108,7 @@ def test_an_admin_creates_a_user_who_can_then_log_in(web: Web, hx: dict[str, str
     )
     done(r, hx, "users-panel", "/admin/users")
     if hx:
-        assert "User bea created." in r.text
+        assert rendered(r).context["notice"] == "User bea created." and "User bea created." in r.text
     account = account_store.get_account(engine(web), name="bea")
     assert account is not None and not account.is_admin
     [event] = audit(web, "user.created")[-1:]
@@ -119,12 +134,12 @@ def test_an_admin_can_create_another_admin(web: Web, hx: dict[str, str]) -> None
 @pytest.mark.parametrize(
     ("data", "field", "message"),
     [
-        ({"name": "", "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
-        ({"name": "bad name!", "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
-        ({"name": "ann", "password": "long-enough-1"}, "new-user-name", "already exists"),
-        ({"name": "dan", "password": "short"}, "new-user-password", "at least 8"),
-        ({"name": "dan", "password": "p" * 1025}, "new-user-password", "at most 1024"),
-        ({"name": "x" * 65, "password": "long-enough-1"}, "new-user-name", "1–64 letters"),
+        ({"name": "", "password": "long-enough-1"}, "name", "1–64 letters"),
+        ({"name": "bad name!", "password": "long-enough-1"}, "name", "1–64 letters"),
+        ({"name": "ann", "password": "long-enough-1"}, "name", "already exists"),
+        ({"name": "dan", "password": "short"}, "password", "at least 8"),
+        ({"name": "dan", "password": "p" * 1025}, "password", "at most 1024"),
+        ({"name": "x" * 65, "password": "long-enough-1"}, "name", "1–64 letters"),
     ],
 )
 def test_an_invalid_new_user_is_refused_with_inline_errors(
@@ -134,9 +149,13 @@ def test_an_invalid_new_user_is_refused_with_inline_errors(
     before = len(account_store.list_accounts(engine(web)))
     r = web.client.post("/admin/users", data=data, headers=headers)
     assert r.status_code == 422
+    template, block, context = rendered(r)
+    assert (template, block) == ("admin/users.html", "users_panel" if hx else None)
     assert 'id="users-panel"' in r.text and ("<html" in r.text) is not bool(hx)
-    assert message in field_error(r.text, field)
-    assert f'value="{data["name"]}"' in r.text, "the form keeps what was typed"
+    assert list(context["errors"]) == [field] and message in context["errors"][field]
+    assert context["errors"][field] == field_error(r.text, f"new-user-{field}"), "shown beside its field"
+    assert context["values"] == {"name": data["name"], "is_admin": False}, "the form keeps what was typed"
+    assert f'value="{data["name"]}"' in r.text
     assert "long-enough-1" not in r.text, "never echo a password"
     assert len(account_store.list_accounts(engine(web))) == before
 
@@ -201,6 +220,7 @@ def test_an_admin_cannot_disable_their_own_account(web: Web, hx: dict[str, str])
     root = account_id(web, ADMIN[0])
     r = web.client.post(f"/admin/users/{root}/disable", headers=headers)
     assert r.status_code == 422 and "cannot disable your own account" in r.text
+    assert rendered(r).context["row_errors"] == {root: "You cannot disable your own account."}
     account = account_store.get_account(engine(web), name=ADMIN[0])
     assert account is not None and not account.disabled
 
@@ -242,6 +262,7 @@ def test_granting_an_unknown_project_is_refused(web: Web, hx: dict[str, str]) ->
     ann = account_id(web, USER[0])
     r = web.client.post(f"/admin/users/{ann}/projects", data={"projects": ["nope"]}, headers=headers)
     assert r.status_code == 422 and "registered projects" in r.text
+    assert rendered(r).context["row_errors"] == {ann: "Choose among the registered projects."}
     assert account_store.project_grants(engine(web), account_id=ann) == {HELLO, INTERACTIVE}
 
 
@@ -266,8 +287,10 @@ def test_an_admin_closes_the_run_gate_and_sets_limits(web: Web, hx: dict[str, st
     [event] = audit(web, "project.limits_changed")
     assert (event.source, event.actor, event.project_id) == ("ui", "user:root", HELLO)
     assert event.details == {"run_gate_open": False, "max_running": 2, "max_queued": 0}
-    page = web.client.get("/admin/projects").text
-    assert "gate closed" in page
+    listed = web.client.get("/admin/projects")
+    [hello] = [p for p in rendered(listed).context["projects"] if p.id == HELLO]
+    assert (hello.run_gate_open, hello.max_running, hello.max_queued) == (False, 2, 0)
+    assert "gate closed" in listed.text
     r = web.client.post(
         f"/admin/projects/{HELLO}/limits",
         data={"run_gate_open": "true", "max_running": "", "max_queued": ""},
@@ -297,8 +320,13 @@ def test_invalid_limits_are_refused_with_inline_errors(
         f"/admin/projects/{HELLO}/limits", data={"run_gate_open": "true", **data}, headers=headers
     )
     assert r.status_code == 422 and ("<html" in r.text) is not bool(hx)
+    context = rendered(r).context
+    assert list(context["errors"]) == [HELLO] and list(context["errors"][HELLO]) == [f"max_{field}"]
+    message = context["errors"][HELLO][f"max_{field}"]
+    assert "whole number" in message
+    assert context["values"][HELLO] == {"run_gate_open": True, "max_running": "", "max_queued": "", **data}
     errors = re.findall(rf'<small id="{field}-\d+-error" class="error">([^<]*)</small>', r.text)
-    assert len(errors) == 1 and "whole number" in errors[0]
+    assert errors == [message], "shown once, beside its field"
     record = project_store.get_project(engine(web), project_id=HELLO)
     assert record is not None and (record.max_running, record.max_queued) == (None, None)
     assert audit(web, "project.limits_changed") == []

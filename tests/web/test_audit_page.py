@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.e2e.server import running_server
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
 from webui.audit.log import AuditLog
 from webui.events import EventHub
 from webui.store import audit as audit_store
@@ -92,7 +92,15 @@ def seeded(web: Web) -> list[int]:
 
 
 def page_ids(text: str) -> list[int]:
+    """The ids of the rows drawn in the HTML."""
     return [int(i) for i in ROW_ID.findall(text)]
+
+
+def listed(response: Any) -> list[int]:
+    """The ids of the rows the page was given, in order."""
+    template, _, context = rendered(response)
+    assert template == "admin/audit.html"
+    return [row["id"] for row in context["rows"]]
 
 
 @pytest.fixture
@@ -113,7 +121,7 @@ def store(tmp_path: Path) -> Iterator[Engine]:
 def test_a_plain_user_is_refused_every_audit_url(web: Web, url: str) -> None:
     web.login(*USER)
     r = web.client.get(url)
-    assert r.status_code == 403
+    assert r.status_code == 403 and rendered(r).template == "error.html"
     assert "audit-" not in r.text
 
 
@@ -130,10 +138,13 @@ def test_the_page_has_a_labelled_filter_form_and_the_newest_events_first(admin: 
     assert r.status_code == 200
     for name in ("event", "project", "actor", "session", "run", "outcome", "since", "until"):
         assert f'<label for="audit-{name}">' in r.text and f'id="audit-{name}" name="{name}"' in r.text
-    shown = page_ids(r.text)
+    shown = listed(r)
+    assert page_ids(r.text) == shown  # every row given is drawn, in order
     assert shown[-len(ids) :] == ids[::-1]  # seeded last but dated earlier: ordered by time
     assert shown[: -len(ids)] == sorted(shown[: -len(ids)], reverse=True)
-    assert '<option value="tool.failed">' in r.text  # event types offered from the store
+    choices = rendered(r).context["choices"]
+    assert {row["event"] for row in SEED} <= set(choices["events"])  # event types offered from the store
+    assert '<option value="tool.failed">' in r.text
 
 
 # ------------------------------------------------------------------------------ filters
@@ -158,26 +169,38 @@ def test_each_filter_narrows_the_results_to_matching_events(admin: Web, query: s
     expected = [i for i, row in zip(ids, SEED, strict=True) if wanted(row)]
     r = admin.client.get(f"/admin/audit?{query}")
     assert r.status_code == 200
-    assert page_ids(r.text) == expected[::-1]
-    assert f"/admin/audit/export.csv?{query}" in html.unescape(r.text)  # exports follow the filters
+    assert listed(r) == expected[::-1]
+    context = rendered(r).context
+    assert context["export_csv"] == f"/admin/audit/export.csv?{query}"  # exports follow the filters
+    assert context["export_jsonl"] == f"/admin/audit/export.jsonl?{query}"
+    assert f'href="{html.escape(context["export_csv"])}"' in r.text
 
 
 def test_the_time_range_includes_its_start_and_excludes_its_end(admin: Web) -> None:
     ids = seeded(admin)
     r = admin.client.get("/admin/audit?since=2026-01-05T10:00&until=2026-01-05T12:00:00")
-    assert page_ids(r.text) == [ids[2], ids[1]]
-    assert 'value="2026-01-05T10:00:00"' in r.text  # the form keeps the range
-    assert "sse-connect" not in r.text  # a range that ends is not followed live
+    assert listed(r) == [ids[2], ids[1]]
+    values = rendered(r).context["values"]
+    assert (values["since"], values["until"]) == ("2026-01-05T10:00:00", "2026-01-05T12:00:00")  # kept
+    assert 'value="2026-01-05T10:00:00"' in r.text
+    assert rendered(r).context["tail_url"] is None  # a range that ends is not followed live
+    assert "sse-connect" not in r.text
     with_offset = admin.client.get("/admin/audit", params={"since": "2026-01-05T15:00+05:00"})
-    assert page_ids(with_offset.text)[-5:] == ids[5:0:-1]  # 15:00+05:00 is 10:00 UTC
-    assert ids[0] not in page_ids(admin.client.get("/admin/audit?since=2026-01-05T09:00:01").text)
+    assert listed(with_offset)[-5:] == ids[5:0:-1]  # 15:00+05:00 is 10:00 UTC
+    assert ids[0] not in listed(admin.client.get("/admin/audit?since=2026-01-05T09:00:01"))
 
 
 def test_an_unreadable_time_or_cursor_is_a_422_with_the_reason(admin: Web) -> None:
     r = admin.client.get("/admin/audit?since=yesterday")
     assert r.status_code == 422
+    context = rendered(r).context
+    assert list(context["errors"]) == ["since"] and context["errors"]["since"].startswith(
+        "“yesterday” is not a time"
+    )
+    assert context["values"]["since"] == "yesterday" and context["rows"] == []
     assert "“yesterday” is not a time" in r.text and 'aria-invalid="true"' in r.text
-    assert admin.client.get("/admin/audit?before=nonsense").status_code == 422
+    bad_cursor = admin.client.get("/admin/audit?before=nonsense")
+    assert bad_cursor.status_code == 422 and list(rendered(bad_cursor).context["errors"]) == ["before"]
     assert admin.client.get("/admin/audit/export.csv?until=31/12/2026").status_code == 422
 
 
@@ -186,9 +209,11 @@ def walk(web: Web, url: str) -> Iterator[list[int]]:
     while url:
         r = web.client.get(url)
         assert r.status_code == 200
-        yield page_ids(r.text)
-        older = OLDER.search(r.text)
-        url = html.unescape(older.group(1)) if older else ""
+        yield listed(r)
+        older = rendered(r).context["older_url"]
+        link = OLDER.search(r.text)  # the link the person follows
+        assert (html.unescape(link.group(1)) if link else None) == older
+        url = older or ""
 
 
 def test_keyset_paging_shows_every_event_once_even_while_new_ones_arrive(admin: Web) -> None:
@@ -210,19 +235,23 @@ def test_an_htmx_request_gets_only_the_results_block(admin: Web) -> None:
     seeded(admin)
     r = admin.client.get("/admin/audit?event=tool.called", headers={"HX-Request": "true"})
     assert r.status_code == 200
+    assert rendered(r)[:2] == ("admin/audit.html", "results")
     assert r.text.lstrip().startswith('<section id="audit-results"')
     assert "<html" not in r.text and 'class="filters"' not in r.text
-    assert len(page_ids(r.text)) == 2
+    assert len(listed(r)) == 2 and page_ids(r.text) == listed(r)
     assert "HX-Request" in r.headers["vary"]
     restore = admin.client.get(
         "/admin/audit?event=tool.called", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"}
     )
+    assert rendered(restore)[:2] == ("admin/audit.html", None)
     assert "<html" in restore.text
 
 
 def test_details_are_compact_escaped_json(admin: Web) -> None:
     seed(engine_of(admin), [{"event": "x.test", "details": {"note": "<script>alert(1)</script>", "n": 1}}])
     r = admin.client.get("/admin/audit?event=x.test")
+    [row] = rendered(r).context["rows"]
+    assert row["details_json"] == '{"n":1,"note":"<script>alert(1)</script>"}'
     assert "<script>alert" not in r.text
     assert html.unescape(r.text).count('{"n":1,"note":"<script>alert(1)</script>"}') == 1
 
@@ -369,6 +398,8 @@ def test_the_live_tail_delivers_a_new_event_as_a_rendered_row(tmp_path: Path) ->
             audit = browser.get("/admin/audit?event=ui.login")
             tail = SSE_CONNECT.search(audit.text)
             assert audit.status_code == 200 and tail
+            with pytest.raises(AssertionError, match="not rendered from a template"):
+                rendered(audit)  # a real server's response is only its HTML
             with browser.stream("GET", html.unescape(tail.group(1))) as stream:
                 assert stream.status_code == 200
                 assert stream.headers["content-type"].startswith("text/event-stream")

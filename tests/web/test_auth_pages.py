@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
-from tests.web.conftest import ADMIN, CSRF_RE, USER, Web
+from tests.web.conftest import ADMIN, CSRF_RE, USER, Web, rendered
 from webui.auth.ui import COOKIE_NAME, UiAuth
 from webui.store.db import make_engine
 from webui.store.models import UiSession
@@ -16,8 +16,12 @@ from webui.store.models import UiSession
 
 def test_login_sets_a_hardened_cookie_and_redirects_to_next(web: Web) -> None:
     page = web.client.get("/login?next=/runs")
+    template, _, context = rendered(page)
+    assert template == "auth/login.html" and context["next"] == "/runs" and context["error"] is None
     token = CSRF_RE.search(page.text)
-    assert token and 'for="username"' in page.text and 'for="password"' in page.text
+    assert token and token.group(1) == context["login_csrf"]
+    assert 'for="username"' in page.text and 'for="password"' in page.text
+    assert 'name="next" value="/runs"' in page.text
     r = web.client.post(
         "/login",
         data={"username": USER[0], "password": USER[1], "csrf_token": token.group(1), "next": "/runs"},
@@ -30,6 +34,7 @@ def test_login_sets_a_hardened_cookie_and_redirects_to_next(web: Web) -> None:
 
 @pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/x", "/\\evil"])
 def test_next_never_redirects_off_site(web: Web, target: str) -> None:
+    assert rendered(web.client.get("/login", params={"next": target})).context["next"] == "/projects"
     page = web.client.get("/login")
     token = CSRF_RE.search(page.text)
     assert token
@@ -49,12 +54,15 @@ def test_a_wrong_password_and_a_missing_login_token_are_refused(web: Web) -> Non
         "/login", data={"username": USER[0], "password": "nope", "csrf_token": token.group(1)}
     )
     assert bad.status_code == 401 and "Invalid username or password" in bad.text
+    assert rendered(bad).context["error"] == "Invalid username or password."
+    first = token.group(1)
     token = CSRF_RE.search(bad.text)  # every login page issues a fresh token
-    assert token
+    assert token and token.group(1) == rendered(bad).context["login_csrf"] != first
     unknown = web.client.post(
         "/login", data={"username": "ghost", "password": "x", "csrf_token": token.group(1)}
     )
     assert unknown.status_code == 401 and "Invalid username or password" in unknown.text
+    assert rendered(unknown).context["error"] == rendered(bad).context["error"], "no hint which was wrong"
     forged = web.client.post(
         "/login", data={"username": USER[0], "password": USER[1], "csrf_token": "forged"}
     )

@@ -14,7 +14,7 @@ import pytest
 from sse_starlette import ServerSentEvent
 
 from tests.conftest import EXAMPLES, TORTURE
-from tests.web.conftest import ADMIN, INTERACTIVE, USER, Web
+from tests.web.conftest import ADMIN, INTERACTIVE, USER, Web, rendered
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.events import EventHub
 from webui.runs.service import RunRequest, RunUpdate
@@ -111,6 +111,20 @@ def status_of(web: Web, interaction_id: str) -> str:
     return services(web).interactions.get(interaction_id).status
 
 
+def listed(response: Any) -> list[str]:
+    """The interactions the conversation view was given, in order."""
+    template, _, context = rendered(response)
+    assert template == "conversations/list.html"
+    return [c.interaction.id for c in context["cards"]]
+
+
+def answered_card(response: Any) -> Any:
+    """The card an htmx answer was given back."""
+    template, block, context = rendered(response)
+    assert (template, block) == ("conversations/list.html", "card")
+    return context["card"]
+
+
 # --------------------------------------------------------------------------- access
 
 
@@ -127,6 +141,8 @@ def test_an_empty_view_says_nothing_is_waiting_and_opens_the_live_feed(web: Web,
     web.login(*USER)
     r = web.client.get("/conversations", headers=hx)
     assert r.status_code == 200
+    assert rendered(r)[:2] == ("conversations/list.html", "feed" if hx else None)
+    assert listed(r) == []
     assert "Nothing is waiting for an answer." in r.text
     assert ("<html" in r.text) is not bool(hx)
     # the feed fragment is what htmx swaps; the SSE connection lives on the page around it
@@ -134,6 +150,7 @@ def test_an_empty_view_says_nothing_is_waiting_and_opens_the_live_feed(web: Web,
     assert 'id="interaction-list" sse-swap="interaction"' in r.text
     assert r.headers["vary"] == "HX-Request, HX-History-Restore-Request"
     restored = web.client.get("/conversations", headers={**HX, "HX-History-Restore-Request": "true"})
+    assert rendered(restored)[:2] == ("conversations/list.html", None)
     assert "<html" in restored.text
 
 
@@ -144,6 +161,9 @@ def test_each_pending_question_renders_as_an_accessible_form_from_its_schema(
     web.login(*USER)
     r = web.client.get("/conversations", headers=hx)
     assert r.status_code == 200
+    [shown] = rendered(r).context["cards"]
+    assert shown.interaction.id == iid and shown.run.id == run_id and shown.pending
+    assert [f.name for f in shown.fields] == ["destination", "nights", "start"]
     html = card(r.text, iid)
     assert f'sse-swap="resolved-{iid}"' in html and f'href="/runs/{run_id}"' in html
     assert "Where to?" in html and "Tell us about the trip." in html and "trip-planner" in html
@@ -163,17 +183,19 @@ def test_a_person_sees_only_interactions_of_projects_she_may_use(web: Web) -> No
     _, trip = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
     torture_run, secret = start(web, TORTURE, "ask_once")
     csrf = web.login(*USER)
-    page = web.client.get("/conversations").text
+    r = web.client.get("/conversations")
+    assert listed(r) == [trip]
+    page = r.text
     assert f"interaction-{trip}" in page and secret not in page
     assert answer(web, csrf, secret, {"action": "decline"}).status_code == 404
     assert web.client.get(f"/runs/{torture_run}/timeline").status_code == 404
     assert status_of(web, secret) == "pending"
     web.logout()
     web.login(*ADMIN)
-    page = web.client.get("/conversations").text
-    assert f"interaction-{trip}" in page and f"interaction-{secret}" in page
-    # newest first
-    assert page.index(f"interaction-{secret}") < page.index(f"interaction-{trip}")
+    r = web.client.get("/conversations")
+    assert listed(r) == [secret, trip]  # newest first
+    page = r.text
+    assert page.index(f"interaction-{secret}") < page.index(f"interaction-{trip}")  # drawn in that order
 
 
 # --------------------------------------------------------------------------- answering
@@ -184,6 +206,10 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
     csrf = web.login(*USER)
     r = answer(web, csrf, first, {"action": "accept", f"{first}-destination": "Rome", f"{first}-nights": "3"})
     assert r.status_code == 200, r.text
+    answered = answered_card(r)
+    assert answered.interaction.id == first and answered.interaction.status == "answered"
+    assert answered.interaction.answer == {"destination": "Rome", "nights": 3}
+    assert answered.state_line == "Answered in the browser by user:ann"
     assert "<html" not in r.text and 'data-status="answered"' in r.text
     assert "Answered in the browser by user:ann" in r.text
 
@@ -216,12 +242,19 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
 
     timeline = web.client.get(f"/runs/{run_id}/timeline")
     assert timeline.status_code == 200 and "<html" not in timeline.text
+    template, _, context = rendered(timeline)
+    assert template == "conversations/_timeline.html" and context["timeline"].run.status == "success"
+    steps = context["timeline"].steps
+    assert [s.interaction.id for s in steps] == [first, second, approval]
+    assert [s.verdict for s in steps] == ["Answered in the browser by user:ann"] * 3
+    assert steps[1].answer_items == [("room", "Double room"), ("extras", "breakfast, parking")]  # labels
     text = timeline.text
     for expected in ("Where to?", "Which room?", "Approval asked", "Double room", "breakfast, parking"):
         assert expected in text
     assert text.count("Answered in the browser by user:ann") == 3
     assert 'data-run-status="success"' in text and "&#34;booked&#34;: true" in text
-    assert "Nothing is waiting for an answer." in web.client.get("/conversations").text
+    after = web.client.get("/conversations")
+    assert listed(after) == [] and "Nothing is waiting for an answer." in after.text
 
 
 def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
@@ -232,6 +265,7 @@ def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
     assert r'value="decline" class="secondary" formnovalidate>Decline' in html
     r = answer(web, csrf, iid, {"action": "decline"})
     assert r.status_code == 200 and "Declined in the browser by user:root" in r.text
+    assert answered_card(r).interaction.action == "decline"
     final = next_update(web, run_id)
     assert (final.status, final.output) == ("success", {"approved": False})
 
@@ -241,6 +275,7 @@ def test_the_cancel_button_cancels_the_run(web: Web) -> None:
     csrf = web.login(*ADMIN)
     r = answer(web, csrf, iid, {"action": "cancel"})
     assert r.status_code == 200 and "Cancelled in the browser by user:root" in r.text
+    assert answered_card(r).state_line == "Cancelled in the browser by user:root"
     assert next_update(web, run_id).status == "cancelled"
     assert 'data-run-status="cancelled"' in web.client.get(f"/runs/{run_id}/timeline").text
 
@@ -251,6 +286,10 @@ def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(
     p = f"{iid}-"
     r = answer(web, csrf, iid, {"action": "accept", f"{p}destination": "", f"{p}nights": "many"})
     assert r.status_code == 422 and "<html" not in r.text
+    refused = answered_card(r)
+    assert refused.pending and refused.problem == "Some answers need attention."
+    assert refused.errors == {"destination": "required", "nights": "not a valid number"}
+    assert refused.values["nights"] == "many"  # what was typed is kept, to be fixed
     html = card(r.text, iid)
     assert 'data-status="pending"' in html and "Some answers need attention." in html
     assert f'<small id="{p}destination-error" class="error" role="alert">required</small>' in html
@@ -267,11 +306,13 @@ def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(
         {"action": "accept", f"{p}destination": "Oslo", f"{p}nights": "2", f"{p}start": "2026-13-45"},
     )
     assert r.status_code == 422
+    assert list(answered_card(r).errors) == ["start"] and "date" in answered_card(r).errors["start"]
     assert re.search(rf'<small id="{p}start-error" class="error" role="alert">[^<]*date', r.text)
     assert status_of(web, iid) == "pending"
 
     r = answer(web, csrf, iid, {"action": "maybe"})
     assert r.status_code == 422 and "Choose one of the buttons" in r.text
+    assert answered_card(r).problem == "Choose one of the buttons: accept, decline or cancel."
     assert status_of(web, iid) == "pending"
 
 
@@ -286,6 +327,9 @@ def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web
     for different in ({"action": "accept", f"{iid}-name": "Cy"}, {"action": "decline"}, {"action": "accept"}):
         r = answer(web, csrf, iid, different)
         assert r.status_code == 409, r.text
+        conflict = answered_card(r)
+        assert conflict.interaction.status == "answered" and "already" in (conflict.problem or "")
+        assert conflict.interaction.answer == {"name": "Bo"}  # the first answer stands
         assert "already" in r.text and 'data-status="answered"' in r.text
 
 
@@ -294,9 +338,13 @@ def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -
     assert web.client.portal is not None
     web.client.portal.call(services(web).runs.cancel, run_id)
     csrf = web.login(*ADMIN)
-    assert f"interaction-{iid}" not in web.client.get("/conversations").text
+    view = web.client.get("/conversations")
+    assert iid not in listed(view) and f"interaction-{iid}" not in view.text
     r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": "Bo"})
     assert r.status_code == 410
+    closed = answered_card(r)
+    assert closed.interaction.status == "closed"
+    assert closed.state_line == "Closed without an answer: the run finished (cancelled)"
     assert "Closed without an answer: the run finished (cancelled)" in r.text
 
 
@@ -304,7 +352,10 @@ def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_pa
     run_id, iid = start(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": ""}, htmx=False)
-    assert r.status_code == 422 and "<html" in r.text and f"{iid}-name-error" in r.text
+    assert r.status_code == 422 and rendered(r)[:2] == ("conversations/list.html", None)
+    first = rendered(r).context["cards"][0]  # the refused card leads, with its errors
+    assert first.interaction.id == iid and list(first.errors) == ["name"]
+    assert "<html" in r.text and f"{iid}-name-error" in r.text
     r = web.client.post(
         f"/interactions/{iid}/answer",
         data={"action": "accept", f"{iid}-name": "Bo", "csrf_token": csrf},

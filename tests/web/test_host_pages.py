@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 from sse_starlette import ServerSentEvent
 
 from tests.conftest import FIXTURES
-from tests.web.conftest import ADMIN, USER, Web, prepare
+from tests.web.conftest import ADMIN, USER, Web, prepare, rendered
 from webui.app import create_app
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.host.forms import tool_form_problem
@@ -36,7 +36,7 @@ from webui.web.conversations import Feed, conversation_stream
 SERVER = FIXTURES / "host_server.py"
 HX = {"HX-Request": "true"}
 FOLLOW_SECONDS = 60.0
-TOKEN_RE = re.compile(r'<section id="activity"[^>]*data-token="(\w+)"')
+FINISHED = ("success", "error", "failed")
 NOTHING_WAITING = '<p id="no-pending" class="muted">Nothing is waiting'
 STDIO = {"command": sys.executable, "args": [str(SERVER), "stdio"]}
 
@@ -106,6 +106,9 @@ def connect(host: Host, csrf: str, conv: str, server: str = "mcp-test-stdio") ->
         f"/host/conversations/{conv}/connect", data={"server": server}, headers={**HX, "X-CSRF-Token": csrf}
     )
     assert r.status_code == 200, r.text
+    template, block, context = rendered(r)
+    assert (template, block) == ("host/conversation.html", "server")
+    assert (context["section"].id, context["section"].state) == (server, "ready"), context["section"].error
     assert 'data-state="ready"' in r.text, r.text
     return r.text
 
@@ -124,35 +127,49 @@ def call(host: Host, csrf: str, conv: str, tool: str, server: str = "mcp-test-st
     )
 
 
-def follow(host: Host, conv: str, until: Callable[[str], bool], first: str | None = None) -> str:
-    """Long-poll the conversation's activity until `until(fragment)` holds (bounded)."""
-    fragment = first or host.client.get(f"/host/conversations/{conv}/activity", headers=HX).text
+def activity_of(response: Any) -> Any:
+    """The conversation's calls and requests, as the activity fragment was given them."""
+    template, block, context = rendered(response)
+    assert (template, block) == ("host/conversation.html", "activity"), (template, block)
+    return context["activity"]
+
+
+def follow(host: Host, conv: str, until: Callable[[Any], bool], first: Any | None = None) -> Any:
+    """Long-poll the conversation's activity until `until(activity)` holds (bounded); returns
+    the last activity fragment's response."""
+    r = first or host.client.get(f"/host/conversations/{conv}/activity", headers=HX)
     deadline = time.monotonic() + FOLLOW_SECONDS
-    while not until(fragment):
-        assert time.monotonic() < deadline, fragment
-        assert 'data-live="true"' in fragment, f"nothing is running any more:\n{fragment}"
-        token = TOKEN_RE.search(fragment)
-        assert token, fragment
-        r = host.client.get(f"/host/conversations/{conv}/activity?since={token.group(1)}", headers=HX)
+    while not until(activity_of(r)):
+        view = activity_of(r)
+        assert time.monotonic() < deadline, r.text
+        assert view.live and 'data-live="true"' in r.text, f"nothing is running any more:\n{r.text}"
+        assert f"?since={view.token}" in r.text  # the URL htmx polls next
+        r = host.client.get(f"/host/conversations/{conv}/activity?since={view.token}", headers=HX)
         assert r.status_code == 200, r.text
-        fragment = r.text
-    return fragment
+    return r
 
 
-def pending_request(fragment: str) -> str | None:
-    m = re.search(r'<li id="request-(int_\w+)" data-interaction="[^"]+" data-status="pending"', fragment)
-    return m.group(1) if m else None
+def pending_request(view: Any) -> str | None:
+    return next((r.interaction.id for r in view.requests if r.interaction.status == "pending"), None)
 
 
-def finished_call(fragment: str, tool: str) -> bool:
-    return bool(re.search(rf'data-status="(success|error|failed)" data-tool="{tool}"', fragment))
+def finished_call(view: Any, tool: str) -> bool:
+    return any(c.tool == tool and c.status in FINISHED for c in view.calls)
 
 
-def result_texts(fragment: str) -> list[Any]:
-    return [
+def calls_of(response: Any, tool: str) -> list[Any]:
+    return [c for c in activity_of(response).calls if c.tool == tool]
+
+
+def result_texts(response: Any) -> list[Any]:
+    """The text content of the calls' results, each parsed as JSON (newest call first)."""
+    texts = [json.loads(t) for c in activity_of(response).calls for t in c.texts]
+    drawn = [
         json.loads(html.unescape(t))
-        for t in re.findall(r'<pre class="result-text">(.*?)</pre>', fragment, re.S)
+        for t in re.findall(r'<pre class="result-text">(.*?)</pre>', response.text, re.S)
     ]
+    assert drawn == texts  # each is shown as it came
+    return texts
 
 
 def card(page: str, interaction_id: str) -> str:
@@ -167,17 +184,29 @@ def answer(host: Host, csrf: str, iid: str, data: dict[str, Any]) -> Any:
     )
 
 
-def ask(host: Host, csrf: str, conv: str, tool: str) -> tuple[str, str]:
-    """Call `tool` and wait until its server asks; returns (interaction id, activity)."""
+def ask(host: Host, csrf: str, conv: str, tool: str) -> tuple[str, Any]:
+    """Call `tool` and wait until its server asks; returns (interaction id, activity response)."""
     r = call(host, csrf, conv, tool)
     assert r.status_code == 200, r.text
-    fragment = follow(host, conv, lambda f: pending_request(f) is not None, first=r.text)
-    iid = pending_request(fragment)
+    fragment = follow(host, conv, lambda a: pending_request(a) is not None, first=r)
+    iid = pending_request(activity_of(fragment))
     assert iid is not None
     return iid, fragment
 
 
 # --------------------------------------------------------------------------- servers page
+
+
+def server_rows(response: Any) -> dict[str, Any]:
+    """The servers page's rows by server id, in the page's order."""
+    template, _, context = rendered(response)
+    assert template == "host/servers.html"
+    return {row.server.id: row for row in context["rows"]}
+
+
+def connected(row: Any) -> list[tuple[str | None, str]]:
+    """A server row's connections: (conversation title or None for the host's, state)."""
+    return [(conv.title if conv else None, conn.state) for conv, conn in row.connections]
 
 
 def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: Host) -> None:
@@ -186,11 +215,22 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
     assert page.status_code == 200
     text = page.text
     assert '<a href="/host/servers">MCP servers</a>' in text  # the nav link
+    rows = server_rows(page)
+    assert list(rows) == ["mcp-test-stdio", "mcp-other-server"]
+    test_row, other_row = rows.values()
+    assert (test_row.server.name, other_row.server.name) == ("Test_Stdio", "Other Server")
+    source = str(host.root / "mcp" / "servers.json")
+    assert test_row.source == source  # admins: the absolute path
+    assert (test_row.selected, other_row.selected) == (True, False)
+    assert (test_row.host_owned, other_row.host_owned) == (False, True)
+    assert (test_row.protocol, other_row.protocol) == ("auto", "legacy")
+    assert test_row.command is not None and str(SERVER) in test_row.command
+    assert connected(test_row) == []
+    # what the admin reads
     test = section(text, "mcp-test-stdio")
     other = section(text, "mcp-other-server")
     assert "Test_Stdio" in test and "Other Server" in other
-    source = str(host.root / "mcp" / "servers.json")
-    assert f"<code>{source}</code>" in test  # admins: the absolute path
+    assert f"<code>{source}</code>" in test
     assert re.search(r'<dd class="selected">yes</dd>', test) and re.search(
         r'<dd class="selected">no</dd>', other
     )
@@ -203,27 +243,43 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
         "/host/servers/mcp-test-stdio/connect", data={"csrf_token": csrf}, follow_redirects=False
     )
     assert r.status_code == 303 and r.headers["location"] == "/host/servers#server-mcp-test-stdio"
-    test = section(host.client.get("/host/servers").text, "mcp-test-stdio")
+    page = host.client.get("/host/servers")
+    test_row = server_rows(page)["mcp-test-stdio"]
+    assert connected(test_row) == [("Server check: Test_Stdio", "ready")]
+    tool_names = ["book", "pick_tags", "ask_secret", "open_link", "wait", "echo"]
+    assert test_row.ready is not None and sorted(t.name for t in test_row.ready.tools) == sorted(tool_names)
+    test = section(page.text, "mcp-test-stdio")
     assert '<span class="badge ready">ready</span>' in test and "Server check: Test_Stdio" in test
-    for tool in ("book", "pick_tags", "ask_secret", "open_link", "wait", "echo"):
+    for tool in tool_names:
         assert f"<code>{tool}</code>" in test
     # the check conversation is reused, not multiplied
     host.client.post("/host/servers/mcp-test-stdio/connect", data={"csrf_token": csrf})
-    listing = host.client.get("/host/conversations").text
-    assert listing.count("Server check: Test_Stdio") == 1
+    listing = host.client.get("/host/conversations")
+    titles = [c.title for c in rendered(listing).context["conversations"]]
+    assert titles.count("Server check: Test_Stdio") == 1
+    assert listing.text.count("Server check: Test_Stdio") == 1
 
     # a host-owned server's client is the host's, whichever conversation connected it
     host.client.post("/host/servers/mcp-other-server/connect", data={"csrf_token": csrf})
-    other = section(host.client.get("/host/servers").text, "mcp-other-server")
+    page = host.client.get("/host/servers")
+    other_row = server_rows(page)["mcp-other-server"]
+    assert connected(other_row) == [(None, "ready")]
+    assert other_row.ready is not None and "echo" in [t.name for t in other_row.ready.tools]
+    other = section(page.text, "mcp-other-server")
     assert "(host-owned)" in other and "<code>echo</code>" in other
 
     host.web.logout()
     host.web.login(*USER)
-    text = host.client.get("/host/servers").text
+    page = host.client.get("/host/servers")
+    test_row = server_rows(page)["mcp-test-stdio"]
+    assert rendered(page).context["root"] is None
+    assert test_row.source == "mcp/servers.json" and test_row.command is None
+    assert connected(test_row) == []  # the admin's connection is not ann's
+    text = page.text
     test = section(text, "mcp-test-stdio")
     assert "<code>mcp/servers.json</code>" in test and str(host.root) not in text
     assert 'class="command"' not in text and html.escape(str(SERVER)) not in text
-    assert "not connected" in test  # the admin's connection is not ann's
+    assert "not connected" in test
 
 
 def section(page: str, server_id: str) -> str:
@@ -242,6 +298,14 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
         csrf = h.web.login(*USER)
         r = h.client.get("/host/servers")
         assert r.status_code == 200
+        context = rendered(r).context
+        assert context["config"] is None and context["rows"] == []
+        assert len(context["problems"]) == 3
+        given = " ".join(context["problems"])
+        assert "disabled: not supported" in given and "JSONC is not supported" in given
+        assert "no configured MCP server has id 'mcp-nope'" in given
+        assert "mcp/servers.json" in given and str(root) not in given  # not an admin: relative paths
+        assert "mcp/servers.json" in context["files"]
         problems = re.search(r'<ul class="problems">(.*?)</ul>', r.text, re.S)
         assert problems, r.text
         items = re.findall(r"<li>(.*?)</li>", problems.group(1), re.S)
@@ -254,15 +318,21 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
 
         listing = h.client.get("/host/conversations")
         assert listing.status_code == 200 and "has problems, so no conversation can start" in listing.text
+        assert rendered(listing).context["config"] is None
         r = h.client.post(
             "/host/conversations", data={"title": "x", "csrf_token": csrf}, follow_redirects=False
         )
         assert r.status_code == 422 and "steamharness config validate" in r.text
+        problem = rendered(r).context["problem"]
+        assert "steamharness config validate" in problem and str(root) not in problem
+        assert rendered(r).context["values"] == {"title": "x", "mode": "defaults", "servers": []}
         assert str(root) not in r.text
 
         h.web.logout()
         h.web.login(*ADMIN)
-        assert str(root / "mcp" / "servers.json") in h.client.get("/host/servers").text
+        admin_page = h.client.get("/host/servers")
+        assert str(root / "mcp" / "servers.json") in rendered(admin_page).context["files"]
+        assert str(root / "mcp" / "servers.json") in admin_page.text
 
 
 def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Path) -> None:
@@ -270,7 +340,10 @@ def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Pa
     write_root(root, {"Needs": {**STDIO, "env": {"TOKEN": "${STEAMHARNESS_TEST_UNSET_VAR}"}}}, "")
     for h in start(tmp_path, root=root):
         h.web.login(*ADMIN)
-        text = section(h.client.get("/host/servers").text, "mcp-needs")
+        page = h.client.get("/host/servers")
+        [problem] = server_rows(page)["mcp-needs"].problems
+        assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in problem
+        text = section(page.text, "mcp-needs")
         assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in html.unescape(text)
         assert "(env: TOKEN)" in text  # names only, never values
 
@@ -280,7 +353,10 @@ def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Pa
 
 def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host) -> None:
     csrf = host.web.login(*USER)
-    form = host.client.get("/host/conversations").text
+    listing = host.client.get("/host/conversations")
+    assert rendered(listing).context["config"].default_servers == ["mcp-test-stdio"]
+    assert rendered(listing).context["values"]["mode"] == "defaults"
+    form = listing.text
     assert 'name="selection" value="defaults" checked' in form and "<code>mcp-test-stdio</code>)" in form
     defaults = create(host, csrf, "inherits", selection="defaults")
     none = create(host, csrf, "nothing", selection="choose")
@@ -290,9 +366,17 @@ def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host
     assert svc.conversation(none).selection == []
     assert svc.conversation(chosen).selection == ["mcp-other-server", "mcp-test-stdio"]
 
-    page = host.client.get(f"/host/conversations/{none}").text
+    r = host.client.get(f"/host/conversations/{none}")
+    assert rendered(r).context["sections"] == []
+    page = r.text
     assert "none: this conversation selected no server" in page and 'class="card host-server"' not in page
-    page = host.client.get(f"/host/conversations/{chosen}").text
+    r = host.client.get(f"/host/conversations/{chosen}")
+    sections = rendered(r).context["sections"]
+    assert [(x.id, x.state) for x in sections] == [
+        ("mcp-other-server", "not connected"),
+        ("mcp-test-stdio", "not connected"),
+    ]
+    page = r.text
     for sid in ("mcp-other-server", "mcp-test-stdio"):
         # connected on demand: the section connects itself when the page loads (htmx)
         assert re.search(rf'<section id="server-{sid}"[^>]*data-state="not connected"', page)
@@ -304,9 +388,12 @@ def test_a_conversation_keeps_the_defaults_none_or_the_chosen_servers(host: Host
         data={"title": "bad", "selection": "choose", "server": "mcp-nope", "csrf_token": csrf},
     )
     assert r.status_code == 422 and "no configured MCP server has id &#39;mcp-nope&#39;" in r.text
-    listing = host.client.get("/host/conversations").text
+    assert rendered(r).context["values"] == {"title": "bad", "mode": "choose", "servers": ["mcp-nope"]}
+    listing = host.client.get("/host/conversations")
+    listed = [c.id for c in rendered(listing).context["conversations"]]
+    assert sorted(listed) == sorted([defaults, none, chosen])
     for conv in (defaults, none, chosen):
-        assert f'href="/host/conversations/{conv}"' in listing
+        assert f'href="/host/conversations/{conv}"' in listing.text
 
 
 def test_calling_echo_runs_in_the_background_and_the_result_follows(host: Host) -> None:
@@ -316,13 +403,16 @@ def test_calling_echo_runs_in_the_background_and_the_result_follows(host: Host) 
     assert 'data-tool="echo"' in section_html and "Call echo</button>" in section_html
     r = call(host, csrf, conv, "echo")
     assert r.status_code == 200 and "<html" not in r.text
-    assert re.search(r'data-status="(connecting|running|success)" data-tool="echo"', r.text)
-    fragment = follow(host, conv, lambda f: finished_call(f, "echo"), first=r.text)
-    assert 'data-status="success" data-tool="echo"' in fragment
+    [started] = calls_of(r, "echo")
+    assert started.status in ("connecting", "running", "success") and started.server_id == "mcp-test-stdio"
+    fragment = follow(host, conv, lambda a: finished_call(a, "echo"), first=r)
+    assert [c.status for c in calls_of(fragment, "echo")] == ["success"]
     assert result_texts(fragment) == [{"echo": {}}]
-    assert 'data-live="false"' in fragment and "hx-get" not in fragment  # nothing left to follow
-    page = host.client.get(f"/host/conversations/{conv}").text
-    assert "&#34;echo&#34;" in page  # escaped text content
+    assert activity_of(fragment).live is False  # nothing left to follow
+    assert 'data-live="false"' in fragment.text and "hx-get" not in fragment.text
+    r = host.client.get(f"/host/conversations/{conv}")
+    assert [c.texts for c in rendered(r).context["activity"].calls] == [['{"echo": {}}']]
+    assert "&#34;echo&#34;" in r.text  # escaped text content
 
     # a tool the server does not have, and a server the conversation did not select
     assert call(host, csrf, conv, "nope").status_code == 404
@@ -340,8 +430,13 @@ def test_a_tool_whose_schema_has_no_form_takes_json_arguments(host: Host) -> Non
         types.Tool(name=t.name, description=t.description, input_schema=nested) if t.name == "echo" else t
         for t in conn.tools
     ]
-    page = host.client.get(f"/host/conversations/{conv}").text
+    r = host.client.get(f"/host/conversations/{conv}")
+    [section] = rendered(r).context["sections"]
+    [echo] = [t for t in section.tools if t.name == "echo"]
+    assert echo.problem == "field 'point' has type 'object'"
+    page = r.text
     dom = tool_dom(page, "echo")
+    assert dom == echo.dom
     assert f'<textarea id="{dom}-arguments" name="arguments_json"' in page
     assert "No form for this tool: field &#39;point&#39; has type &#39;object&#39;." in page
 
@@ -352,12 +447,15 @@ def test_a_tool_whose_schema_has_no_form_takes_json_arguments(host: Host) -> Non
     ):
         r = call(host, csrf, conv, "echo", arguments_json=bad)
         assert r.status_code == 422 and why in r.text, r.text
+        template, block, context = rendered(r)
+        assert (template, block) == ("host/conversation.html", "tool") and context["t"].arguments_json == bad
+        assert html.unescape(why) in (context["t"].json_error or "")  # the reason, shown beside the field
         assert r.headers["hx-retarget"] == f"#{dom}" and r.headers["hx-reswap"] == "outerHTML"
     r = call(host, csrf, conv, "echo", arguments_json='{"point": {"x": 1, "label": "<b>"}}')
     assert r.status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "echo"), first=r.text)
+    fragment = follow(host, conv, lambda a: finished_call(a, "echo"), first=r)
     assert result_texts(fragment) == [{"echo": {"point": {"x": 1, "label": "<b>"}}}]
-    assert "&lt;b&gt;" in fragment and "<b>" not in fragment
+    assert "&lt;b&gt;" in fragment.text and "<b>" not in fragment.text
 
 
 def test_tool_forms_are_generated_where_the_schema_allows() -> None:
@@ -390,8 +488,10 @@ def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_show
     conv = create(host, csrf, "Hotel <trip>", selection="defaults")
     connect(host, csrf, conv)
     iid, fragment = ask(host, csrf, conv, "book")
-    assert "Test_Stdio asks" in fragment and 'href="/conversations#interaction-' in fragment
-    assert "1 request from the server waits for an answer" in fragment
+    [pending] = activity_of(fragment).pending
+    assert pending.interaction.id == iid and pending.server_name == "Test_Stdio"
+    assert "Test_Stdio asks" in fragment.text and f'href="/conversations#interaction-{iid}"' in fragment.text
+    assert "1 request from the server waits for an answer" in fragment.text
 
     view = host.client.get("/conversations").text
     html_card = card(view, iid)
@@ -425,11 +525,13 @@ def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_show
     assert "done" not in state.group(1).lower()
     assert "<dt>Room</dt><dd>Double room</dd>" in r.text
 
-    fragment = follow(host, conv, lambda f: finished_call(f, "book"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "book"))
     assert result_texts(fragment) == [
         {"action": "accept", "content": {"name": "Ann", "nights": 3, "breakfast": True, "room": "double"}}
     ]
-    assert "Answer sent to Test_Stdio: accepted" in fragment
+    [request] = activity_of(fragment).requests
+    assert request.state == "Answer sent to Test_Stdio: accepted in the browser by user:ann"
+    assert "Answer sent to Test_Stdio: accepted" in fragment.text
     # the identical answer again is harmless; a different one is refused
     assert answer(host, csrf, iid, good).status_code == 200
     r = answer(host, csrf, iid, {**good, f"{p}nights": "4"})
@@ -443,7 +545,9 @@ def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Hos
     conv = create(host, csrf, "links", selection="defaults")
     connect(host, csrf, conv)
     iid, fragment = ask(host, csrf, conv, "open_link")
-    assert 'Destination: <code class="url">https://example.com/sign?x=1</code>' in fragment
+    [pending] = activity_of(fragment).pending
+    assert pending.interaction.kind == "url" and pending.interaction.url == "https://example.com/sign?x=1"
+    assert 'Destination: <code class="url">https://example.com/sign?x=1</code>' in fragment.text
     html_card = card(host.client.get("/conversations").text, iid)
     assert 'data-kind="url"' in html_card
     assert "asks you to open a page on <strong>example.com</strong>" in html_card
@@ -458,7 +562,7 @@ def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Hos
     r = answer(host, csrf, iid, {"action": "accept"})
     assert r.status_code == 200
     assert "Answer sent to Test_Stdio: confirmed as completed in the browser by user:ann" in r.text
-    fragment = follow(host, conv, lambda f: finished_call(f, "open_link"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "open_link"))
     assert result_texts(fragment) == [{"action": "accept", "content": None}]
 
 
@@ -470,13 +574,15 @@ def test_declining_and_a_multi_select_reach_the_server(host: Host) -> None:
     html_card = card(host.client.get("/conversations").text, iid)
     assert "<legend>Tags" in html_card and f'name="{iid}-tags" value="blue"> Blue' in html_card
     assert answer(host, csrf, iid, {"action": "accept", f"{iid}-tags": ["red", "blue"]}).status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "pick_tags"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "pick_tags"))
     assert result_texts(fragment) == [{"action": "accept", "content": {"tags": ["red", "blue"]}}]
 
     iid, _ = ask(host, csrf, conv, "pick_tags")
     r = answer(host, csrf, iid, {"action": "decline"})
     assert "Answer sent to Test_Stdio: declined in the browser by user:ann" in r.text
-    fragment = follow(host, conv, lambda f: f.count('data-status="success" data-tool="pick_tags"') == 2)
+    fragment = follow(
+        host, conv, lambda a: [c.status for c in a.calls if c.tool == "pick_tags"] == ["success"] * 2
+    )
     assert {"action": "decline", "content": None} in result_texts(fragment)
 
 
@@ -485,8 +591,11 @@ def test_a_sensitive_field_is_refused_with_its_reason(host: Host) -> None:
     conv = create(host, csrf, "secret", selection="defaults")
     connect(host, csrf, conv)
     r = call(host, csrf, conv, "ask_secret")
-    fragment = follow(host, conv, lambda f: finished_call(f, "ask_secret"), first=r.text)
-    assert "Refused by the host: field &#39;password&#39; is declared sensitive" in fragment
+    fragment = follow(host, conv, lambda a: finished_call(a, "ask_secret"), first=r)
+    [request] = activity_of(fragment).requests
+    assert request.interaction.status == "closed"
+    assert request.state.startswith("Refused by the host: field 'password' is declared sensitive")
+    assert "Refused by the host: field &#39;password&#39; is declared sensitive" in fragment.text
     assert "sensitive" in result_texts(fragment)[0]["refused"]
     assert NOTHING_WAITING in host.client.get("/conversations").text  # never a form
 
@@ -497,11 +606,13 @@ def test_an_unanswered_request_expires_and_the_server_gets_cancel(short_expiry: 
     conv = create(host, csrf, "slow", selection="defaults")
     connect(host, csrf, conv)
     r = call(host, csrf, conv, "wait")
-    fragment = follow(host, conv, lambda f: finished_call(f, "wait"), first=r.text)
+    fragment = follow(host, conv, lambda a: finished_call(a, "wait"), first=r)
     assert result_texts(fragment) == [{"action": "cancel", "content": None}]
-    iid = re.search(r'<li id="request-(int_\w+)"[^>]*data-status="closed"', fragment)
-    assert iid and "Expired without an answer" in fragment
-    r = answer(host, csrf, iid.group(1), {"action": "accept", f"{iid.group(1)}-x": "late"})
+    [request] = activity_of(fragment).requests
+    assert (request.interaction.status, request.state) == ("closed", "Expired without an answer")
+    assert "Expired without an answer" in fragment.text
+    iid = request.interaction.id
+    r = answer(host, csrf, iid, {"action": "accept", f"{iid}-x": "late"})
     assert r.status_code == 410 and "Expired without an answer" in r.text
 
 
@@ -514,9 +625,11 @@ def test_closing_a_conversation_ends_its_open_request_and_refuses_new_calls(host
         f"/host/conversations/{conv}/close", data={"csrf_token": csrf}, follow_redirects=False
     )
     assert r.status_code == 303
-    fragment = follow(host, conv, lambda f: finished_call(f, "wait"))
-    assert re.search(rf'id="request-{iid}"[^>]*data-status="closed"', fragment)
-    assert "Ended without an answer: the conversation was closed" in fragment
+    fragment = follow(host, conv, lambda a: finished_call(a, "wait"))
+    [request] = activity_of(fragment).requests
+    assert (request.interaction.id, request.interaction.status) == (iid, "closed")
+    assert request.state == "Ended without an answer: the conversation was closed"
+    assert "Ended without an answer: the conversation was closed" in fragment.text
     page = host.client.get(f"/host/conversations/{conv}").text
     assert '<dd class="conversation-state">closed' in page and "Call echo" not in page
     assert call(host, csrf, conv, "echo").status_code == 409
@@ -532,13 +645,13 @@ def test_a_host_owned_servers_request_is_labelled_with_the_calling_conversation(
     conv = create(host, csrf, "shared", selection="choose", server="mcp-other-server")
     connect(host, csrf, conv, "mcp-other-server")
     r = call(host, csrf, conv, "book", server="mcp-other-server")
-    fragment = follow(host, conv, lambda f: pending_request(f) is not None, first=r.text)
-    iid = pending_request(fragment)
+    fragment = follow(host, conv, lambda a: pending_request(a) is not None, first=r)
+    iid = pending_request(activity_of(fragment))
     assert iid is not None
     html_card = card(host.client.get("/conversations").text, iid)
     assert f'data-conversation="{conv}"' in html_card and "Other Server" in html_card
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "book"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "book"))
     assert result_texts(fragment) == [{"action": "decline", "content": None}]
 
 
@@ -563,8 +676,9 @@ def test_a_cancelled_call_is_recorded_as_failed_not_left_running(host: Host) -> 
     (row,) = service.calls(conv)
     assert (row.status, row.error) == ("failed", "the call was cancelled before the server answered")
     assert row.finished_at is not None
-    fragment = host.client.get(f"/host/conversations/{conv}/activity", headers=HX).text
-    assert 'data-status="failed" data-tool="wait"' in fragment
+    fragment = host.client.get(f"/host/conversations/{conv}/activity", headers=HX)
+    [shown] = calls_of(fragment, "wait")
+    assert (shown.status, shown.error) == ("failed", "the call was cancelled before the server answered")
 
 
 # --------------------------------------------------------------------------- who may see what
@@ -598,9 +712,11 @@ def test_only_the_owner_and_admins_see_a_conversation_and_its_requests(host: Hos
     assert page.status_code == 200 and "<dt>Owner</dt><dd>ann</dd>" in page.text
     assert f"interaction-{iid}" in host.client.get("/conversations").text
     assert answer(host, csrf, iid, {"action": "cancel"}).status_code == 200
-    fragment = follow(host, conv, lambda f: finished_call(f, "wait"))
+    fragment = follow(host, conv, lambda a: finished_call(a, "wait"))
     assert result_texts(fragment) == [{"action": "cancel", "content": None}]
-    assert "Answer sent to Test_Stdio: cancelled in the browser by user:root" in fragment
+    [request] = activity_of(fragment).requests
+    assert request.state == "Answer sent to Test_Stdio: cancelled in the browser by user:root"
+    assert "Answer sent to Test_Stdio: cancelled in the browser by user:root" in fragment.text
 
 
 def test_pages_need_a_login_and_writes_need_the_csrf_token(host: Host) -> None:

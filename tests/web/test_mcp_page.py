@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.e2e.server import free_port
-from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, prepare
+from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, prepare, rendered
 from webui.admin import create_key, grant_projects
 from webui.app import create_app
 from webui.mcp.catalog import Catalog
@@ -38,7 +38,13 @@ def pre(text: str, element_id: str) -> str:
 
 
 def tools(text: str) -> list[str]:
+    """The tool cards drawn in the HTML."""
     return TOOL_RE.findall(text)
+
+
+def listed_tools(response: Any) -> list[str]:
+    """The tools the page was given, in order."""
+    return [t.name for t in rendered(response).context["tools"]]
 
 
 def mcp(web: Web, project: str, target: str | None = "latest", **headers: str) -> Any:
@@ -167,8 +173,12 @@ def test_a_target_that_resolves_to_nothing_keeps_the_picker_and_says_why(web: We
     web.login(*USER)
     r = mcp(web, HELLO, "9.9.9")
     assert r.status_code == 404
-    assert "has no online version 9.9.9" in r.text
-    assert f'href="/projects/{HELLO}/mcp?target=latest"' in r.text and tools(r.text) == []
+    template, _, context = rendered(r)
+    assert template == "projects/mcp.html" and context["resolved"] is None
+    assert "has no online version 9.9.9" in context["problem"] and "has no online version 9.9.9" in r.text
+    assert [c.label for c in context["choices"]] == ["draft", "latest", "1.0.0"]  # the picker stays
+    assert f'href="/projects/{HELLO}/mcp?target=latest"' in r.text
+    assert context["tools"] == [] and tools(r.text) == []
 
 
 # --------------------------------------------------------------------------- targets and fragment
@@ -179,9 +189,14 @@ def test_the_picker_offers_draft_latest_with_its_exact_version_and_every_online_
 ) -> None:
     registry(web).publish(RICH, "1.1.0")
     web.login(*USER)
-    text = mcp(web, RICH, "1.0.0").text
+    r = mcp(web, RICH, "1.0.0")
+    text = r.text
+    choices = rendered(r).context["choices"]
+    assert [c.label for c in choices] == ["draft", "latest", "1.1.0", "1.0.0"]
+    assert [c.href for c in choices] == [f"/projects/{RICH}/mcp?target={c.label}" for c in choices]
+    assert choices[1].detail == "now 1.1.0"  # latest, with its exact version
     links = re.findall(rf'<a href="/projects/{RICH}/mcp\?target=([^"]+)" hx-get="[^"]+"[^>]*>([^<]+)', text)
-    assert [label for label, _ in links] == ["draft", "latest", "1.1.0", "1.0.0"]
+    assert [label for label, _ in links] == [c.label for c in choices]  # each offered as a link
     assert "Latest <small>now 1.1.0</small>" in text
     assert re.search(
         r'target=1\.0\.0" hx-get="[^"]+" hx-target="#mcp-target" hx-swap="outerHTML" '
@@ -205,10 +220,14 @@ def test_each_target_shows_its_endpoint_resolution_and_catalog(
     web.login(*USER)
     r = mcp(web, RICH, target)
     assert r.status_code == 200
-    assert pre(r.text, "endpoint") == f"http://127.0.0.1/api/workflows/{RICH}/mcp?target={target}"
+    context = rendered(r).context
+    endpoint = f"http://127.0.0.1/api/workflows/{RICH}/mcp?target={target}"
+    assert context["endpoint"] == endpoint and pre(r.text, "endpoint") == endpoint  # copyable as is
     assert pre(r.text, "header-template") == "Authorization: Bearer <YOUR_API_KEY>"
+    assert context["target"].label == target
+    assert context["resolved"].version == (None if target == "draft" else "1.0.0")
     assert resolved in r.text
-    assert tools(r.text) == expected_tools
+    assert listed_tools(r) == expected_tools and tools(r.text) == expected_tools
 
 
 def test_an_htmx_request_gets_only_the_target_fragment(web: Web) -> None:
@@ -216,9 +235,13 @@ def test_an_htmx_request_gets_only_the_target_fragment(web: Web) -> None:
     full = mcp(web, HELLO, "draft")
     fragment = mcp(web, HELLO, "draft", **{"HX-Request": "true"})
     assert full.status_code == fragment.status_code == 200
+    assert rendered(full)[:2] == ("projects/mcp.html", None)
+    assert rendered(fragment)[:2] == ("projects/mcp.html", "target")
     assert "<html" in full.text and "<html" not in fragment.text
     assert fragment.text.strip().startswith('<div id="mcp-target">')
+    assert rendered(fragment).context["endpoint"] == rendered(full).context["endpoint"]
     assert pre(fragment.text, "endpoint") == pre(full.text, "endpoint")
+    assert listed_tools(fragment) == listed_tools(full) == ["greet", "echo"]
     assert tools(fragment.text) == tools(full.text) == ["greet", "echo"]
     assert fragment.headers["vary"] == full.headers["vary"] == "HX-Request"
 
@@ -226,6 +249,7 @@ def test_an_htmx_request_gets_only_the_target_fragment(web: Web) -> None:
 def test_an_htmx_history_restore_gets_the_whole_page(web: Web) -> None:
     web.login(*USER)
     r = mcp(web, HELLO, "latest", **{"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert rendered(r)[:2] == ("projects/mcp.html", None)
     assert "<html" in r.text and 'id="mcp-target"' in r.text
 
 
@@ -292,8 +316,11 @@ def test_the_generic_configuration_has_exactly_the_shape_of_seed_004(web: Web) -
 
 def test_an_admin_sees_the_registered_folder_in_the_stdio_variant(web: Web) -> None:
     web.login(*ADMIN)
-    config = json.loads(pre(mcp(web, HELLO, "draft").text, "config-stdio"))
+    r = mcp(web, HELLO, "draft")
+    config = json.loads(pre(r.text, "config-stdio"))
     folder = registry(web).record(HELLO).root
+    [stdio] = [c for c in rendered(r).context["configs"] if c.id == "stdio"]
+    assert json.loads(stdio.text) == config
     assert config["mcpServers"][f"workflow-{HELLO}"]["args"] == ["mcp", folder]
     assert Path(folder).is_absolute()
 
@@ -312,7 +339,21 @@ def test_the_parameter_table_shows_type_required_default_options_format_and_desc
     web: Web, rich: Path
 ) -> None:
     web.login(*USER)
-    text = mcp(web, RICH, "1.0.0").text
+    r = mcp(web, RICH, "1.0.0")
+    text = r.text
+    plan = rendered(r).context["tools"][0]
+    assert (plan.name, plan.description) == ("plan", "Plan a day.")
+    params = {p.name: p for p in plan.params}
+    assert list(params) == ["when", "size", "tags", "count", "doc"]
+    when, size, tags, count, doc = params.values()
+    assert (when.type, when.required, when.default, when.options) == ("string", True, None, [])
+    assert (when.format, when.title, when.description) == ("date", "Day", "The day")
+    assert (size.type, size.required, size.default) == ("string", False, '"s"')
+    assert size.options == [('"s"', "Small"), ('"l"', "Large")]
+    assert (tags.type, tags.default, tags.options) == ("checkboxes", None, [('"a"', None), ('"b"', None)])
+    assert (count.type, count.default, count.options, count.format) == ("number", "2", [], None)
+    assert (doc.type, doc.required, doc.description) == ("file", False, "A document")
+    # the table the person reads
     assert "Plan a day." in text and "<code>plan</code>" in text
     assert row(text, "when") == ["string", "yes", "—", "—", "date", "The day"]
     assert row(text, "size") == ["string", "no", '"s"', '"s" — Small"l" — Large', "—", ""]
@@ -324,10 +365,13 @@ def test_the_parameter_table_shows_type_required_default_options_format_and_desc
 
 def test_the_raw_input_schema_is_the_one_the_endpoint_lists(web: Web, rich: Path) -> None:
     web.login(*USER)
-    text = mcp(web, RICH, "1.0.0").text
+    r = mcp(web, RICH, "1.0.0")
+    text = r.text
     catalog = Catalog.build(registry(web).resolve(RICH, parse_target("1.0.0")).project, file_mode="server")
+    shown = rendered(r).context["tools"]
+    assert [(t.name, t.schema) for t in shown] == [(t.name, t.input_schema) for t in catalog.tools]
     for index, tool in enumerate(catalog.tools, start=1):
-        assert json.loads(pre(text, f"t{index}-schema")) == tool.input_schema
+        assert json.loads(pre(text, f"t{index}-schema")) == tool.input_schema  # copyable as is
     assert 'data-copy-target="t2-schema"' in text  # "x.y" gets a selector-safe id
 
 
@@ -361,6 +405,11 @@ def test_try_it_answers_422_with_the_form_and_its_errors_and_starts_nothing(web:
     csrf = web.login(*USER)
     r = try_it(web, HELLO, "greet", {"t1-times": "many"}, csrf=csrf)
     assert r.status_code == 422
+    template, _, context = rendered(r)
+    state = context["try_state"]
+    assert template == "projects/_try_it.html" and context["t"].name == state.tool == "greet"
+    assert set(state.errors) == {"name", "times"} and state.errors["name"] == "required"
+    assert state.call is None  # nothing started
     assert "<html" not in r.text and r.text.strip().startswith('<div id="t1-try"')
     assert 'id="t1-name-error"' in r.text and "required" in r.text
     assert 'id="t1-times-error"' in r.text and 'value="many"' not in r.text
@@ -373,6 +422,9 @@ def test_try_it_without_htmx_renders_the_whole_page_with_the_errors_in_the_tools
     csrf = web.login(*USER)
     r = try_it(web, HELLO, "greet", {}, htmx=False, csrf=csrf)
     assert r.status_code == 422 and "<html" in r.text
+    template, block, context = rendered(r)
+    assert (template, block) == ("projects/mcp.html", None)
+    assert context["try_state"].tool == "greet" and list(context["try_state"].errors) == ["name"]
     assert '<details class="try-it" open>' in r.text and 'id="t1-name-error"' in r.text
 
 
@@ -390,6 +442,11 @@ def test_try_it_reports_an_unreachable_endpoint_as_the_calls_outcome(dead_endpoi
     csrf = dead_endpoint.login(*USER)
     r = try_it(dead_endpoint, HELLO, "greet", {"t1-name": "Ada"}, csrf=csrf)
     assert r.status_code == 200
+    call = rendered(r).context["try_state"].call
+    assert (call.tool, call.arguments["name"], call.target) == ("greet", "Ada", "latest")
+    assert call.outcome.kind == "failed" and call.outcome.message.startswith(
+        "Could not reach the MCP endpoint"
+    )
     assert (
         "Could not reach the MCP endpoint" in r.text and '<span class="badge failed">failed</span>' in r.text
     )
@@ -401,13 +458,20 @@ def test_a_slow_call_answers_running_then_the_follow_up_get_brings_the_outcome(
     monkeypatch.setattr(mcp_page, "FIRST_WAIT", 0)
     csrf = dead_endpoint.login(*USER)
     r = try_it(dead_endpoint, HELLO, "greet", {"t1-name": "Ada"}, csrf=csrf)
-    assert "running…" in r.text
-    call_id = CALL_RE.search(r.text)
-    assert call_id, r.text
+    started = rendered(r).context["try_state"].call
+    assert "running…" in r.text  # (the call object lives on: its outcome may have arrived since)
+    call_id = CALL_RE.search(r.text)  # the follow-up htmx asks for
+    assert call_id and call_id.group(1) == started.id, r.text
     url = f"/projects/{HELLO}/mcp/try/{call_id.group(1)}"
     fragment = dead_endpoint.client.get(url, headers={"HX-Request": "true"})
+    template, _, context = rendered(fragment)
+    assert template == "projects/_try_outcome.html" and context["call"].id == started.id
+    assert context["call"].outcome.kind == "failed"
     assert "<html" not in fragment.text and "Could not reach the MCP endpoint" in fragment.text
     full = dead_endpoint.client.get(url)
+    state = rendered(full).context["try_state"]
+    assert rendered(full).template == "projects/mcp.html" and state.values["name"] == "Ada"
+    assert state.call.outcome.kind == "failed"
     assert "<html" in full.text and "Could not reach the MCP endpoint" in full.text
     assert '<details class="try-it" open>' in full.text and 'value="Ada"' in full.text
     dead_endpoint.logout()

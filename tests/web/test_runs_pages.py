@@ -4,6 +4,7 @@ page load and as an htmx request."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ import anyio
 import pytest
 
 from tests.conftest import EXAMPLES, TORTURE
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
 from webui.runs.service import RunRequest
 from webui.store import accounts as account_store
 from webui.store import runs as run_store
@@ -72,11 +73,30 @@ def insert_run(web: Web, run_id: str, project_id: str, *, created_at: datetime, 
 
 
 def run_ids(html: str) -> list[str]:
+    """The runs linked in the HTML."""
     return re.findall(r'href="/runs/([^"]+)"', html)
+
+
+def listed(response: Any) -> list[str]:
+    """The ids of the runs the list was given, in order."""
+    template, _, context = rendered(response)
+    assert template == "runs/list.html"
+    return [run.id for run in context["runs"]]
+
+
+def report_of(response: Any) -> str | None:
+    """The run page's full report as text (None: not shown to this person)."""
+    report = rendered(response).context["report"]
+    return None if report is None else repr([(e.kind, e.text, e.data) for e in report])
+
+
+SHAPES = {"run-results": ("runs/list.html", "results"), "run": ("runs/detail.html", "run")}
 
 
 def assert_shape(response: Any, hx: dict[str, str], block_id: str) -> None:
     assert response.status_code == 200, response.text
+    template, block = SHAPES[block_id]
+    assert rendered(response)[:2] == (template, block if hx else None)
     assert f'id="{block_id}"' in response.text
     assert ("<html" in response.text) is not bool(hx)
     assert "HX-Request" in response.headers["vary"]
@@ -89,12 +109,14 @@ def test_the_list_shows_only_runs_of_projects_the_user_may_use(web: Web, hx: dic
     web.login(*USER)
     r = web.client.get("/runs", headers=hx)
     assert_shape(r, hx, "run-results")
-    assert run_ids(r.text) == ["r-hello"]
+    assert listed(r) == ["r-hello"] and run_ids(r.text) == ["r-hello"]  # given and linked
+    assert {p.id for p in rendered(r).context["projects"]} == {HELLO, INTERACTIVE}  # the filter's choices
     r = web.client.get(f"/runs?project={LEDGER}", headers=hx)
-    assert run_ids(r.text) == [], "a project filter cannot widen what the user may see"
+    assert listed(r) == [] and run_ids(r.text) == [], "a project filter cannot widen what the user may see"
     web.logout()
     web.login(*ADMIN)
-    assert run_ids(web.client.get("/runs", headers=hx).text) == ["r-hello", "r-ledger"]
+    r = web.client.get("/runs", headers=hx)
+    assert listed(r) == ["r-hello", "r-ledger"] and run_ids(r.text) == listed(r)
 
 
 def test_filters_by_project_status_and_source_newest_first(web: Web, hx: dict[str, str]) -> None:
@@ -104,21 +126,20 @@ def test_filters_by_project_status_and_source_newest_first(web: Web, hx: dict[st
     insert_run(web, "c-api", INTERACTIVE, created_at=now - timedelta(minutes=1), source="api")
     insert_run(web, "d-new", HELLO, created_at=now)
     web.login(*USER)
-    assert run_ids(web.client.get("/runs", headers=hx).text) == ["d-new", "c-api", "b-failed", "a-old"]
-    assert run_ids(web.client.get(f"/runs?project={HELLO}", headers=hx).text) == [
-        "d-new",
-        "b-failed",
-        "a-old",
-    ]
-    assert run_ids(web.client.get("/runs?status=failed", headers=hx).text) == ["b-failed"]
-    assert run_ids(web.client.get("/runs?source=api", headers=hx).text) == ["c-api"]
+    assert listed(web.client.get("/runs", headers=hx)) == ["d-new", "c-api", "b-failed", "a-old"]
+    assert listed(web.client.get(f"/runs?project={HELLO}", headers=hx)) == ["d-new", "b-failed", "a-old"]
+    assert listed(web.client.get("/runs?status=failed", headers=hx)) == ["b-failed"]
+    assert listed(web.client.get("/runs?source=api", headers=hx)) == ["c-api"]
     both = web.client.get(f"/runs?project={HELLO}&status=success", headers=hx)
-    assert run_ids(both.text) == ["d-new", "a-old"]
+    assert listed(both) == ["d-new", "a-old"]
+    assert rendered(both).context["filters"] == {"project": HELLO, "status": "success", "source": ""}
 
 
 def test_the_filter_form_updates_the_results_with_htmx_and_keeps_the_url(web: Web) -> None:
     web.login(*USER)
-    html = web.client.get("/runs?status=failed").text
+    r = web.client.get("/runs?status=failed")
+    assert rendered(r).context["filters"] == {"project": "", "status": "failed", "source": ""}
+    html = r.text
     form = re.search(r"<form class=\"filters\"[^>]*>", html)
     assert form is not None
     tag = form.group(0)
@@ -132,6 +153,7 @@ def test_the_filter_form_updates_the_results_with_htmx_and_keeps_the_url(web: We
 def test_a_history_restore_gets_the_whole_page(web: Web) -> None:
     web.login(*USER)
     r = web.client.get("/runs", headers={**HX, "HX-History-Restore-Request": "true"})
+    assert rendered(r)[:2] == ("runs/list.html", None)
     assert "<html" in r.text and 'id="run-results"' in r.text
 
 
@@ -143,13 +165,15 @@ def test_older_pages_follow_created_at_then_id_without_gaps_or_repeats(web: Web,
     insert_run(web, "newest", HELLO, created_at=same_time + timedelta(seconds=1))
     web.login(*USER)
     first = web.client.get("/runs", headers=hx)
-    page_one = run_ids(first.text)
+    page_one = listed(first)
     assert page_one[0] == "newest" and len(page_one) == PAGE_SIZE
-    older = re.search(r'<a href="([^"]+)"[^>]*rel="next"', first.text)
-    assert older is not None
-    second = web.client.get(older.group(1).replace("&amp;", "&"), headers=hx)
-    page_two = run_ids(second.text)
+    older_url = rendered(first).context["older_url"]
+    older = re.search(r'<a href="([^"]+)"[^>]*rel="next"', first.text)  # the link the person follows
+    assert older is not None and older.group(1).replace("&amp;", "&") == older_url
+    second = web.client.get(older_url, headers=hx)
+    page_two = listed(second)
     assert page_one + page_two == ["newest", *sorted(expected, reverse=True)]
+    assert rendered(second).context["older_url"] is None and rendered(second).context["newest_url"] == "/runs"
     assert 'rel="next"' not in second.text and "Newest runs" in second.text
 
 
@@ -158,10 +182,12 @@ def test_older_link_keeps_the_filters(web: Web) -> None:
     for i in range(PAGE_SIZE + 1):
         insert_run(web, f"f-{i:03d}", HELLO, created_at=now - timedelta(seconds=i), status="failed")
     web.login(*USER)
-    html = web.client.get("/runs?status=failed").text
-    older = re.search(r'<a href="([^"]+)"[^>]*rel="next"', html)
-    assert older is not None and "status=failed" in older.group(1)
-    assert run_ids(web.client.get(older.group(1).replace("&amp;", "&")).text) == [f"f-{PAGE_SIZE:03d}"]
+    r = web.client.get("/runs?status=failed")
+    older_url = rendered(r).context["older_url"]
+    assert older_url == f"/runs?status=failed&before=f-{PAGE_SIZE - 1:03d}"
+    older = re.search(r'<a href="([^"]+)"[^>]*rel="next"', r.text)
+    assert older is not None and older.group(1).replace("&amp;", "&") == older_url
+    assert listed(web.client.get(older_url)) == [f"f-{PAGE_SIZE:03d}"]
 
 
 def test_the_run_page_shows_params_status_timeline_and_output(web: Web, hx: dict[str, str]) -> None:
@@ -169,12 +195,19 @@ def test_the_run_page_shows_params_status_timeline_and_output(web: Web, hx: dict
     web.login(*USER)
     r = web.client.get(f"/runs/{run_id}", headers=hx)
     assert_shape(r, hx, "run")
+    context = rendered(r).context
+    assert context["run"].id == run_id and context["run"].status == "success"
     assert 'class="badge success"' in r.text
-    assert "&#34;name&#34;: &#34;Ann&#34;" in r.text or "&quot;name&quot;: &quot;Ann&quot;" in r.text
-    assert "Hello, Ann! Hello, Ann!" in r.text
+    assert json.loads(context["params_json"]) == {"name": "Ann", "times": 2}
+    assert (
+        "&#34;name&#34;: &#34;Ann&#34;" in r.text or "&quot;name&quot;: &quot;Ann&quot;" in r.text
+    )  # escaped
+    assert "Hello, Ann! Hello, Ann!" in context["output_json"] and "Hello, Ann! Hello, Ann!" in r.text
+    assert [e.text for e in context["timeline"]] == ["queued", "running", "success"]
     timeline = re.search(r'<ol class="timeline">(.*?)</ol>', r.text, re.S)
     assert timeline is not None
     assert re.findall(r"</time> (\w+)", timeline.group(1)) == ["queued", "running", "success"]
+    assert context["active"] is False
     assert "hx-trigger" not in r.text, "a finished run is not polled"
 
 
@@ -182,29 +215,33 @@ def test_the_full_report_is_for_the_runs_own_actor_and_admins_only(web: Web, hx:
     own = start_run(web, HELLO_DIR, "greet", {"name": "Ann"}, actor="user:ann")
     others = start_run(web, HELLO_DIR, "greet", {"name": "Bob"}, actor="user:root")
     web.login(*USER)
-    assert "greeting Ann" in web.client.get(f"/runs/{own}", headers=hx).text
+    mine = web.client.get(f"/runs/{own}", headers=hx)
+    assert "greeting Ann" in (report_of(mine) or "") and "greeting Ann" in mine.text
     theirs = web.client.get(f"/runs/{others}", headers=hx)
     assert theirs.status_code == 200 and "Hello, Bob!" in theirs.text
+    assert report_of(theirs) is None
     assert "greeting Bob" not in theirs.text and "Report" not in theirs.text
     web.logout()
     web.login(*ADMIN)
-    assert "greeting Ann" in web.client.get(f"/runs/{own}", headers=hx).text
+    assert "greeting Ann" in (report_of(web.client.get(f"/runs/{own}", headers=hx)) or "")
 
 
 def test_a_failed_run_shows_its_error_and_keeps_stderr_for_the_report(web: Web, hx: dict[str, str]) -> None:
     run_id = start_run(web, TORTURE, "raise_error", {}, actor="user:root")
     web.login(*ADMIN)
     r = web.client.get(f"/runs/{run_id}", headers=hx)
-    assert 'class="badge failed"' in r.text
+    run = rendered(r).context["run"]
+    assert run.status == "failed" and 'class="badge failed"' in r.text
+    assert (run.error["code"], run.error["message"]) == ("handler_error", "The handler raised ValueError.")
     assert "handler_error" in r.text and "The handler raised ValueError." in r.text
-    assert "hunter2" in r.text  # stderr, in the full report
+    assert "hunter2" in (report_of(r) or "") and "hunter2" in r.text  # stderr, in the full report
 
 
 def test_runs_of_projects_the_user_may_not_use_are_not_found(web: Web, hx: dict[str, str]) -> None:
     run_id = start_run(web, TORTURE, "raise_error", {}, actor="user:root")
     web.login(*USER)
     r = web.client.get(f"/runs/{run_id}", headers=hx)
-    assert r.status_code == 404 and "hunter2" not in r.text
+    assert r.status_code == 404 and rendered(r).template == "error.html" and "hunter2" not in r.text
     assert web.client.get("/runs/no-such-run", headers=hx).status_code == 404
 
 
@@ -216,9 +253,11 @@ def test_a_waiting_run_shows_its_pending_question_and_a_link_to_conversations(
     )
     web.login(*USER)
     r = web.client.get(f"/runs/{run_id}", headers=hx)
-    assert 'class="badge waiting_for_input"' in r.text
+    context = rendered(r).context
+    assert context["run"].status == "waiting_for_input" and 'class="badge waiting_for_input"' in r.text
+    assert context["interaction"] is not None and context["interaction"].run_id == run_id
     assert "Waiting for input" in r.text and 'href="/conversations"' in r.text
+    assert context["active"] is True
     article = re.search(r'<article id="run"[^>]*>', r.text)
     assert article is not None and 'hx-trigger="every 2s"' in article.group(0), "an active run is polled"
-    listed = web.client.get("/runs?status=waiting_for_input", headers=hx)
-    assert run_ids(listed.text) == [run_id]
+    assert listed(web.client.get("/runs?status=waiting_for_input", headers=hx)) == [run_id]
