@@ -17,10 +17,10 @@ from webui.audit.log import AuditLog
 from webui.auth.keys import DEFAULT_SCOPES, new_api_key
 from webui.auth.passwords import hash_password
 from webui.errors import NotFound, SteamharnessError
+from webui.projects.registry import ProjectRegistry
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
 from webui.store.models import Account, ApiKey, ProjectRecord
-from webui.workflows.registry import ProjectRegistry
 
 # For callers without an event hub (tests, tools): audit events are written all the same.
 PLAIN_AUDIT = AuditLog()

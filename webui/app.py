@@ -39,6 +39,7 @@ from webui.mcp.bridge import CallBridge
 from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
 from webui.mcp.server import build_server
+from webui.projects.registry import ProjectRegistry
 from webui.runs.env import server_base_env
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
@@ -65,7 +66,6 @@ from webui.web.mcp_page import TryIt, try_it_calls
 from webui.web.refusals import RefusalAudit
 from webui.web.security import SecurityHeaders
 from webui.web.templating import STATIC_DIR, make_templates, page
-from webui.workflows.registry import ProjectRegistry
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from tests.conftest import EXAMPLES
 from webui import admin
 from webui.account_rules import InvalidAccount
 from webui.audit.log import AuditLog
+from webui.projects.registry import ProjectRegistry
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
 from webui.store.db import make_engine
 from webui.store.models import AuditEvent
-from webui.workflows.registry import ProjectRegistry
 
 
 class AuditDown(AuditLog):

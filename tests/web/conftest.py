@@ -29,9 +29,9 @@ from fastapi.testclient import TestClient
 from tests.conftest import EXAMPLES, TORTURE
 from webui.admin import create_user, grant_projects
 from webui.app import create_app
+from webui.projects.registry import ProjectRegistry
 from webui.settings import Settings
 from webui.store.db import make_engine
-from webui.workflows.registry import ProjectRegistry
 
 HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
 INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"

@@ -20,9 +20,9 @@ from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, prepare, rendere
 from webui.admin import create_key, grant_projects
 from webui.app import create_app
 from webui.mcp.catalog import Catalog
+from webui.projects.registry import ProjectRegistry
 from webui.store import accounts as account_store
 from webui.web import mcp_page
-from webui.workflows.registry import ProjectRegistry
 from webui.workflows.targets import parse_target
 
 RICH = "c0ffee00-1111-4222-8333-444455556666"

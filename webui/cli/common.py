@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from webui.audit.log import AuditLog
-    from webui.workflows.registry import ProjectRegistry
+    from webui.projects.registry import ProjectRegistry
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -103,8 +103,8 @@ def first_error(exc: ValueError) -> str:
 
 
 def open_store(settings: Settings) -> tuple[Engine, ProjectRegistry]:
+    from webui.projects.registry import ProjectRegistry
     from webui.store.db import make_engine, private_dir
-    from webui.workflows.registry import ProjectRegistry
 
     private_dir(settings.data_dir)
     engine = make_engine(settings.resolved_database_url)

@@ -36,11 +36,11 @@ from webui.blocking import DatabaseBusy, run_db
 from webui.errors import NotFound, SteamharnessError
 from webui.mcp.binding import Binding, current_binding
 from webui.mcp.catalog import Catalog
+from webui.projects.registry import ProjectRegistry, Resolved
 from webui.runs.env import worker_env
 from webui.runs.service import RunLimits, RunRefused, RunService
 from webui.store import sessions as session_store
 from webui.store.models import McpSession
-from webui.workflows.registry import ProjectRegistry, Resolved
 from webui.workflows.targets import BadTarget, Target, parse_target
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ from fastapi import Depends, Request
 from webui.auth.keys import Forbidden, Principal
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.blocking import run_db
+from webui.projects.registry import ProjectRegistry
 from webui.services import Services
 from webui.web.security import check_csrf
-from webui.workflows.registry import ProjectRegistry
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -37,6 +37,7 @@ from webui import admin
 from webui.auth.ui import UiUser
 from webui.errors import NotFound, ProjectError
 from webui.mcp.catalog import Catalog
+from webui.projects.registry import ProjectRegistry, Resolved
 from webui.store import accounts as account_store
 from webui.store import runs as run_store
 from webui.store.models import ProjectRecord
@@ -45,7 +46,6 @@ from webui.web.background import BackgroundCall, BackgroundCalls
 from webui.web.deps import RegistryDep, UserDep
 from webui.web.templating import is_htmx, page
 from webui.workflows.project import Param
-from webui.workflows.registry import ProjectRegistry, Resolved
 from webui.workflows.targets import Target, parse_target
 
 log = logging.getLogger(__name__)
