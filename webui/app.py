@@ -29,6 +29,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import UiAuth
@@ -116,7 +117,7 @@ class _GatewayEndpoint:
 
 
 @contextlib.asynccontextmanager
-async def page_calls(app: FastAPI, engine: Engine, host: HostService) -> AsyncIterator[None]:
+async def page_calls(app: FastAPI, engine: Engine, audit: AuditLog, host: HostService) -> AsyncIterator[None]:
     """The calls pages start in the background (webui.web.background): Try it's, with the
     server-side keys it holds, and the host conversations'. On the way out the host's
     connections close first, so calls waiting on a request end with "shutdown" instead of
@@ -125,7 +126,7 @@ async def page_calls(app: FastAPI, engine: Engine, host: HostService) -> AsyncIt
     try_it: TryIt | None = None
     try:
         async with try_it_calls() as try_calls, host_calls() as launches:
-            try_it = TryIt(try_calls, engine)
+            try_it = TryIt(try_calls, engine, audit)
             app.state.try_it = try_it
             app.state.host_calls = HostCalls(launches, host)
             try:
@@ -135,7 +136,8 @@ async def page_calls(app: FastAPI, engine: Engine, host: HostService) -> AsyncIt
                     await host.close_all("shutdown")
     finally:
         if try_it is not None:
-            try_it.revoke_keys()
+            with anyio.CancelScope(shield=True):
+                await run_db(try_it.revoke_keys)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -213,7 +215,7 @@ def create_app(settings: Settings) -> FastAPI:
             async with manager.run(), host.running(), anyio.create_task_group() as tg:
                 tg.start_soon(gateway.reap)
                 try:
-                    async with page_calls(app, services.engine, host):
+                    async with page_calls(app, services.engine, services.audit, host):
                         # Everything loaded at start-up is long-lived: keep full collections from
                         # walking it (they otherwise stall live streams for a few hundred ms).
                         gc.collect()

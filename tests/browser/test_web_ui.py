@@ -280,7 +280,7 @@ def test_a_wrong_password_shows_the_error_and_stays_on_the_login_form(
 
 
 def generic_config(url: str) -> dict[str, Any]:
-    """The generic client configuration, in the shape of seed 004."""
+    """The generic client configuration, in the common mcpServers shape."""
     return {
         "mcpServers": {
             f"workflow-{HELLO}": {"url": url, "headers": {"Authorization": "Bearer <YOUR_API_KEY>"}}
@@ -353,7 +353,7 @@ def test_the_copied_generic_json_parses_and_equals_the_expected_structure(logged
     copied = page.evaluate("navigator.clipboard.readText()")
     config = json.loads(copied)
     assert config == generic_config(expected_url)
-    # exactly seed 004's shape: one server entry with url, then headers
+    # exactly the mcpServers shape: one server entry with url, then headers
     ((name, entry),) = config["mcpServers"].items()
     assert name == f"workflow-{HELLO}" and list(entry) == ["url", "headers"]
 

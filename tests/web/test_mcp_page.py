@@ -305,7 +305,7 @@ def test_the_copied_configurations_parse_and_equal_the_expected_structures(web: 
         assert f'data-copy-target="{element_id}"' in text
 
 
-def test_the_generic_configuration_has_exactly_the_shape_of_seed_004(web: Web) -> None:
+def test_the_generic_configuration_has_exactly_the_mcpservers_shape(web: Web) -> None:
     web.login(*USER)
     config = json.loads(pre(mcp(web, HELLO, "1.0.0").text, "config-generic"))
     ((name, server),) = config["mcpServers"].items()

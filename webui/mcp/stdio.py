@@ -1,4 +1,4 @@
-"""`steamharness mcp DIR`: one project's entrypoints as MCP tools over stdio (R-STDIO-*).
+"""`steamharness mcp DIR`: one project's entrypoints as MCP tools over stdio.
 
 stdout carries JSON-RPC only: the SDK's stdio_server points fd 1 at stderr while it
 serves, worker output is captured into the run log (and echoed to stderr), and stdout is

@@ -44,7 +44,6 @@ HOST_CLOSE_REASONS = {
     "conversation closed": "the conversation was closed",
     "shutdown": "the host shut down",
 }
-HOST_ORIGIN = "external server"
 
 Item = InteractionWithRun | HostInteraction
 ServerNames = Callable[[], Mapping[str, str]]

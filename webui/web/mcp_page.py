@@ -34,7 +34,9 @@ from mcp.shared.exceptions import MCPError
 from sqlalchemy.engine import Engine
 
 from webui import admin
+from webui.audit.log import AuditLog
 from webui.auth.ui import UiUser
+from webui.blocking import run_db
 from webui.errors import NotFound, ProjectError
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
@@ -122,8 +124,8 @@ def _json(value: Any) -> str:
 
 
 def client_configs(name: str, url: str, folder: str) -> list[ClientConfig]:
-    """Copyable client set-ups, each exactly as the client expects it (seed 004 for the
-    generic one). Only the placeholder stands where the key goes."""
+    """Copyable client set-ups, each exactly as the client expects it (the generic one is
+    the common `mcpServers` shape: url and headers). Only the placeholder stands where the key goes."""
     bearer = f"Bearer {KEY_PLACEHOLDER}"
     generic = {"mcpServers": {name: {"url": url, "headers": {"Authorization": bearer}}}}
     vscode = {
@@ -338,9 +340,10 @@ class TryIt:
     registry the app's lifespan owns, so a call outlives the request that started it (a long
     run is not cancelled because the browser's request ended) and ends with the app."""
 
-    def __init__(self, calls: BackgroundCalls[TryCall], engine: Engine) -> None:
+    def __init__(self, calls: BackgroundCalls[TryCall], engine: Engine, audit: AuditLog) -> None:
         self.calls = calls
         self._engine = engine
+        self._audit = audit
         self._keys: dict[int, tuple[str, str]] = {}  # account id -> (key id, raw key)
 
     def key_for(self, user: UiUser) -> str:
@@ -358,14 +361,15 @@ class TryIt:
             name=TRY_IT_KEY_NAME,
             actor=user.actor,
             source="ui",
+            audit=self._audit,
         )
         self._keys[user.account_id] = (row.id, raw)
         return raw
 
-    def start(
+    async def start(
         self, user: UiUser, *, url: str, target: str, resolved: Resolved, tool: str, arguments: dict[str, Any]
     ) -> TryCall:
-        raw = self.key_for(user)
+        raw = await run_db(self.key_for, user)
         call = TryCall(
             id=secrets.token_urlsafe(12),
             account_id=user.account_id,
@@ -383,14 +387,17 @@ class TryIt:
         call = self.calls.get(call_id)
         if call is None or call.account_id != user.account_id or call.project_id != project_id:
             raise NotFound("this Try it call is unknown or has expired; run the tool again")
-        if call.run_id is None and call.session_id is not None:
-            call.run_id = self._run_of_session(call)
         return call
+
+    async def find_run(self, call: TryCall) -> None:
+        """Fill in the run id of a call still running (its session's run, once there is one)."""
+        if call.run_id is None and call.session_id is not None:
+            call.run_id = await run_db(self._run_of_session, call)
 
     def revoke_keys(self) -> None:
         for key_id, _ in self._keys.values():
             with contextlib.suppress(NotFound):
-                admin.revoke_key(self._engine, key_id=key_id, actor="try-it", source="ui")
+                admin.revoke_key(self._engine, key_id=key_id, actor="try-it", source="ui", audit=self._audit)
         self._keys.clear()
 
     def _run_of_session(self, call: TryCall) -> str | None:
@@ -536,9 +543,9 @@ async def try_tool(
     registry: RegistryDep,
     target: str | None = None,
 ) -> Response:
-    record = visible_record(registry, user, project_id)
+    record = await run_db(visible_record, registry, user, project_id)
     chosen = parse_target(target)
-    resolved = registry.resolve(project_id, chosen)
+    resolved = await run_db(registry.resolve, project_id, chosen)
     form = await request.form()
     tool_name = str(form.get("tool") or "")
     tool = next((t for t in catalog_view(resolved) if t.name == tool_name), None)
@@ -548,7 +555,7 @@ async def try_tool(
     state = TryState(tool=tool.name, values=values, errors=errors)
     if not errors:
         try_it: TryIt = request.app.state.try_it
-        state.call = try_it.start(
+        state.call = await try_it.start(
             user,
             url=own_endpoint_url(request, project_id, chosen.label),
             target=chosen.label,
@@ -557,7 +564,7 @@ async def try_tool(
             arguments=values,
         )
         await try_it.calls.wait_finished(state.call, FIRST_WAIT)
-        try_it.get(state.call.id, user, project_id)  # fills in the run id of a call still running
+        await try_it.find_run(state.call)
     status = 422 if errors else 200
     if is_htmx(request):
         context = {
@@ -568,19 +575,27 @@ async def try_tool(
             "try_action": try_url(project_id, chosen.label),
         }
         return page(request, "projects/_try_it.html", context, status_code=status)
-    return _render(request, user, registry, record, chosen, try_state=state, status_code=status)
+    return await run_db(
+        functools.partial(
+            _render, request, user, registry, record, chosen, try_state=state, status_code=status
+        )
+    )
 
 
 @router.get("/projects/{project_id}/mcp/try/{call_id}", summary="The outcome of a Try it call")
 async def try_outcome(
     request: Request, project_id: str, call_id: str, user: UserDep, registry: RegistryDep
 ) -> Response:
-    record = visible_record(registry, user, project_id)
+    record = await run_db(visible_record, registry, user, project_id)
     try_it: TryIt = request.app.state.try_it
     call = try_it.get(call_id, user, project_id)
     await try_it.calls.wait_finished(call, POLL_WAIT)
-    try_it.get(call_id, user, project_id)  # fills in the run id of a call still running
+    await try_it.find_run(call)
     if is_htmx(request):
         return page(request, "projects/_try_outcome.html", {"call": call})
     state = TryState(tool=call.tool, values=call.arguments, errors={}, call=call)
-    return _render(request, user, registry, record, parse_target(call.target), try_state=state)
+    return await run_db(
+        functools.partial(
+            _render, request, user, registry, record, parse_target(call.target), try_state=state
+        )
+    )

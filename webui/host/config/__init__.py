@@ -9,7 +9,7 @@ Pure: reads files under the root config folder; never connects, never starts any
 A server file holds either the client-style `mcpServers` object (several servers; entries
 take `type`, `command`, `args`, `env`, `url`, `headers`) or one resource (`schema_version:
 "1"`, `kind: mcp_server`, `id: mcp-…`, `name`, `transport: {command, arguments?,
-environment?} | {url, headers?}`). Decisions where the seed is silent:
+environment?} | {url, headers?}`). Decisions beyond the format itself:
 
 - Every field outside those sets is rejected by name (OAuth fields, `disabled`, other
   clients' `alwaysAllow`, `autoApprove`, `timeout`, `cwd`… each with a clear message), so a
@@ -20,9 +20,9 @@ environment?} | {url, headers?}`). Decisions where the seed is silent:
   text. A `${` in command, args or URL is rejected rather than passed on literally: whoever
   wrote it expected expansion, and expanding host variables into argv or URLs (which end
   up in process lists and logs) is what the rule exists to prevent.
-- `{env: NAME}` is YAML-only (as the seed documents it); JSON files write "${NAME}".
+- `{env: NAME}` is YAML-only (the documented YAML form); JSON files write "${NAME}".
 - `auto` (the default) maps to the SDK's `legacy` handshake mode: the SDK's own `auto`
-  probes 2026-07-28 first and breaks handshake-era servers that elicit (SDK guide §9).
+  probes 2026-07-28 first and breaks handshake-era servers that elicit.
   Only an explicit `2026-07-28` pins the modern era.
 - A capture's digest is the SHA-256 of the whole source file, so any edit to that file
   (even to another server in it) invalidates captures taken from it.
