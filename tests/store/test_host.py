@@ -131,5 +131,5 @@ def test_recovery_fails_running_calls_and_names_the_pending_host_requests(engine
 
 
 def test_a_connection_event_is_recorded_on_its_own(engine: Engine) -> None:
-    host_store.record_event(engine, audit=lambda s: AUDIT.record(s, "host.server.connecting", source="host"))
+    AUDIT.record_alone(engine, "host.server.connecting", source="host", user_agent="x" * 400)
     assert audit_events(engine) == ["host.server.connecting"]

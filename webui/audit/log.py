@@ -1,12 +1,13 @@
 """The only writer of audit events. Callers pass their open session so the event commits
-in the same transaction as the change it records."""
+in the same transaction as the change it records; an event that records no change of its
+own (a refusal, a login attempt, an export) is written alone with `record_alone`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, insert
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from webui.blocking import after_commit
@@ -50,3 +51,9 @@ class AuditLog:
         row_id = key[0] if key else None
         hub = self.hub
         after_commit(lambda: hub.publish("audit", "recorded", id=row_id, event=event), session)
+
+    def record_alone(self, engine: Engine, event: str, **fields: Any) -> None:
+        """The event in a transaction of its own (blocking: call it through `run_db`)."""
+        with Session(engine) as s:
+            self.record(s, event, **fields)
+            s.commit()

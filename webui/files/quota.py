@@ -12,12 +12,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
 
 from webui.errors import InvalidArguments
-from webui.store.models import ManagedFile
+from webui.store.files import usage as stored_usage
 
 MB = 1024 * 1024
 
@@ -35,17 +33,6 @@ class ProjectQuotaExceeded(InvalidArguments):
 
 def _size(n: int) -> str:
     return f"{n / 1024**3:.3g} GiB" if n >= 1024**3 else f"{n / MB:.3g} MB"
-
-
-def stored_usage(engine: Engine, *, project_id: str) -> tuple[int, int]:
-    """(bytes, files) a project's file rows account for."""
-    with Session(engine) as s:
-        total, count = s.exec(
-            select(func.coalesce(func.sum(ManagedFile.size), 0), func.count(col(ManagedFile.id))).where(
-                ManagedFile.project_id == project_id
-            )
-        ).one()
-    return int(total), int(count)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InvalidArguments
 from webui.files.quota import ProjectQuotaExceeded, QuotaBook, Reservation
+from webui.store import files as file_store
 from webui.store.models import ManagedFile
 
 CHUNK = 1024 * 1024
@@ -138,16 +139,14 @@ class FileStore:
             return self.quota.reserve(project_id, nbytes, size_known=size_known)
         except ProjectQuotaExceeded as exc:
             if self.audit is not None:
-                with Session(self.engine) as s:
-                    self.audit.record(
-                        s,
-                        "file.refused",
-                        actor=actor,
-                        project_id=project_id,
-                        outcome=exc.code,
-                        details={"limit": exc.limit, "message": exc.message},
-                    )
-                    s.commit()
+                self.audit.record_alone(
+                    self.engine,
+                    "file.refused",
+                    actor=actor,
+                    project_id=project_id,
+                    outcome=exc.code,
+                    details={"limit": exc.limit, "message": exc.message},
+                )
             raise
 
     def blob_path(self, sha: str) -> Path:
@@ -219,19 +218,21 @@ class FileStore:
     def _record(self, *, uploaded_by: str | None = None, **fields: Any) -> ManagedFile:
         """The metadata row; an upload is audited in the same transaction."""
         row = ManagedFile(id=new_file_id(), **fields)
-        with Session(self.engine, expire_on_commit=False) as s:
-            s.add(row)
-            if row.origin == "upload" and self.audit is not None:
-                self.audit.record(
-                    s,
-                    "file.uploaded",
-                    actor=uploaded_by,
-                    project_id=row.project_id,
-                    outcome="ok",
-                    details={"fileId": row.id, "size": row.size},
-                )
-            s.commit()
-        return row
+        log = self.audit if row.origin == "upload" else None
+        if log is None:
+            return file_store.add_file(self.engine, row=row)
+
+        def audit(s: Session) -> None:
+            log.record(
+                s,
+                "file.uploaded",
+                actor=uploaded_by,
+                project_id=row.project_id,
+                outcome="ok",
+                details={"fileId": row.id, "size": row.size},
+            )
+
+        return file_store.add_file(self.engine, row=row, audit=audit)
 
     def import_path(self, *, project_id: str, path: Path, origin: str = "local-import") -> ManagedFile:
         reservation = self._reserve(project_id, path.stat().st_size)
@@ -275,8 +276,7 @@ class FileStore:
     def get(self, file_id: str) -> ManagedFile | None:
         if not FILE_ID_RE.match(file_id):
             return None
-        with Session(self.engine, expire_on_commit=False) as s:
-            return s.get(ManagedFile, file_id)
+        return file_store.get_file(self.engine, file_id=file_id)
 
 
 def worker_view(row: ManagedFile) -> dict[str, Any]:

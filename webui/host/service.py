@@ -427,26 +427,14 @@ class HostService:
     async def _record(
         self, event: str, conn: Connection, *, outcome: str = "ok", details: dict[str, Any] | None = None
     ) -> None:
-        await run_db(self._write_record, event, conn, outcome, details)
-
-    def _write_record(
-        self, event: str, conn: Connection, outcome: str, details: dict[str, Any] | None
-    ) -> None:
-
-        def audit(s: Session) -> None:
-            self.audit.record(
-                s,
-                event,
-                outcome=outcome,
-                source="host",
-                details={
-                    "serverId": conn.server.id,
-                    "conversationId": conn.conversation_id,
-                    **(details or {}),
-                },
-            )
-
-        host_store.record_event(self.engine, audit=audit)
+        await run_db(
+            self.audit.record_alone,
+            self.engine,
+            event,
+            outcome=outcome,
+            source="host",
+            details={"serverId": conn.server.id, "conversationId": conn.conversation_id, **(details or {})},
+        )
 
 
 @contextlib.asynccontextmanager

@@ -24,7 +24,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from sqlmodel import Session
 
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, run_db
@@ -76,27 +75,23 @@ class CallBridge:
         headers = getattr(request, "headers", None)
         agent = headers.get("user-agent") if headers is not None else None
 
-        def write() -> None:
-            with Session(self.runs.engine) as s:
-                self.audit.record(
-                    s,
-                    event,
-                    actor=b.actor,
-                    project_id=b.catalog.project.id,
-                    target=b.target,
-                    version=b.version,
-                    session_id=b.session_id,
-                    tool=ep.id,
-                    run_id=run_id,
-                    outcome=outcome,
-                    source="mcp",
-                    client_address=getattr(client, "host", None),
-                    user_agent=agent,
-                    details=details,
-                )
-                s.commit()
-
-        await run_db(write)
+        await run_db(
+            self.audit.record_alone,
+            self.runs.engine,
+            event,
+            actor=b.actor,
+            project_id=b.catalog.project.id,
+            target=b.target,
+            version=b.version,
+            session_id=b.session_id,
+            tool=ep.id,
+            run_id=run_id,
+            outcome=outcome,
+            source="mcp",
+            client_address=getattr(client, "host", None),
+            user_agent=agent,
+            details=details,
+        )
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, params: types.CallToolRequestParams

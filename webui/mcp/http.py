@@ -131,18 +131,14 @@ class McpGateway:
         headers = _headers(scope)
         client = scope.get("client")
 
-        def write() -> None:
-            with Session(self.engine) as s:
-                self.audit.record(
-                    s,
-                    event,
-                    client_address=f"{client[0]}" if client else None,
-                    user_agent=headers.get("user-agent"),
-                    **fields,
-                )
-                s.commit()
-
-        await run_db(write)
+        await run_db(
+            self.audit.record_alone,
+            self.engine,
+            event,
+            client_address=f"{client[0]}" if client else None,
+            user_agent=headers.get("user-agent"),
+            **fields,
+        )
 
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -84,11 +84,3 @@ def save_call(engine: Engine, *, row: HostCall, audit: Callable[[Session], Any] 
         if audit is not None:
             audit(s)
         s.commit()
-
-
-def record_event(engine: Engine, *, audit: Callable[[Session], Any]) -> None:
-    """An event with no row of its own (a connection opened, failed, closed): the audit
-    event alone in its transaction."""
-    with Session(engine) as s:
-        audit(s)
-        s.commit()

@@ -33,7 +33,6 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from jinja2 import Environment
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from webui.auth.ui import COOKIE_NAME, UiUser
@@ -247,16 +246,14 @@ def jsonl_chunks(engine: Engine, filters: AuditFilter) -> Iterator[str]:
 def _export(
     services: Any, user: UiUser, form: FilterForm, kind: str, media_type: str, chunks: Iterator[str]
 ) -> StreamingResponse:
-    with Session(services.engine) as s:
-        services.audit.record(
-            s,
-            "audit.exported",
-            actor=user.actor,
-            outcome="ok",
-            source="ui",
-            details={"format": kind, "filters": {k: v for k, v in form.values.items() if v}},
-        )
-        s.commit()
+    services.audit.record_alone(
+        services.engine,
+        "audit.exported",
+        actor=user.actor,
+        outcome="ok",
+        source="ui",
+        details={"format": kind, "filters": {k: v for k, v in form.values.items() if v}},
+    )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return StreamingResponse(
         chunks,

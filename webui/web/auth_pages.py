@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
-from sqlmodel import Session
 
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import COOKIE_NAME
@@ -83,20 +82,16 @@ async def login(
     else:
         throttle.login_succeeded(username)
 
-    def audit() -> None:
-        with Session(services.engine) as s:
-            services.audit.record(
-                s,
-                "ui.login",
-                actor=f"user:{username}",
-                outcome="ok" if result else "failed",
-                source="ui",
-                client_address=client,
-                user_agent=request.headers.get("user-agent"),
-            )
-            s.commit()
-
-    await run_db(audit)
+    await run_db(
+        services.audit.record_alone,
+        services.engine,
+        "ui.login",
+        actor=f"user:{username}",
+        outcome="ok" if result else "failed",
+        source="ui",
+        client_address=client,
+        user_agent=request.headers.get("user-agent"),
+    )
     if result is None:
         return _login_page(
             request, error="Invalid username or password.", next_url=safe_next(next), status=401
@@ -113,9 +108,7 @@ async def login(
 @router.post("/logout", summary="Log out")
 def logout(request: Request, user: UserDep, services: ServicesDep) -> Response:
     request.app.state.ui_auth.logout(user.session_id)
-    with Session(services.engine) as s:
-        services.audit.record(s, "ui.logout", actor=user.actor, outcome="ok", source="ui")
-        s.commit()
+    services.audit.record_alone(services.engine, "ui.logout", actor=user.actor, outcome="ok", source="ui")
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/")
     return response

@@ -14,7 +14,6 @@ import time
 from collections import OrderedDict
 from typing import Any, Literal
 
-from sqlmodel import Session
 from starlette.requests import Request
 from starlette.types import Scope, Send
 
@@ -171,9 +170,4 @@ class RefusalAudit:
             },
         }
 
-        def write() -> None:
-            with Session(services.engine) as s:
-                services.audit.record(s, event, **fields)
-                s.commit()
-
-        await run_db(write)
+        await run_db(services.audit.record_alone, services.engine, event, **fields)
