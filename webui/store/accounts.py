@@ -11,6 +11,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import AuditWrite, add_row, get_row
 from webui.store.models import Account, ApiKey, ProjectCredential, ProjectPermission, utcnow
 
 
@@ -20,12 +21,7 @@ def get_account(engine: Engine, *, name: str) -> Account | None:
 
 
 def get_account_by_id(engine: Engine, *, account_id: int) -> Account | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(Account, account_id)
-
-
-# An audit write: called inside the change's transaction, so the event commits with it.
-AuditWrite = Callable[[Session], object]
+    return get_row(engine, Account, account_id)
 
 
 def add_account(engine: Engine, *, account: Account, audit: AuditWrite | None = None) -> Account:
@@ -70,17 +66,11 @@ def set_password(engine: Engine, *, account_id: int, password_hash: str) -> None
 
 
 def add_key(engine: Engine, *, key: ApiKey, audit: AuditWrite | None = None) -> ApiKey:
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(key)
-        if audit is not None:
-            audit(s)
-        s.commit()
-        return key
+    return add_row(engine, key, audit=audit)
 
 
 def get_key(engine: Engine, *, key_id: str) -> ApiKey | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(ApiKey, key_id)
+    return get_row(engine, ApiKey, key_id)
 
 
 _KEYS = cast(Table, ApiKey.__table__)  # pyright: ignore[reportAttributeAccessIssue]
@@ -162,10 +152,7 @@ def revoke_key(engine: Engine, *, key_id: str, audit: AuditWrite | None = None) 
 
 
 def add_project_credential(engine: Engine, *, row: ProjectCredential) -> ProjectCredential:
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(row)
-        s.commit()
-        return row
+    return add_row(engine, row)
 
 
 def find_project_credential(engine: Engine, *, secret_hash: str) -> ProjectCredential | None:

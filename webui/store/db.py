@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
@@ -16,6 +16,28 @@ from sqlmodel import Session, SQLModel, create_engine
 from webui.store import models  # noqa: F401  (registers the tables)
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
+
+# Writes the audit event about a change with the change's own open session, so both commit
+# together (webui.audit.log.AuditLog.record).
+AuditWrite = Callable[[Session], object]
+RowT = TypeVar("RowT", bound=SQLModel)
+
+
+def add_row(engine: Engine, row: RowT, *, audit: AuditWrite | None = None) -> RowT:
+    """A row — new, or loaded earlier and changed since — and the audit event about it, in one
+    transaction."""
+    with Session(engine, expire_on_commit=False) as s:
+        s.add(row)
+        if audit is not None:
+            audit(s)
+        s.commit()
+    return row
+
+
+def get_row(engine: Engine, model: type[RowT], key: Any) -> RowT | None:
+    """One row by primary key, usable after its session closed."""
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(model, key)
 
 
 def sqlite_url(path: Path) -> str:

@@ -4,30 +4,20 @@ audit event commits in the same transaction as the row."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import AuditWrite, add_row, get_row
 from webui.store.models import ManagedFile
 
 
-def add_file(
-    engine: Engine, *, row: ManagedFile, audit: Callable[[Session], Any] | None = None
-) -> ManagedFile:
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(row)
-        if audit is not None:
-            audit(s)
-        s.commit()
-    return row
+def add_file(engine: Engine, *, row: ManagedFile, audit: AuditWrite | None = None) -> ManagedFile:
+    return add_row(engine, row, audit=audit)
 
 
 def get_file(engine: Engine, *, file_id: str) -> ManagedFile | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(ManagedFile, file_id)
+    return get_row(engine, ManagedFile, file_id)
 
 
 def usage(engine: Engine, *, project_id: str) -> tuple[int, int]:

@@ -8,12 +8,10 @@ event commits in the same transaction as the change it records.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import AuditWrite, add_row, get_row
 from webui.store.models import HostCall, HostConversation, Interaction, utcnow
 
 CONVERSATIONS_LIMIT = 200
@@ -34,19 +32,13 @@ def recover(engine: Engine, *, error: str) -> list[str]:
 
 
 def add_conversation(
-    engine: Engine, *, row: HostConversation, audit: Callable[[Session], Any] | None = None
+    engine: Engine, *, row: HostConversation, audit: AuditWrite | None = None
 ) -> HostConversation:
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(row)
-        if audit is not None:
-            audit(s)
-        s.commit()
-    return row
+    return add_row(engine, row, audit=audit)
 
 
 def get_conversation(engine: Engine, *, conversation_id: str) -> HostConversation | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(HostConversation, conversation_id)
+    return get_row(engine, HostConversation, conversation_id)
 
 
 def list_conversations(
@@ -77,10 +69,6 @@ def list_calls(engine: Engine, *, conversation_id: str) -> list[HostCall]:
         return list(s.exec(stmt.order_by(col(HostCall.created_at))))
 
 
-def save_call(engine: Engine, *, row: HostCall, audit: Callable[[Session], Any] | None = None) -> None:
+def save_call(engine: Engine, *, row: HostCall, audit: AuditWrite | None = None) -> None:
     """Insert the call, or write its changes (its outcome), with its audit event."""
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(row)
-        if audit is not None:
-            audit(s)
-        s.commit()
+    add_row(engine, row, audit=audit)

@@ -10,13 +10,14 @@ the administrators). Who may see what is decided in webui.interactions.owner."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import AuditWrite, add_row, get_row
 from webui.store.models import HostConversation, Interaction, ProjectRecord, Run, utcnow
 
 PENDING_LIMIT = 200
@@ -57,21 +58,13 @@ class OwnedInteraction:
     project_id: str | None
 
 
-def add_interaction(
-    engine: Engine, *, row: Interaction, audit: Callable[[Session], Any] | None = None
-) -> Interaction:
+def add_interaction(engine: Engine, *, row: Interaction, audit: AuditWrite | None = None) -> Interaction:
     """The new interaction and its audit event, in one transaction."""
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(row)
-        if audit is not None:
-            audit(s)
-        s.commit()
-    return row
+    return add_row(engine, row, audit=audit)
 
 
 def get_interaction(engine: Engine, *, interaction_id: str) -> Interaction | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(Interaction, interaction_id)
+    return get_row(engine, Interaction, interaction_id)
 
 
 def close_interaction(engine: Engine, *, interaction_id: str, reason: str) -> Interaction | None:
@@ -148,7 +141,7 @@ def mark_answered(
     answered_by: str | None,
     override: bool,
     channel: str,
-    audit: Callable[[Session], Any] | None = None,
+    audit: AuditWrite | None = None,
 ) -> None:
     """Record the answer on the row (loaded in `s`) and its audit event, and commit."""
     row.status = "answered"

@@ -10,6 +10,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import add_row, get_row
 from webui.store.models import ProjectRecord, ProjectVersion
 
 _PROJECTS = cast(Table, ProjectRecord.__table__)  # pyright: ignore[reportAttributeAccessIssue]
@@ -84,15 +85,11 @@ def list_versions(engine: Engine, *, project_id: str) -> list[ProjectVersion]:
 
 
 def get_version(engine: Engine, *, project_id: str, version: str) -> ProjectVersion | None:
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(ProjectVersion, (project_id, version))
+    return get_row(engine, ProjectVersion, (project_id, version))
 
 
 def add_version(engine: Engine, *, row: ProjectVersion) -> ProjectVersion:
-    with Session(engine, expire_on_commit=False) as s:
-        s.add(row)
-        s.commit()
-        return row
+    return add_row(engine, row)
 
 
 def set_version_status(

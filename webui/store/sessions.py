@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import AuditWrite, add_row
 from webui.store.models import McpSession, utcnow
 
 
-def add_session(engine: Engine, *, row: McpSession, audit: Callable[[Session], Any] | None = None) -> None:
-    with Session(engine) as s:
-        s.add(row)
-        if audit is not None:
-            audit(s)
-        s.commit()
+def add_session(engine: Engine, *, row: McpSession, audit: AuditWrite | None = None) -> None:
+    add_row(engine, row, audit=audit)
 
 
-def close_session(
-    engine: Engine, *, session_id: str, reason: str, audit: Callable[[Session], Any] | None = None
-) -> None:
+def close_session(engine: Engine, *, session_id: str, reason: str, audit: AuditWrite | None = None) -> None:
     with Session(engine) as s:
         row = s.get(McpSession, session_id)
         if row is not None and row.closed_at is None:

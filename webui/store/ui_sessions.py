@@ -15,16 +15,14 @@ from sqlalchemy import Table, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.db import quick_write
+from webui.store.db import add_row, quick_write
 from webui.store.models import Account, UiSession, utcnow
 
 _SESSIONS = cast(Table, UiSession.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def add_session(engine: Engine, *, row: UiSession) -> None:
-    with Session(engine) as s:
-        s.add(row)
-        s.commit()
+    add_row(engine, row)
 
 
 def live_session(
