@@ -22,7 +22,6 @@ from pydantic_core import ErrorDetails
 from webui.host.config import schema, values
 from webui.host.config.files import kind, read
 from webui.host.config.model import ID_RE, MAX_ID_LENGTH, FileStyle, ServerConfig, normalise_id
-from webui.host.config.templates import ValueSpec
 
 _ENTRY_FIELDS = ("type", "command", "args", "env", "url", "headers")
 _RESOURCE_FIELDS = ("schema_version", "kind", "id", "name", "transport")
@@ -231,57 +230,18 @@ def _sound_transport(adapter: TypeAdapter[Any], known: dict[Any, Any], is_yaml: 
 
 def _server(path: Path, digest: str, server_id: str, name: str, model: Any) -> ServerConfig | None:
     """The ServerConfig for a validated entry or transport (None for neither form)."""
-    if isinstance(model, schema.StdioEntry):
-        return _stdio(path, digest, server_id, name, model.command, model.args, model.env, "mcpServers")
-    if isinstance(model, schema.HttpEntry):
-        return _http(path, digest, server_id, name, model.url, model.headers, "mcpServers")
-    if isinstance(model, schema.StdioTransport):
-        env = model.environment
-        return _stdio(path, digest, server_id, name, model.command, model.arguments, env, "resource")
-    if isinstance(model, schema.HttpTransport):
-        return _http(path, digest, server_id, name, model.url, model.headers, "resource")
+    same = {"id": server_id, "name": name, "source": path, "digest": digest}
+    if isinstance(model, schema.StdioEntry | schema.StdioTransport):
+        is_entry = isinstance(model, schema.StdioEntry)
+        return ServerConfig(
+            **same,
+            transport="stdio",
+            command=model.command,
+            args=tuple(model.args if is_entry else model.arguments),
+            env_spec=model.env if is_entry else model.environment,
+            style="mcpServers" if is_entry else "resource",
+        )
+    if isinstance(model, schema.HttpEntry | schema.HttpTransport):
+        style: FileStyle = "mcpServers" if isinstance(model, schema.HttpEntry) else "resource"
+        return ServerConfig(**same, transport="http", url=model.url, header_spec=model.headers, style=style)
     return None
-
-
-def _stdio(
-    path: Path,
-    digest: str,
-    server_id: str,
-    name: str,
-    command: str,
-    args: list[str],
-    env: tuple[tuple[str, ValueSpec], ...],
-    style: FileStyle,
-) -> ServerConfig:
-    return ServerConfig(
-        id=server_id,
-        name=name,
-        source=path,
-        digest=digest,
-        transport="stdio",
-        command=command,
-        args=tuple(args),
-        env_spec=env,
-        style=style,
-    )
-
-
-def _http(
-    path: Path,
-    digest: str,
-    server_id: str,
-    name: str,
-    url: str,
-    headers: tuple[tuple[str, ValueSpec], ...],
-    style: FileStyle,
-) -> ServerConfig:
-    return ServerConfig(
-        id=server_id,
-        name=name,
-        source=path,
-        digest=digest,
-        transport="http",
-        url=url,
-        header_spec=headers,
-        style=style,
-    )
