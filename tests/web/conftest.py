@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import httpx2
 import pytest
 from fastapi.testclient import TestClient
+from sqlmodel import Session, col, select
 
 from tests.conftest import EXAMPLES, TORTURE
 from webui.admin import create_user, grant_projects
@@ -32,6 +33,7 @@ from webui.app import create_app
 from webui.projects.registry import ProjectRegistry
 from webui.settings import Settings
 from webui.store.db import make_engine
+from webui.store.models import AuditEvent
 
 HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
 INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
@@ -109,3 +111,19 @@ def web(tmp_path: Path) -> Iterator[Web]:
     settings = prepare(tmp_path / "data")
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         yield Web(client, settings)
+
+
+@pytest.fixture(params=[False, True], ids=["page", "htmx"])
+def hx(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Each test twice: as a whole page, and as an htmx swap of its block."""
+    return {"HX-Request": "true"} if request.param else {}
+
+
+def engine(web: Web) -> Any:
+    return web.client.app.state.services.engine  # type: ignore[attr-defined]
+
+
+def audit(web: Web, event: str) -> list[AuditEvent]:
+    """The audit events named `event`, oldest first."""
+    with Session(engine(web)) as s:
+        return list(s.exec(select(AuditEvent).where(AuditEvent.event == event).order_by(col(AuditEvent.id))))

@@ -7,29 +7,13 @@ import re
 from typing import Any
 
 import pytest
-from sqlmodel import Session, col, select
 
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, audit, engine, rendered
 from webui.admin import create_key
 from webui.auth.keys import AuthError
 from webui.auth.ui import COOKIE_NAME
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
-from webui.store.models import AuditEvent
-
-
-@pytest.fixture(params=[False, True], ids=["page", "htmx"])
-def hx(request: pytest.FixtureRequest) -> dict[str, str]:
-    return {"HX-Request": "true"} if request.param else {}
-
-
-def engine(web: Web) -> Any:
-    return web.client.app.state.services.engine  # type: ignore[attr-defined]
-
-
-def audit(web: Web, event: str) -> list[AuditEvent]:
-    with Session(engine(web)) as s:
-        return list(s.exec(select(AuditEvent).where(AuditEvent.event == event).order_by(col(AuditEvent.id))))
 
 
 def as_admin(web: Web, hx: dict[str, str]) -> dict[str, str]:

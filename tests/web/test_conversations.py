@@ -13,6 +13,7 @@ import anyio
 import pytest
 from sse_starlette import ServerSentEvent
 
+from tests import helpers
 from tests.conftest import EXAMPLES, TORTURE
 from tests.web.conftest import ADMIN, INTERACTIVE, USER, Web, rendered
 from webui.auth.ui import COOKIE_NAME, UiUser
@@ -35,15 +36,6 @@ def hx(request: pytest.FixtureRequest) -> dict[str, str]:
 
 def services(web: Web) -> Any:
     return web.client.app.state.services  # type: ignore[attr-defined]
-
-
-async def _next(svc: Any, run_id: str, kinds: tuple[str, ...]) -> RunUpdate:
-    async with svc.runs.watch(run_id) as updates:
-        with anyio.fail_after(WAIT):
-            while True:
-                update = await updates.get()
-                if update.kind in kinds:
-                    return update
 
 
 def account_id(web: Web, name: str) -> int:
@@ -80,7 +72,7 @@ def start(
                 project_version=project.version,
             )
         )
-        update = await _next(svc, run_id, ("waiting",))
+        update = await helpers.next_update(svc, run_id, ("waiting",))
         assert update.interaction is not None
         return run_id, update.interaction.id
 
@@ -91,7 +83,7 @@ def start(
 def next_update(web: Web, run_id: str) -> RunUpdate:
     """After an answer: the run's next question, or its end."""
     assert web.client.portal is not None
-    return web.client.portal.call(_next, services(web), run_id, ("waiting", "final"))
+    return web.client.portal.call(helpers.next_update, services(web), run_id, ("waiting", "final"))
 
 
 def answer(web: Web, csrf: str, interaction_id: str, data: dict[str, Any], *, htmx: bool = True) -> Any:
@@ -410,7 +402,7 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
                 assert snapshot.event == "snapshot" and "Nothing is waiting" in str(snapshot.data)
                 assert svc.hub.subscriber_count == 1
                 hidden = await begin(torture_project, "ask_once", {})
-                await _next(svc, hidden, ("waiting",))
+                await helpers.next_update(svc, hidden, ("waiting",))
                 run_id = await begin(trip_project, "plan_trip", {"traveller": "Bo"})
                 pushed = await anext(stream)  # ann may not see the torture question
                 seen.append(pushed)
