@@ -35,14 +35,13 @@ from tests.e2e.test_conversation_sse import SseEvent, call_without_elicitation, 
 from tests.e2e.test_conversation_sse import login as live_login
 from tests.e2e.test_http_mcp import sdk_client
 from tests.helpers import next_update
-from tests.web.conftest import ADMIN, INTERACTIVE, Web, prepare
+from tests.web.conftest import ADMIN, INTERACTIVE, Web, account_id, next_step, prepare, services, start_asking
 from tests.web.test_host_pages import Host, ask, connect, create
 from tests.web.test_host_pages import start as start_host
 from webui.admin import create_user, grant_projects
 from webui.app import create_app
 from webui.auth.ui import UiUser
-from webui.runs.service import RunRequest, RunUpdate
-from webui.store import accounts as account_store
+from webui.runs.service import RunRequest
 from webui.store.models import AuditEvent
 from webui.web.conversations import Feed, conversation_stream
 from webui.workflows.project import load_project
@@ -87,16 +86,6 @@ def host(tmp_path: Path) -> Iterator[Host]:
         app.close()
 
 
-def services(web: Web) -> Any:
-    return web.client.app.state.services  # type: ignore[attr-defined]
-
-
-def account_id(web: Web, name: str) -> int:
-    account = account_store.get_account(services(web).engine, name=name)
-    assert account is not None and account.id is not None
-    return account.id
-
-
 def ui_user(web: Web, name: str) -> UiUser:
     return UiUser(account_id(web, name), name, False, f"session-{name}", "csrf", frozenset({INTERACTIVE}))
 
@@ -122,22 +111,7 @@ async def begin(svc: Any, owner: int, name: str) -> str:
 
 def start_trip(web: Web, name: str) -> tuple[str, str]:
     """`name`'s plan_trip run, waiting on its first question: (run id, interaction id)."""
-    svc = services(web)
-    owner = account_id(web, name)
-
-    async def go() -> tuple[str, str]:
-        run_id = await begin(svc, owner, name)
-        update = await next_update(svc, run_id, ("waiting",))
-        assert update.interaction is not None
-        return run_id, update.interaction.id
-
-    assert web.client.portal is not None
-    return web.client.portal.call(go)
-
-
-def following(web: Web, run_id: str) -> RunUpdate:
-    assert web.client.portal is not None
-    return web.client.portal.call(next_update, services(web), run_id, ("waiting", "final"))
+    return start_asking(web, TRIP, "plan_trip", {"traveller": name}, owner=name)
 
 
 def answer(web: Web, csrf: str, iid: str, data: dict[str, Any]) -> Any:
@@ -198,7 +172,7 @@ def test_bob_gets_404_for_alices_question_on_every_page_and_alice_answers_it_to_
         r = answer(web, csrf, current, form)
         assert r.status_code == 200, r.text
         assert "Answered in the browser by user:alice" in r.text and "as administrator" not in r.text
-        update = following(web, run_id)
+        update = next_step(web, run_id)
         if update.kind == "waiting":
             assert update.interaction is not None
             ids.append(update.interaction.id)
@@ -228,7 +202,7 @@ def test_an_administrator_sees_alices_question_but_answers_only_with_the_audited
     r = answer(web, csrf, iid, {**first_answer(iid), "override": "true"})
     assert r.status_code == 200, r.text
     assert "Answered in the browser by user:root as administrator" in r.text
-    update = following(web, run_id)
+    update = next_step(web, run_id)
     assert update.kind == "waiting" and update.interaction is not None  # resumed: the next question
     (event,) = answered_events(web, run_id)
     assert event.actor == "user:root" and event.project_id == INTERACTIVE and event.outcome == "accept"

@@ -27,13 +27,17 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, col, select
 
+from tests import helpers
 from tests.conftest import EXAMPLES, TORTURE
 from webui.admin import create_user, grant_projects
 from webui.app import create_app
 from webui.projects.registry import ProjectRegistry
+from webui.runs.service import RunRequest, RunUpdate
 from webui.settings import Settings
+from webui.store import accounts as account_store
 from webui.store.db import make_engine
 from webui.store.models import AuditEvent
+from webui.workflows.project import load_project
 
 HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
 INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
@@ -127,3 +131,55 @@ def audit(web: Web, event: str) -> list[AuditEvent]:
     """The audit events named `event`, oldest first."""
     with Session(engine(web)) as s:
         return list(s.exec(select(AuditEvent).where(AuditEvent.event == event).order_by(col(AuditEvent.id))))
+
+
+def services(web: Web) -> Any:
+    return web.client.app.state.services  # type: ignore[attr-defined]
+
+
+def account_id(web: Web, name: str) -> int:
+    account = account_store.get_account(services(web).engine, name=name)
+    assert account is not None and account.id is not None
+    return account.id
+
+
+def start_asking(
+    web: Web,
+    folder: Path,
+    entrypoint: str,
+    params: dict[str, Any] | None = None,
+    *,
+    owner: str | None = USER[0],
+) -> tuple[str, str]:
+    """A real run, waited on until it asks; returns (run id, interaction id). It is
+    `owner`'s run (None: started with the server admin key, the administrators' run)."""
+    project = load_project(folder)
+    ep = project.entrypoint(entrypoint)
+    assert ep is not None
+    svc = services(web)
+    owner_id = account_id(web, owner) if owner is not None else None
+
+    async def go() -> tuple[str, str]:
+        run_id = await svc.runs.start(
+            RunRequest(
+                project=project,
+                entrypoint=ep,
+                params=params or {},
+                stored_params=params or {},
+                actor=f"user:{owner}" if owner else "admin",
+                account_id=owner_id,
+                project_version=project.version,
+            )
+        )
+        update = await helpers.next_update(svc, run_id, ("waiting",))
+        assert update.interaction is not None
+        return run_id, update.interaction.id
+
+    assert web.client.portal is not None
+    return web.client.portal.call(go)
+
+
+def next_step(web: Web, run_id: str) -> RunUpdate:
+    """After an answer: the run's next question, or its end."""
+    assert web.client.portal is not None
+    return web.client.portal.call(helpers.next_update, services(web), run_id, ("waiting", "final"))

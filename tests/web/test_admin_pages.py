@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, audit, engine, rendered
+from tests.web.conftest import (
+    ADMIN,
+    HELLO,
+    INTERACTIVE,
+    LEDGER,
+    USER,
+    Web,
+    account_id,
+    audit,
+    engine,
+    rendered,
+)
 from webui.admin import create_key
 from webui.auth.keys import AuthError
 from webui.auth.ui import COOKIE_NAME
@@ -18,12 +29,6 @@ from webui.store import projects as project_store
 
 def as_admin(web: Web, hx: dict[str, str]) -> dict[str, str]:
     return {**hx, "X-CSRF-Token": web.login(*ADMIN)}
-
-
-def account_id(web: Web, name: str) -> int:
-    account = account_store.get_account(engine(web), name=name)
-    assert account is not None and account.id is not None
-    return account.id
 
 
 PANELS = {

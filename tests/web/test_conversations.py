@@ -6,7 +6,6 @@ Page tests run as a plain page load and as an htmx request."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,11 +14,20 @@ from sse_starlette import ServerSentEvent
 
 from tests import helpers
 from tests.conftest import EXAMPLES, TORTURE
-from tests.web.conftest import ADMIN, INTERACTIVE, USER, Web, rendered
+from tests.web.conftest import (
+    ADMIN,
+    INTERACTIVE,
+    USER,
+    Web,
+    account_id,
+    next_step,
+    rendered,
+    services,
+    start_asking,
+)
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.events import EventHub
-from webui.runs.service import RunRequest, RunUpdate
-from webui.store import accounts as account_store
+from webui.runs.service import RunRequest
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
 from webui.workflows.project import load_project
@@ -32,58 +40,6 @@ WAIT = 30
 @pytest.fixture(params=[False, True], ids=["page", "htmx"])
 def hx(request: pytest.FixtureRequest) -> dict[str, str]:
     return HX if request.param else {}
-
-
-def services(web: Web) -> Any:
-    return web.client.app.state.services  # type: ignore[attr-defined]
-
-
-def account_id(web: Web, name: str) -> int:
-    account = account_store.get_account(services(web).engine, name=name)
-    assert account is not None and account.id is not None
-    return account.id
-
-
-def start(
-    web: Web,
-    folder: Path,
-    entrypoint: str,
-    params: dict[str, Any] | None = None,
-    *,
-    owner: str | None = USER[0],
-) -> tuple[str, str]:
-    """A real run, waited on until it asks; returns (run id, interaction id). It is
-    `owner`'s run (None: started with the server admin key, the administrators' run)."""
-    project = load_project(folder)
-    ep = project.entrypoint(entrypoint)
-    assert ep is not None
-    svc = services(web)
-    owner_id = account_id(web, owner) if owner is not None else None
-
-    async def go() -> tuple[str, str]:
-        run_id = await svc.runs.start(
-            RunRequest(
-                project=project,
-                entrypoint=ep,
-                params=params or {},
-                stored_params=params or {},
-                actor=f"user:{owner}" if owner else "admin",
-                account_id=owner_id,
-                project_version=project.version,
-            )
-        )
-        update = await helpers.next_update(svc, run_id, ("waiting",))
-        assert update.interaction is not None
-        return run_id, update.interaction.id
-
-    assert web.client.portal is not None
-    return web.client.portal.call(go)
-
-
-def next_update(web: Web, run_id: str) -> RunUpdate:
-    """After an answer: the run's next question, or its end."""
-    assert web.client.portal is not None
-    return web.client.portal.call(helpers.next_update, services(web), run_id, ("waiting", "final"))
 
 
 def answer(web: Web, csrf: str, interaction_id: str, data: dict[str, Any], *, htmx: bool = True) -> Any:
@@ -149,7 +105,7 @@ def test_an_empty_view_says_nothing_is_waiting_and_opens_the_live_feed(web: Web,
 def test_each_pending_question_renders_as_an_accessible_form_from_its_schema(
     web: Web, hx: dict[str, str]
 ) -> None:
-    run_id, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    run_id, iid = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     web.login(*USER)
     r = web.client.get("/conversations", headers=hx)
     assert r.status_code == 200
@@ -172,8 +128,8 @@ def test_each_pending_question_renders_as_an_accessible_form_from_its_schema(
 
 
 def test_a_person_sees_only_interactions_of_projects_she_may_use(web: Web) -> None:
-    _, trip = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
-    torture_run, secret = start(web, TORTURE, "ask_once")
+    _, trip = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    torture_run, secret = start_asking(web, TORTURE, "ask_once")
     csrf = web.login(*USER)
     r = web.client.get("/conversations")
     assert listed(r) == [trip]
@@ -194,7 +150,7 @@ def test_a_person_sees_only_interactions_of_projects_she_may_use(web: Web) -> No
 
 
 def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_result(web: Web) -> None:
-    run_id, first = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    run_id, first = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     csrf = web.login(*USER)
     r = answer(web, csrf, first, {"action": "accept", f"{first}-destination": "Rome", f"{first}-nights": "3"})
     assert r.status_code == 200, r.text
@@ -205,7 +161,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
     assert "<html" not in r.text and 'data-status="answered"' in r.text
     assert "Answered in the browser by user:ann" in r.text
 
-    update = next_update(web, run_id)
+    update = next_step(web, run_id)
     assert update.kind == "waiting" and update.interaction is not None
     second = update.interaction.id
     html = card(web.client.get("/conversations").text, second)
@@ -220,7 +176,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
 
     form = {"action": "accept", f"{p}room": "double", f"{p}extras": ["breakfast", "parking"]}
     assert answer(web, csrf, second, form).status_code == 200
-    update = next_update(web, run_id)
+    update = next_step(web, run_id)
     assert update.kind == "waiting" and update.interaction is not None
     approval = update.interaction.id
     html = card(web.client.get("/conversations").text, approval)
@@ -228,7 +184,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
     assert re.search(r'value="accept"[^>]*>Approve</button>', html)
 
     assert answer(web, csrf, approval, {"action": "accept"}).status_code == 200
-    final = next_update(web, run_id)
+    final = next_step(web, run_id)
     assert final.status == "success" and final.output["booked"] is True
     assert final.output["room"] == "double" and final.output["extras"] == ["breakfast", "parking"]
 
@@ -250,7 +206,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
 
 
 def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "approve_only", owner=None)
+    run_id, iid = start_asking(web, TORTURE, "approve_only", owner=None)
     csrf = web.login(*ADMIN)
     html = card(web.client.get("/conversations").text, iid)
     assert "Approve: delete everything" in html and "This cannot be undone." in html
@@ -258,22 +214,22 @@ def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
     r = answer(web, csrf, iid, {"action": "decline"})
     assert r.status_code == 200 and "Declined in the browser by user:root" in r.text
     assert answered_card(r).interaction.action == "decline"
-    final = next_update(web, run_id)
+    final = next_step(web, run_id)
     assert (final.status, final.output) == ("success", {"approved": False})
 
 
 def test_the_cancel_button_cancels_the_run(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
+    run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     r = answer(web, csrf, iid, {"action": "cancel"})
     assert r.status_code == 200 and "Cancelled in the browser by user:root" in r.text
     assert answered_card(r).state_line == "Cancelled in the browser by user:root"
-    assert next_update(web, run_id).status == "cancelled"
+    assert next_step(web, run_id).status == "cancelled"
     assert 'data-run-status="cancelled"' in web.client.get(f"/runs/{run_id}/timeline").text
 
 
 def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(web: Web) -> None:
-    _, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    _, iid = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     csrf = web.login(*USER)
     p = f"{iid}-"
     r = answer(web, csrf, iid, {"action": "accept", f"{p}destination": "", f"{p}nights": "many"})
@@ -309,11 +265,11 @@ def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(
 
 
 def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
+    run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     form = {"action": "accept", f"{iid}-name": "Bo"}
     assert answer(web, csrf, iid, form).status_code == 200
-    assert next_update(web, run_id).output == {"name": "Bo"}
+    assert next_step(web, run_id).output == {"name": "Bo"}
     again = answer(web, csrf, iid, form)
     assert again.status_code == 200 and "Answered in the browser by user:root" in again.text
     for different in ({"action": "accept", f"{iid}-name": "Cy"}, {"action": "decline"}, {"action": "accept"}):
@@ -326,7 +282,7 @@ def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web
 
 
 def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
+    run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     assert web.client.portal is not None
     web.client.portal.call(services(web).runs.cancel, run_id)
     csrf = web.login(*ADMIN)
@@ -341,7 +297,7 @@ def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -
 
 
 def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_page(web: Web) -> None:
-    run_id, iid = start(web, TORTURE, "ask_once", owner=None)
+    run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
     r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": ""}, htmx=False)
     assert r.status_code == 422 and rendered(r)[:2] == ("conversations/list.html", None)
@@ -354,11 +310,11 @@ def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_pa
         follow_redirects=False,
     )
     assert r.status_code == 303 and r.headers["location"] == "/conversations"
-    assert next_update(web, run_id).output == {"name": "Bo"}
+    assert next_step(web, run_id).output == {"name": "Bo"}
 
 
 def test_an_answer_without_the_csrf_token_is_refused(web: Web) -> None:
-    _, iid = start(web, TORTURE, "ask_once", owner=None)
+    _, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     web.login(*ADMIN)
     r = web.client.post(f"/interactions/{iid}/answer", data={"action": "decline"}, headers=HX)
     assert r.status_code == 403
@@ -454,7 +410,7 @@ def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
     web: Web, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.01)
-    _, iid = start(web, TRIP, "plan_trip", {"traveller": "Bo"})
+    _, iid = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     svc = services(web)
     feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
     logins: list[UiUser | None] = [ann(web, frozenset({INTERACTIVE})), None]
