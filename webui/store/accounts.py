@@ -213,16 +213,6 @@ def set_grants(
     return added, removed
 
 
-def revoke_grant(engine: Engine, *, account_id: int, project_id: str) -> bool:
-    with Session(engine) as s:
-        row = s.get(ProjectPermission, (account_id, project_id))
-        if row is None:
-            return False
-        s.delete(row)
-        s.commit()
-        return True
-
-
 def list_accounts(engine: Engine) -> list[Account]:
     with Session(engine, expire_on_commit=False) as s:
         return list(s.exec(select(Account).order_by(col(Account.name))))
