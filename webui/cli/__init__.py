@@ -8,6 +8,7 @@ from sqlalchemy.exc import OperationalError
 
 from webui.blocking import is_busy_error
 from webui.cli import config, keys, mcp, projects, serve, structure, users
+from webui.errors import SteamharnessError
 
 app = typer.Typer(
     name="steamharness",
@@ -28,6 +29,9 @@ app.add_typer(config.app, name="config")
 def main() -> None:
     try:
         app()
+    except SteamharnessError as exc:  # what a command reports on purpose: its message, one line
+        typer.echo(f"steamharness: error: {exc.message}", err=True)
+        raise SystemExit(2) from None
     except OperationalError as exc:
         # Another process (a running server mid-write, a backup) holds the database lock
         # longer than the busy timeout: one line, not a traceback.

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
-from webui.errors import SteamharnessError
+from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, open_store, server_settings
 
 app = typer.Typer(help="Account API keys (shown once, stored hashed).", no_args_is_help=True)
 
@@ -32,18 +31,15 @@ def keys_create(
     from webui.admin import create_key
 
     engine, registry = open_store(server_settings(data_dir, database_url))
-    try:
-        raw, key = create_key(
-            engine,
-            user=user,
-            projects=project,
-            scopes=scope,
-            name=name,
-            registry=registry,
-            audit=cli_audit(),
-        )
-    except SteamharnessError as exc:
-        fail(exc.message)
+    raw, key = create_key(
+        engine,
+        user=user,
+        projects=project,
+        scopes=scope,
+        name=name,
+        registry=registry,
+        audit=cli_audit(),
+    )
     typer.echo(
         f"created {key.id} for {user}: scopes {', '.join(key.scopes)}; projects "
         f"{', '.join(key.projects) if key.projects else 'all'}. The key is shown once:",
@@ -83,8 +79,5 @@ def keys_revoke(
     from webui.admin import revoke_key
 
     engine, _ = open_store(server_settings(data_dir, database_url))
-    try:
-        revoke_key(engine, key_id=key_id, audit=cli_audit())
-    except SteamharnessError as exc:
-        fail(exc.message)
+    revoke_key(engine, key_id=key_id, audit=cli_audit())
     typer.echo(f"revoked {key_id}", err=True)

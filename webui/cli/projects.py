@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings
-from webui.errors import SteamharnessError
 
 app = typer.Typer(help="Register, publish and take offline workflow projects.", no_args_is_help=True)
 
@@ -45,10 +44,7 @@ def projects_add(
 ) -> None:
     """Register a project folder (its working tree is the draft). Harmless if already registered."""
     _, registry = open_store(server_settings(data_dir, database_url))
-    try:
-        project, created = registry.register(directory)
-    except SteamharnessError as exc:
-        fail(exc.message)
+    project, created = registry.register(directory)
     typer.echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)
     typer.echo(project.id)
 
@@ -62,10 +58,7 @@ def projects_publish(
 ) -> None:
     """Snapshot the draft as an immutable, online version."""
     _, registry = open_store(server_settings(data_dir, database_url))
-    try:
-        row = registry.publish(project_id, version, actor="cli")
-    except SteamharnessError as exc:
-        fail(exc.message)
+    row = registry.publish(project_id, version, actor="cli")
     typer.echo(f"published {project_id} {row.version} ({row.revision})", err=True)
     typer.echo(row.version)
 
@@ -74,10 +67,7 @@ def _set_online(
     project_id: str, version: str, online: bool, data_dir: Path | None, database_url: str | None
 ) -> None:
     _, registry = open_store(server_settings(data_dir, database_url))
-    try:
-        registry.set_online(project_id, version, online)
-    except SteamharnessError as exc:
-        fail(exc.message)
+    registry.set_online(project_id, version, online)
     typer.echo(f"{project_id} {version} is {'online' if online else 'offline'}", err=True)
 
 
@@ -114,10 +104,7 @@ def projects_gate(
     if state not in ("open", "close"):
         fail(f"expected 'open' or 'close', not {state!r}")
     _, registry = open_store(server_settings(data_dir, database_url))
-    try:
-        registry.set_limits(project_id, run_gate_open=state == "open")
-    except SteamharnessError as exc:
-        fail(exc.message)
+    registry.set_limits(project_id, run_gate_open=state == "open")
     typer.echo(f"{project_id}: run gate {'open' if state == 'open' else 'closed'}", err=True)
 
 
@@ -136,8 +123,5 @@ def projects_limits(
     }
     if not changes:
         fail("give --max-running and/or --max-queued")
-    try:
-        registry.set_limits(project_id, **changes)
-    except SteamharnessError as exc:
-        fail(exc.message)
+    registry.set_limits(project_id, **changes)
     typer.echo(f"{project_id}: {', '.join(f'{k}={v}' for k, v in changes.items())}", err=True)

@@ -19,7 +19,6 @@ from webui.cli.common import (
     server_settings,
     setting_help,
 )
-from webui.errors import SteamharnessError
 from webui.settings import Settings
 
 
@@ -94,21 +93,18 @@ def serve_command(
             f"steamharness: warning: listening on {host}, not loopback; put TLS in front, set allowed hosts",
             err=True,
         )
-    try:
-        worker_user(settings.worker_user)  # a missing worker user stops the server here
-        engine, registry = open_store(settings)
-        for d in dirs:
-            registry.register_dir(d)
-        if demo:
-            user, password, key = setup_demo(engine, registry, examples_dir(settings), audit=cli_audit())
-            base = f"http://{host}:{port}"
-            typer.echo(f"demo login: {user} / {password}")
-            typer.echo(f"demo API key: {key}")
-            for record in list_projects(engine):
-                typer.echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
-        engine.dispose()
-    except SteamharnessError as exc:
-        fail(exc.message)
+    worker_user(settings.worker_user)  # a missing worker user stops the server here
+    engine, registry = open_store(settings)
+    for d in dirs:
+        registry.register_dir(d)
+    if demo:
+        user, password, key = setup_demo(engine, registry, examples_dir(settings), audit=cli_audit())
+        base = f"http://{host}:{port}"
+        typer.echo(f"demo login: {user} / {password}")
+        typer.echo(f"demo API key: {key}")
+        for record in list_projects(engine):
+            typer.echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
+    engine.dispose()
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     harden_process()
     from uvicorn.config import STARTUP_FAILURE

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import fail
-from webui.errors import SteamharnessError
 from webui.workflows.project import load_project, structure_report
 
 
@@ -17,8 +15,5 @@ def structure_command(
     workflow_dir: Annotated[Path, typer.Argument(help="The workflow project folder.")],
 ) -> None:
     """Print a project's structure report (entrypoints and static params) as JSON."""
-    try:
-        project = load_project(workflow_dir.expanduser().resolve())
-    except SteamharnessError as exc:
-        fail(exc.message)
+    project = load_project(workflow_dir.expanduser().resolve())
     typer.echo(json.dumps(structure_report(project), indent=2, ensure_ascii=False))

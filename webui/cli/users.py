@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
-from webui.errors import SteamharnessError
 
 app = typer.Typer(help="Accounts.", no_args_is_help=True)
 
@@ -28,10 +27,7 @@ def users_create(
 
     password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
     engine, _ = open_store(server_settings(data_dir, database_url))
-    try:
-        create_user(engine, name=name, admin=admin, password=password, audit=cli_audit())
-    except SteamharnessError as exc:
-        fail(exc.message)
+    create_user(engine, name=name, admin=admin, password=password, audit=cli_audit())
     typer.echo(f"created user {name}{' (admin)' if admin else ''}", err=True)
 
 
@@ -53,8 +49,5 @@ def users_grant(
     ids = [r.id for r in list_projects(engine)] if all_projects else list(project or [])
     if not ids:
         fail("give --project ID (repeatable) or --all")
-    try:
-        added = grant_projects(engine, user=name, projects=ids, registry=registry, audit=cli_audit())
-    except SteamharnessError as exc:
-        fail(exc.message)
+    added = grant_projects(engine, user=name, projects=ids, registry=registry, audit=cli_audit())
     typer.echo(f"{name}: granted {len(added)} project(s)", err=True)
