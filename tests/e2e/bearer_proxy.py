@@ -53,7 +53,8 @@ class Forwarded:
     """One request as the proxy passed it on, and the upstream's status (None: no answer yet).
 
     Recorded before the request goes upstream and given its status before the response
-    starts, so a client that has seen a response finds it complete here."""
+    starts, so a client that has seen a response finds it complete here. `client_left`: the
+    client hung up before any answer came (a client closing an SSE GET it no longer needs)."""
 
     method: str
     host: str | None
@@ -61,6 +62,7 @@ class Forwarded:
     # The MCP-Protocol-Version header, or for an initialize POST the version it asks for.
     protocol_version: str | None
     status: int | None
+    client_left: bool = False
 
 
 @dataclass
@@ -71,10 +73,29 @@ class BearerProxy:
     key: str
     url: str = ""  # set once it listens
     forwarded: list[Forwarded] = field(default_factory=list)
+    in_flight: int = 0
+    _idle: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_idle(self, timeout: float) -> None:
+        """Blocks until no request is in flight: once a client process has exited, every one of
+        its requests is finished or marked `client_left`, so its records are final."""
+        with self._idle:
+            if not self._idle.wait_for(lambda: self.in_flight == 0, timeout):
+                raise AssertionError(f"the proxy still had {self.in_flight} request(s) open after {timeout}s")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
+        with self._idle:
+            self.in_flight += 1
+        try:
+            await self._handle(scope, receive, send)
+        finally:
+            with self._idle:
+                self.in_flight -= 1
+                self._idle.notify_all()
+
+    async def _handle(self, scope: Scope, receive: Any, send: Any) -> None:
         body = bytearray()
         while True:
             message = await receive()
@@ -108,6 +129,7 @@ class BearerProxy:
             async def close_when_the_client_leaves() -> None:
                 while (await receive())["type"] != "http.disconnect":
                     pass
+                record.client_left = record.status is None
                 tg.cancel_scope.cancel()
 
             tg.start_soon(close_when_the_client_leaves)

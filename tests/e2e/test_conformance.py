@@ -43,6 +43,7 @@ HANDSHAKE_ERA = "2025-11-25"
 MODERN_ERA = "2026-07-28"
 SCENARIO_TIMEOUT = 120.0  # one whole suite process: connect, every request, report
 NODE_VERSION_TIMEOUT = 30.0
+PROXY_IDLE_TIMEOUT = 10.0  # for the proxy to see the connections of an exited suite close
 HOLD_TIMEOUT = 10.0  # how long a test upstream holds its SSE stream open
 CLIENT_TIMEOUT = 2 * HOLD_TIMEOUT  # longer, so a buffering proxy fails on the event order, not a timeout
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -103,6 +104,7 @@ def run_scenario(
     proc = subprocess.run(
         argv, cwd=CONFORMANCE_DIR, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT, check=False
     )
+    target.proxy.wait_idle(PROXY_IDLE_TIMEOUT)
     reports = sorted(out_dir.glob("*/checks.json"))
     report = (
         f"conformance {scenario} exited {proc.returncode}\nstdout:\n{ANSI.sub('', proc.stdout)}\n"
@@ -126,7 +128,16 @@ def test_initialize_handshake_passes_the_conformance_suite_at_2025_11_25(node22,
     assert outcome.statuses()["server-initialize"] == "SUCCESS"
     assert set(outcome.statuses().values()) == {"SUCCESS"}
     assert spoken_versions(outcome) == {HANDSHAKE_ERA}
-    assert all(f.status is not None and f.status < 300 for f in outcome.forwarded), outcome.forwarded
+    # Every POST and DELETE answered with success. The SSE GET the suite opens after initialize
+    # runs alongside its next steps: under load it may reach the server after the suite has
+    # already ended the session (404), or the suite may exit before any answer comes.
+    assert all(f.status is not None and f.status < 300 for f in outcome.forwarded if f.method != "GET"), (
+        outcome.forwarded
+    )
+    for f in outcome.forwarded:
+        if f.method == "GET":
+            assert (f.status is None and f.client_left) or f.status in (200, 404), outcome.forwarded
+    assert any(f.method == "DELETE" for f in outcome.forwarded), outcome.forwarded
 
 
 def test_ping_is_answered_with_an_empty_result_at_2025_11_25(node22, target, tmp_path):
