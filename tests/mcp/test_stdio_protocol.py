@@ -342,9 +342,7 @@ async def test_the_worker_environment_layers_saved_auth_dotenv_and_explicit_vari
     (auth / "workflow-auth.json").write_text(
         json.dumps({"serverUrl": "https://saved.example", "adminKey": "saved-key"}), encoding="utf-8"
     )
-    related = tmp_path / "other-project"
-    related.mkdir()
-    extra = ("--auth-dir", str(auth), "--related-project", f"docs={related}")
+    extra = ("--auth-dir", str(auth))
     async with connect(TORTURE, tmp_path / "d", "legacy", *extra, env={}) as client:
         saved = payload(await client.call_tool("env_probe", {}))["output"]
     async with connect(
@@ -356,7 +354,7 @@ async def test_the_worker_environment_layers_saved_auth_dotenv_and_explicit_vari
     assert saved["adminKey"] == "saved-key"
     assert explicit["adminKey"] == "explicit-key"
     assert saved["cwd"] == str(TORTURE)
-    assert saved["related"] == {"docs": str(related)}
+    assert saved["related"] == {}
 
 
 async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webui.mcp.catalog import Catalog
+from webui.runs.related import Relations
 from webui.runs.service import RunLimits
 
 current_binding: contextvars.ContextVar[Binding] = contextvars.ContextVar("steamharness_mcp_binding")
@@ -28,6 +29,8 @@ class Binding:
     session_id: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     related: Mapping[str, str] = field(default_factory=dict)
+    # Where the project's related projects resolve (None: it may use none).
+    relations: Relations | None = None
     answer_hint: str | None = None  # where a person can answer; "{interactionId}" is filled in
     # Re-checked before every tool call: the run gate, queue limits, a changed draft.
     # Raises RunRefused; returns the limits the new run is admitted under.

@@ -21,6 +21,7 @@ from webui.mcp.bridge import CallBridge
 from webui.mcp.catalog import Catalog, server_name
 from webui.mcp.server import build_server
 from webui.runs.env import worker_env
+from webui.runs.related import LocalRelations
 from webui.services import open_services, request_state_key
 from webui.settings import Settings
 from webui.workflows.project import Project
@@ -54,7 +55,10 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
 
 
 async def serve_stdio(settings: Settings, project: Project, related: dict[str, str]) -> None:
-    env = worker_env(project.root, os.environ, saved_auth_env(settings.resolved_auth_dir))
+    saved = saved_auth_env(settings.resolved_auth_dir)
+    env = worker_env(project.root, os.environ, saved)
+    # Checked before anything is served: each relation named by both projects.
+    relations = LocalRelations.confirm(project, related, lambda root: worker_env(root, os.environ, saved))
     async with open_services(settings, echo=sys.stderr) as svc:
         catalog = Catalog.build(project, file_mode="local")
         current_binding.set(
@@ -64,7 +68,8 @@ async def serve_stdio(settings: Settings, project: Project, related: dict[str, s
                 transport="stdio",
                 actor=f"local:{getpass.getuser()}",
                 env=env,
-                related=related,
+                related=relations.paths(),
+                relations=relations,
                 version=project.version,
             )
         )

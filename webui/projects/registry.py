@@ -17,6 +17,7 @@ from webui.errors import NotFound, ProjectError, SteamharnessError
 from webui.store import projects as project_store
 from webui.store.models import ProjectRecord, ProjectVersion
 from webui.workflows.project import Project, load_project
+from webui.workflows.related import RelatedProjectError, confirm_relation
 from webui.workflows.targets import SKIP_DIRS, RevisionHasher, Target, check_version, version_key
 
 
@@ -98,6 +99,7 @@ class ProjectRegistry:
     ) -> ProjectVersion:
         project = self.draft(project_id)
         label = check_version(version or project.version or "")
+        self.check_relations(project)
         if project_store.get_version(self.engine, project_id=project_id, version=label) is not None:
             raise VersionExists(f"project {project_id} already has version {label}; versions are immutable")
         dest = self.versions_dir / project_id / label
@@ -117,6 +119,24 @@ class ProjectRegistry:
             published_by=actor,
         )
         return project_store.add_version(self.engine, row=row)
+
+    def check_relations(self, project: Project) -> None:
+        """Every project `project` names in relatedProjects is registered here and (in its
+        draft) names `project` back; else the first problem, naming the alias."""
+        for ref in project.related:
+            row = project_store.get_project(self.engine, project_id=ref.id)
+            if row is None:
+                raise RelatedProjectError(
+                    f"{project.root}/package.json: relatedProjects: {ref.alias!r} ({ref.id}) is not a"
+                    " project registered on this server; register it first"
+                )
+            try:
+                other = load_project(Path(row.root))
+                confirm_relation(project, ref.alias, other)
+            except (ProjectError, RelatedProjectError) as exc:
+                raise RelatedProjectError(
+                    f"{project.root}/package.json: relatedProjects: {exc.message}"
+                ) from None
 
     def set_online(self, project_id: str, version: str, online: bool) -> ProjectVersion:
         self.record(project_id)

@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 
 from webui import strict_json
 from webui.errors import ProjectError
+from webui.workflows.related import RelatedRef, parse_related_projects
 
 PARAM_TYPES: Final = ("string", "positional", "number", "boolean", "checkboxes", "file")
 STRING_TYPES: Final = frozenset({"string", "positional", "checkboxes"})
@@ -101,6 +102,8 @@ class Project:
     description: str
     root: Path
     entrypoints: tuple[Entrypoint, ...]
+    # `relatedProjects`: other projects this one may call, each under a local alias.
+    related: tuple[RelatedRef, ...] = ()
 
     def entrypoint(self, ep_id: str) -> Entrypoint | None:
         """The entrypoint with this id, or None (tool names map 1:1 to entrypoint ids)."""
@@ -517,6 +520,7 @@ def load_project(root: Path | str) -> Project:
     version = _top_level_str(data, "version", where)
     description = _top_level_str(data, "description", where) or ""
     entrypoints = _parse_entrypoints(data.get("entrypoints"), folder, where)
+    related = parse_related_projects(data.get("relatedProjects"), f"{where}: relatedProjects", project_id)
     return Project(
         id=project_id,
         name=name,
@@ -524,6 +528,7 @@ def load_project(root: Path | str) -> Project:
         description=description,
         root=folder,
         entrypoints=entrypoints,
+        related=related,
     )
 
 
