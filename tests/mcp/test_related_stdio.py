@@ -7,10 +7,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import mcp_types as types
 import pytest
 
-from tests.mcp.test_stdio_protocol import STEAMHARNESS
+from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, connect, payload, scripted
 from tests.related_projects import HELPER, MAIN, STRANGER, write_projects
+from webui.store import runs as run_store
+from webui.store.db import make_engine, sqlite_url
 
 pytestmark = pytest.mark.anyio
 
@@ -59,3 +62,96 @@ def test_a_folder_that_is_no_project_refuses_to_start(tmp_path: Path) -> None:
     empty.mkdir()
     line = start_failure(tmp_path, str(f["main"]), "--related-project", f"helper={empty}")
     assert f"--related-project helper: {empty}: no package.json" in line
+
+
+def related_args(f: dict[str, Path]) -> tuple[str, ...]:
+    return ("--related-project", f"helper={f['helper']}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: Path, mode: str) -> None:
+    f = write_projects(tmp_path / "p")
+    seen: list[types.ElicitRequestParams] = []
+    answer = types.ElicitResult(action="accept", content={"greeting": "Hej"})
+    data = tmp_path / "data"
+    async with connect(f["main"], data, mode, *related_args(f), elicit=scripted(answer, seen=seen)) as client:
+        result = await client.call_tool("delegate", {"name": "Ann"})
+    body = payload(result)
+    assert body["status"] == "success", body
+    out = body["output"]
+    assert out["helperId"] == HELPER
+    assert out["before"] == "nobody"
+    assert out["child"]["text"] == "Hej, Ann"
+    assert out["kv"] == "Ann" and out["value"] == 1
+    assert out["aliases"] == ["ghost", "helper", "stranger"]
+    assert [p.message.splitlines()[0] for p in seen] == ["Confirm the greeting"]
+
+    # Persisted, isolated and linked both ways in the timelines.
+    engine = make_engine(sqlite_url(data / "steamharness.sqlite3"))
+    parent = run_store.get_run(engine, run_id=body["runId"])
+    child = run_store.get_run(engine, run_id=out["child"]["run"])
+    assert parent is not None and child is not None
+    assert parent.parent_run_id is None and child.parent_run_id == parent.id
+    assert (child.project_id, child.entrypoint_id, child.status) == (HELPER, "greet", "success")
+    assert child.params == {"name": "Ann"} and child.output == out["child"]
+    assert child.actor == parent.actor and child.account_id == parent.account_id
+    parent_events = run_store.list_events(engine, run_id=parent.id)
+    child_events = run_store.list_events(engine, run_id=child.id)
+    links = [e.data for e in parent_events if e.kind == "child"]
+    assert links[0] == {"runId": child.id, "projectId": HELPER, "entrypointId": "greet", "alias": "helper"}
+    assert links[1] == {"runId": child.id, "status": "success"}
+    assert [e.data for e in child_events if e.kind == "parent"] == [
+        {"runId": parent.id, "projectId": MAIN, "entrypointId": "delegate"}
+    ]
+    states = [e.text for e in parent_events if e.kind == "state"]
+    assert states == ["queued", "running", "waiting_for_child", "running", "success"]
+    assert "waiting_for_input" in [e.text for e in child_events if e.kind == "state"]
+
+
+async def test_every_refusal_reaches_the_handler_as_a_clear_exception(tmp_path: Path) -> None:
+    f = write_projects(tmp_path / "p")
+    async with connect(f["main"], tmp_path / "data", "legacy", *related_args(f), elicit=scripted()) as client:
+        got = {
+            case: payload(await client.call_tool("probe", {"case": case}))["output"]
+            for case in ("alias", "entrypoint", "params", "fails", "stranger", "write", "kv")
+        }
+    assert got["alias"]["error"] == "UnknownRelatedProject"
+    assert got["alias"]["message"] == (
+        "related project 'nope' is not declared in this project's relatedProjects"
+        " (declared: 'helper', 'stranger', 'ghost')"
+    )
+    assert got["entrypoint"] == {
+        "error": "RelatedProjectError",
+        "message": f"related project 'helper' ({HELPER}) has no entrypoint 'missing'"
+        " (it has: 'greet', 'fail', 'bounce')",
+    }
+    assert got["params"]["error"] == "RelatedProjectError"
+    assert got["params"]["message"].startswith("related project 'helper': Invalid arguments for tool 'greet'")
+    assert "name" in got["params"]["message"]
+    assert got["fails"]["error"] == "RelatedRunFailed"
+    assert "ended failed: business_error: the helper refuses (errCode 7)" in got["fails"]["message"]
+    # not given on the command line (it could not have been: it does not name main back)
+    assert got["stranger"] == {
+        "error": "RelatedProjectError",
+        "message": f"related project 'stranger' ({STRANGER}) was not given: start `steamharness mcp`"
+        " with --related-project stranger=/absolute/folder/of/it",
+    }
+    assert got["write"] == {
+        "error": "RelatedProjectError",
+        "message": "related project 'helper': its kv are read-only here",
+    }
+    assert got["kv"] == {"error": None, "kv": "unset"}
+
+
+async def test_a_relation_loop_stops_at_the_depth_limit(tmp_path: Path) -> None:
+    f = write_projects(tmp_path / "p")
+    async with connect(f["main"], tmp_path / "data", "legacy", *related_args(f)) as client:
+        body = payload(await client.call_tool("bounce", {}))
+    assert body["status"] == "success", body
+    chain = body["output"]
+    hops = []
+    while "next" in chain:
+        hops.append(chain)
+        chain = chain["next"]
+    assert len(hops) == 3  # main → helper → main → helper (depth 3) refused to go on
+    assert "already a child run 3 levels deep, the limit (3)" in chain["stopped"]

@@ -153,6 +153,7 @@ class CallBridge:
                 project_version=b.version,
                 env=dict(b.env),
                 related=dict(b.related),
+                relations=b.relations,
                 limits=limits,
                 # HTTP: the gateway cancels these if the client drops this POST mid-call
                 on_created=tracked.append if isinstance(tracked, list) else None,
@@ -305,7 +306,8 @@ class CallBridge:
             asked_in = None
         if (
             run is None
-            or asked_in != run_id
+            or asked_in is None
+            or not run_store.is_descendant_or_self(self.runs.engine, run_id=asked_in, ancestor=run_id)
             or run.project_id != b.catalog.project.id
             or not _party(b).owns(run.account_id)
         ):

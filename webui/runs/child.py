@@ -6,7 +6,7 @@ SDK) or share state between runs.
 
 Wire: newline-delimited JSON over a Unix socket to the run service. The child says
 `hello`, then sends `log`/`progress` notes, `rpc` requests (ask, approve, kv, values,
-files) that block the handler until a `reply`, and finally `done`, `failed` or `error`.
+files, related) that block the handler until a `reply`, and finally `done`, `failed` or `error`.
 No message is larger than MAX_FRAME_BYTES: log text and progress messages are cut, a
 request that would be larger raises MessageTooLarge in the handler, and an outcome that
 would be larger becomes an `output_too_large` error.
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,33 @@ class WorkflowFailure(Exception):
         super().__init__(message)
         self.err_code = err_code
         self.message = message
+
+
+class RelatedProjectError(RuntimeError):
+    """`ctx.related` refused: an alias the project does not declare, a relation not
+    confirmed by both projects, an unknown entrypoint, bad params, no permission, or a
+    related project that is missing or offline. The message says which."""
+
+
+class UnknownRelatedProject(RelatedProjectError, KeyError):
+    """`ctx.related[alias]` with an alias the project does not declare."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RelatedRunFailed(RuntimeError):
+    """A child run started through `ctx.related[alias].run(...)` did not succeed."""
+
+    def __init__(self, run_id: str, status: str, error: dict[str, Any] | None) -> None:
+        error = error or {}
+        self.run_id = run_id
+        self.status = status
+        self.error = error
+        detail = f"{error.get('code')}: {error.get('message')}" if error else status
+        if error.get("errCode") is not None:
+            detail += f" (errCode {error['errCode']})"
+        super().__init__(f"child run {run_id} ended {status}: {detail}")
 
 
 class ManagedFile:
@@ -195,6 +223,82 @@ class _Store:
         return bool(self._chan.rpc(f"{self._name}.delete", key=str(key)))
 
 
+def _related_rpc(chan: Channel, op: str, **args: Any) -> Any:
+    try:
+        return chan.rpc(op, **args)
+    except MessageTooLarge:
+        raise
+    except RuntimeError as exc:
+        raise RelatedProjectError(str(exc)) from None
+
+
+class _RelatedStore:
+    """A related project's KV store or values, read-only."""
+
+    def __init__(self, chan: Channel, alias: str, name: str) -> None:
+        self._chan = chan
+        self._alias = alias
+        self._name = name
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = _related_rpc(self._chan, f"related.{self._name}.get", alias=self._alias, key=str(key))
+        return found["value"] if found["found"] else default
+
+    def set(self, key: str, value: Any) -> None:
+        raise RelatedProjectError(f"related project {self._alias!r}: its {self._name} are read-only here")
+
+    def delete(self, key: str) -> bool:
+        raise RelatedProjectError(f"related project {self._alias!r}: its {self._name} are read-only here")
+
+
+class RelatedProject:
+    """`ctx.related[alias]`: another project this one may call (both name each other)."""
+
+    def __init__(self, chan: Channel, alias: str, project_id: str, path: str | None) -> None:
+        self._chan = chan
+        self.alias = alias
+        self.id = project_id
+        self.path = Path(path) if path else None  # its folder, over stdio only
+        self.kv = _RelatedStore(chan, alias, "kv")
+        self.values = _RelatedStore(chan, alias, "values")
+
+    def run(self, entrypoint_id: str, /, **params: Any) -> Any:
+        """Run one of its entrypoints as a child run and wait for it; its questions reach
+        the same person. Returns the output; raises RelatedRunFailed if it did not succeed."""
+        result = _related_rpc(
+            self._chan, "related.run", alias=self.alias, entrypoint=str(entrypoint_id), params=params
+        )
+        if result["status"] != "success":
+            raise RelatedRunFailed(str(result["runId"]), str(result["status"]), result.get("error"))
+        return result["output"]
+
+    def __repr__(self) -> str:
+        return f"RelatedProject(alias={self.alias!r}, id={self.id!r})"
+
+
+class _Related(Mapping[str, RelatedProject]):
+    def __init__(self, chan: Channel, ids: dict[str, str], paths: dict[str, str]) -> None:
+        self._projects = {
+            alias: RelatedProject(chan, alias, pid, paths.get(alias)) for alias, pid in ids.items()
+        }
+
+    def __getitem__(self, alias: str) -> RelatedProject:
+        found = self._projects.get(alias)
+        if found is None:
+            known = ", ".join(repr(a) for a in self._projects) or "none"
+            raise UnknownRelatedProject(
+                f"related project {alias!r} is not declared in this project's relatedProjects"
+                f" (declared: {known})"
+            )
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._projects)
+
+    def __len__(self) -> int:
+        return len(self._projects)
+
+
 class _Files:
     def __init__(self, chan: Channel, create_dir: str) -> None:
         self._chan = chan
@@ -222,7 +326,9 @@ class Context:
         self.kv = _Store(chan, "kv")
         self.values = _Store(chan, "values")
         self.files = _Files(chan, spec["fileCreateDir"])
-        self.related: dict[str, Path] = {k: Path(v) for k, v in (spec.get("related") or {}).items()}
+        self.related: Mapping[str, RelatedProject] = _Related(
+            chan, dict(spec.get("relatedIds") or {}), dict(spec.get("related") or {})
+        )
 
     def ask(
         self, title: str, fields: list[dict[str, Any]], message: str | None = None

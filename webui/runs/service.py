@@ -27,16 +27,24 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, TaskSet, run_db
-from webui.errors import NotFound, SteamharnessError
+from webui.errors import InvalidArguments, NotFound, SteamharnessError
 from webui.events import EventHub
 from webui.files.store import FileStore, worker_view
 from webui.interactions.service import Answer, InteractionService
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
+from webui.runs.related import MAX_CHILD_DEPTH, Relations
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
 from webui.store.models import Interaction, KVEntry, PersistentValue, Run, utcnow
 from webui.workflows.project import Entrypoint, Project, parse_params
-from webui.workflows.schema import elicitation_schema, field_summary, form_blockers
+from webui.workflows.related import RelatedProjectError
+from webui.workflows.schema import (
+    elicitation_schema,
+    field_summary,
+    form_blockers,
+    input_schema,
+    validate_arguments,
+)
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +135,11 @@ class RunRequest:
     # Called with the new run id inside the same step that creates it (e.g. the HTTP
     # gateway registers runs of a POST so a dropped connection can cancel them).
     on_created: Callable[[str], None] | None = None
+    # Where `ctx.related[alias]` resolves (None: the run may use no related project).
+    relations: Relations | None = None
+    # A child run (started by a handler through ctx.related): its parent and how deep.
+    parent_run_id: str | None = None
+    depth: int = 0
 
     def audit_fields(self, run_id: str) -> dict[str, Any]:
         """What every audit event about one of this request's runs names."""
@@ -173,6 +186,12 @@ class _Live:
     task: asyncio.Task[None] | None = None
     # Writes of this run's records happen in threads; the lock keeps them in call order.
     writes: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Child runs: the live parent (its watchers also see this run's questions) and the
+    # ids of the children this run waits on.
+    parent: _Live | None = None
+    children: set[str] = field(default_factory=set)
+    # (status, output, error) once finished: what a waiting parent is told.
+    outcome: tuple[str, Any, dict[str, Any] | None] | None = None
 
 
 class RunService:
@@ -244,6 +263,8 @@ class RunService:
         for live in self._live.values():
             if project_id is not None and live.request.project.id != project_id:
                 continue
+            if live.status == "waiting_for_child":
+                continue  # its child holds the slot while it waits
             if live.status == "queued":
                 queued += 1
             else:
@@ -289,6 +310,7 @@ class RunService:
             params=request.stored_params,
             owner=self.owner,
             account_id=request.account_id,
+            parent_run_id=request.parent_run_id,
         )
 
         def audit(s: Any) -> None:
@@ -296,6 +318,7 @@ class RunService:
 
         await run_db(run_store.create_run, self.engine, run=run, audit=audit)
         live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
+        live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         self._live[run_id] = live
         if request.on_created is not None:
             request.on_created(run_id)
@@ -370,6 +393,7 @@ class RunService:
             "fileCreateDir": None if self.pool.user else str(self.file_create_dir / req.project.id),
             "env": req.env,
             "related": req.related,
+            "relatedIds": req.relations.ids() if req.relations is not None else {},
         }
         worker = await self.pool.spawn(spec)
         live.worker = worker
@@ -465,6 +489,9 @@ class RunService:
         self.hub.publish("runs", "status", runId=live.run_id, projectId=req.project.id, status=status)
         live.status = status
         live.waiting_on = None
+        live.outcome = (status, output, error)
+        for child_id in list(live.children):  # a child never outlives the run waiting on it
+            self._tasks.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
         self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
         self._live.pop(live.run_id, None)
         live.done.set()
@@ -589,6 +616,9 @@ class RunService:
             if op in ("ask", "approve"):
                 await self._open_interaction(live, rid, op, args)
                 return
+            if op == "related.run":
+                await self._start_child(live, worker, rid, args)
+                return
             if op == "files.create":
                 result = await self._write(live, self._create_file, live, worker, args)
             else:
@@ -609,6 +639,15 @@ class RunService:
             "values": (self.values_engine, PersistentValue),
         }
         family, _, verb = op.partition(".")
+        if family == "related":
+            # ctx.related[alias].kv / .values: the related project's stores, read-only
+            store, _, verb = verb.partition(".")
+            if store in stores and verb == "get":
+                target = self._resolve_related(live, str(args.get("alias")))
+                engine, table = stores[store]
+                key = str(args.get("key"))
+                found, value = kv_store.get_value(engine, table, project_id=target.project.id, key=key)
+                return {"found": found, "value": value}
         if family in stores:
             engine, table = stores[family]
             key = str(args.get("key"))
@@ -700,6 +739,12 @@ class RunService:
             "runs", "status", runId=live.run_id, projectId=live.request.project.id, status=live.status
         )
         self._publish(live, RunUpdate("waiting", live.run_id, live.status, interaction=row))
+        # A child run's question reaches whoever follows its parents (the same person).
+        parent = live.parent
+        while parent is not None and not parent.done.is_set():
+            parent.waiting_on = row
+            self._publish(parent, RunUpdate("waiting", parent.run_id, parent.status, interaction=row))
+            parent = parent.parent
 
     async def _on_answer(self, row: Interaction, answer: Answer) -> None:
         live = self._live.get(row.run_id or "")
@@ -707,6 +752,11 @@ class RunService:
             return
         rid = live.pending.pop(row.id)
         live.waiting_on = None
+        parent = live.parent
+        while parent is not None:
+            if parent.waiting_on is not None and parent.waiting_on.id == row.id:
+                parent.waiting_on = None
+            parent = parent.parent
         if answer.action == "cancel":
             await self._terminate(
                 live, "cancelled", {"code": "cancelled", "message": "The person cancelled the run."}
@@ -724,6 +774,107 @@ class RunService:
                 "result": {"action": answer.action, "content": answer.content},
             }
         )
+
+    # ----------------------------------------------------------------- child runs
+    def _resolve_related(self, live: _Live, alias: str) -> Any:
+        relations = live.request.relations
+        if relations is None:
+            raise RelatedProjectError(f"related project {alias!r}: this run may use no related projects")
+        return relations.resolve(alias)
+
+    async def _start_child(self, live: _Live, worker: Worker, rid: int, args: dict[str, Any]) -> None:
+        """ctx.related[alias].run(entrypoint, **params): a run of the related project, owned
+        by the same account (its questions reach the same person), linked both ways; the
+        parent waits (its time limit paused) and is answered with the child's outcome."""
+        req = live.request
+        alias = str(args.get("alias"))
+        if req.depth >= MAX_CHILD_DEPTH:
+            raise RelatedProjectError(
+                f"related project {alias!r}: this run is already a child run {req.depth} levels deep,"
+                f" the limit ({MAX_CHILD_DEPTH}); do the related projects call each other in a loop?"
+            )
+        target = await run_db(self._resolve_related, live, alias)
+        project: Project = target.project
+        ep_id = str(args.get("entrypoint"))
+        ep = project.entrypoint(ep_id)
+        if ep is None:
+            known = ", ".join(repr(e.id) for e in project.entrypoints)
+            raise RelatedProjectError(
+                f"related project {alias!r} ({project.id}) has no entrypoint {ep_id!r} (it has: {known})"
+            )
+        params = args.get("params")
+        if not isinstance(params, dict):
+            raise RelatedProjectError(f"related project {alias!r}: the params must be a JSON object")
+        for p in ep.params:
+            if p.type == "file" and p.name in params:
+                raise RelatedProjectError(
+                    f"related project {alias!r}, entrypoint {ep.id!r}: file param {p.name!r} cannot be"
+                    " passed to a child run"
+                )
+        try:
+            params = validate_arguments(input_schema(ep.params, file_mode="server"), params, tool=ep.id)
+        except InvalidArguments as exc:
+            raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None
+        child_request = RunRequest(
+            project=project,
+            entrypoint=ep,
+            params=params,
+            stored_params=params,
+            source=req.source,
+            transport=req.transport,
+            actor=req.actor,
+            account_id=req.account_id,
+            session_id=req.session_id,
+            project_version=target.version,
+            env=dict(target.env),
+            related=dict(target.paths),
+            limits=target.limits or RunLimits(),
+            relations=target.relations,
+            parent_run_id=live.run_id,
+            depth=req.depth + 1,
+        )
+        # The parent stops holding its slot before the child asks for one.
+        self._stop_timer(live)
+        live.status = "waiting_for_child"
+        try:
+            child_id = await self.start(child_request)
+        except BaseException:
+            live.status = "running"
+            self._start_timer(live)
+            raise
+        live.children.add(child_id)
+        child = self._live[child_id]
+        link = {"runId": child_id, "projectId": project.id, "entrypointId": ep.id, "alias": alias}
+        await self._add_event(live, "child", text=f"started child run {child_id}", data=link)
+        back = {"runId": live.run_id, "projectId": req.project.id, "entrypointId": req.entrypoint.id}
+        await self._write(
+            child,
+            run_store.add_event,
+            self.engine,
+            run_id=child_id,
+            kind="parent",
+            text=f"started by run {live.run_id}",
+            data=back,
+            source=req.source,
+        )
+        await self._set_status(live, "waiting_for_child")
+        self._tasks.spawn(self._wake_queue())
+        self._tasks.spawn(self._await_child(live, worker, rid, child), name=f"child-{child_id}")
+
+    async def _await_child(self, live: _Live, worker: Worker, rid: int, child: _Live) -> None:
+        await child.done.wait()
+        live.children.discard(child.run_id)
+        if live.done.is_set() or live.terminating is not None:
+            return
+        status, output, error = child.outcome or ("failed", None, {"code": "internal", "message": ""})
+        live.waiting_on = None
+        data = {"runId": child.run_id, "status": status}
+        await self._add_event(live, "child", text=f"child run {child.run_id} ended: {status}", data=data)
+        await self._set_status(live, "running")
+        self._start_timer(live)
+        self._publish(live, RunUpdate("running", live.run_id, live.status))
+        result = {"runId": child.run_id, "status": status, "output": output, "error": error}
+        await worker.send({"type": "reply", "id": rid, "ok": True, "result": result})
 
     # ----------------------------------------------------------------- watchers
     def _publish(self, live: _Live, update: RunUpdate) -> None:

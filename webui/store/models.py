@@ -189,6 +189,8 @@ class Run(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # A child run: the run whose handler started it through ctx.related.
+    parent_run_id: str | None = Field(default=None, index=True)
 
 
 class RunEvent(SQLModel, table=True):

@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 
 from webui.store.models import Run, RunEvent, utcnow
 
-ACTIVE_STATUSES = ("queued", "running", "waiting_for_input")
+ACTIVE_STATUSES = ("queued", "running", "waiting_for_input", "waiting_for_child")
 FINAL_STATUSES = ("success", "failed", "cancelled", "timeout")
 
 
@@ -154,6 +154,19 @@ def list_runs(
     stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).limit(limit)
     with Session(engine, expire_on_commit=False) as s:
         return list(s.exec(stmt))
+
+
+def is_descendant_or_self(engine: Engine, *, run_id: str, ancestor: str, max_depth: int = 8) -> bool:
+    """Whether `run_id` is `ancestor` or one of its child runs (at any depth up to `max_depth`)."""
+    current: str | None = run_id
+    for _ in range(max_depth + 1):
+        if current is None:
+            return False
+        if current == ancestor:
+            return True
+        run = get_run(engine, run_id=current)
+        current = run.parent_run_id if run is not None else None
+    return False
 
 
 def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_alive) -> list[str]:
