@@ -4,10 +4,21 @@ target), its question answered by the same client, and every refusal is a clear 
 
 from __future__ import annotations
 
+import os
+import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.context import ClientRequestContext
+
+from tests.e2e.server import LiveServer, free_port
+from tests.e2e.test_http_mcp import payload, sdk_client
 from tests.related_projects import GHOST, HELPER, MAIN, STRANGER, write_projects
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
@@ -51,3 +62,140 @@ def test_publishing_checks_that_every_related_project_names_this_one_back(tmp_pa
     write_projects(tmp_path / "p", main_related=[{"alias": "helper", "id": HELPER}])
     assert cli(data, "projects", "publish", MAIN).stdout.strip() == "1.0.0"
     assert cli(data, "projects", "publish", HELPER).stdout.strip() == "1.0.0"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """main and helper published (1.0.0) naming each other; main's draft then also names
+    the one-sided stranger and the unregistered ghost."""
+    base = tmp_path_factory.mktemp("related")
+    admin_key = secrets.token_urlsafe(32)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    live = LiveServer(
+        data_dir=base / "data",
+        projects=base / "p",
+        port=free_port(),
+        admin_key=admin_key,
+        env={**env, "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key},
+    )
+    f = write_projects(live.projects, main_related=[{"alias": "helper", "id": HELPER}])
+    for name in ("main", "helper", "stranger"):
+        live.cli("projects", "add", str(f[name]))
+    for pid in (MAIN, HELPER, STRANGER):
+        live.cli("projects", "publish", pid)
+    write_projects(live.projects)
+    with live.running():
+        yield live
+
+
+def greeting(seen: list[str]) -> Any:
+    async def callback(ctx: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message.splitlines()[0])
+        return types.ElicitResult(action="accept", content={"greeting": "Hola"})
+
+    return callback
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "target"), [("legacy", "latest"), ("auto", "draft")])
+async def test_a_child_run_over_http_asks_the_same_client_and_is_linked_to_its_parent(
+    server: LiveServer, mode: str, target: str
+) -> None:
+    key = server.create_key("rita")
+    seen: list[str] = []
+    async with sdk_client(server.mcp_url(MAIN, target), key, mode, greeting(seen)) as client:
+        body = payload(await client.call_tool("delegate", {"name": "Bo"}))
+    assert body["status"] == "success", body
+    out = body["output"]
+    assert out["helperId"] == HELPER and out["child"]["text"] == "Hola, Bo" and out["kv"] == "Bo"
+    assert seen == ["Confirm the greeting"]
+    async with httpx2.AsyncClient(
+        base_url=server.base_url, headers={"Authorization": f"Bearer {server.admin_key}"}
+    ) as http:
+        parent = (await http.get(f"/api/runs/{body['runId']}")).json()["data"]
+        child = (await http.get(f"/api/runs/{out['child']['run']}")).json()["data"]
+    assert parent["parentRunId"] is None and child["parentRunId"] == parent["runId"]
+    assert child["projectId"] == HELPER and child["entrypointId"] == "greet" and child["status"] == "success"
+    if target == "latest":
+        assert (parent["version"], child["version"]) == ("1.0.0", "1.0.0")
+    else:  # draft with draft: the helper's draft revision
+        assert parent["version"].startswith("rev-") and child["version"].startswith("rev-")
+    assert [e["data"]["runId"] for e in parent["events"] if e["kind"] == "child"] == [child["runId"]] * 2
+    assert [e["data"]["runId"] for e in child["events"] if e["kind"] == "parent"] == [parent["runId"]]
+    assert [e["text"] for e in parent["events"] if e["kind"] == "state"] == [
+        "queued",
+        "running",
+        "waiting_for_child",
+        "running",
+        "success",
+    ]
+
+
+async def probe(server: LiveServer, key: str, case: str, target: str = "draft") -> dict[str, Any]:
+    async with sdk_client(server.mcp_url(MAIN, target), key, "legacy") as client:
+        body = payload(await client.call_tool("probe", {"case": case}))
+    assert body["status"] == "success", body
+    return body["output"]
+
+
+@pytest.mark.anyio
+async def test_every_refusal_over_http_is_a_clear_exception_in_the_handler(server: LiveServer) -> None:
+    key = server.create_key("sam")
+    got = {
+        c: await probe(server, key, c)
+        for c in ("alias", "entrypoint", "params", "fails", "stranger", "ghost")
+    }
+    assert got["alias"]["error"] == "UnknownRelatedProject"
+    assert "related project 'nope' is not declared" in got["alias"]["message"]
+    assert got["entrypoint"]["message"] == (
+        f"related project 'helper' ({HELPER}) has no entrypoint 'missing' (it has: 'greet', 'fail', 'bounce')"
+    )
+    assert got["params"]["message"].startswith("related project 'helper': Invalid arguments for tool 'greet'")
+    assert got["fails"]["error"] == "RelatedRunFailed"
+    assert "business_error: the helper refuses (errCode 7)" in got["fails"]["message"]
+    # one-sided: the stranger is registered but does not name main back
+    assert got["stranger"] == {
+        "error": "RelatedProjectError",
+        "message": f"related project 'stranger' ({STRANGER}) does not name project {MAIN} back in its"
+        " relatedProjects: a relation must be confirmed by both projects",
+    }
+    # missing: an account is never granted an unregistered project; the admin key is told why
+    assert got["ghost"]["message"] == (
+        f"related project 'ghost' ({GHOST}): this API key (or its account) has no run permission"
+        " on this project"
+    )
+    assert (await probe(server, server.admin_key, "ghost")) == {
+        "error": "RelatedProjectError",
+        "message": f"related project 'ghost' ({GHOST}) is not registered on this server",
+    }
+
+
+@pytest.mark.anyio
+async def test_the_caller_needs_run_permission_on_the_related_project_too(server: LiveServer) -> None:
+    only_main = server.create_key("tess", projects=[MAIN])
+    both = server.create_key("tess", projects=[MAIN, HELPER])
+    refused = await probe(server, only_main, "kv", target="latest")
+    assert refused == {
+        "error": "RelatedProjectError",
+        "message": f"related project 'helper' ({HELPER}): this API key (or its account) has no run"
+        " permission on this project",
+    }
+    assert (await probe(server, both, "kv", target="latest"))["error"] is None
+    async with sdk_client(server.mcp_url(MAIN), only_main, "legacy", greeting([])) as client:
+        body = payload(await client.call_tool("delegate", {"name": "X"}))
+    assert body["status"] == "failed" and body["error"]["code"] == "handler_error"
+
+
+@pytest.mark.anyio
+async def test_an_offline_related_project_is_refused_at_the_latest_target(server: LiveServer) -> None:
+    key = server.create_key("uma")
+    server.cli("projects", "offline", HELPER, "1.0.0")
+    try:
+        refused = await probe(server, key, "kv", target="latest")
+    finally:
+        server.cli("projects", "online", HELPER, "1.0.0")
+    assert refused["error"] == "RelatedProjectError"
+    assert refused["message"].startswith(
+        f"related project 'helper' ({HELPER}): project {HELPER} has no online"
+    )
+    assert (await probe(server, key, "kv", target="latest"))["error"] is None

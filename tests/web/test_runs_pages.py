@@ -261,3 +261,25 @@ def test_a_waiting_run_shows_its_pending_question_and_a_link_to_conversations(
     article = re.search(r'<article id="run"[^>]*>', r.text)
     assert article is not None and 'hx-trigger="every 2s"' in article.group(0), "an active run is polled"
     assert listed(web.client.get("/runs?status=waiting_for_input", headers=hx)) == [run_id]
+
+
+def test_a_child_run_and_its_parent_link_to_each_other(web: Web, hx: dict[str, str]) -> None:
+    engine = web.client.app.state.services.engine  # type: ignore[attr-defined]
+    now = datetime.now(UTC)
+    insert_run(web, "20260101-parent", HELLO, created_at=now, status="waiting_for_child")
+    insert_run(web, "20260101-child<", HELLO, created_at=now, parent_run_id="20260101-parent")
+    link = {"runId": "20260101-child<", "projectId": HELLO, "entrypointId": "greet", "alias": "docs"}
+    run_store.add_event(engine, run_id="20260101-parent", kind="child", text="started child run", data=link)
+    run_store.add_event(
+        engine, run_id="20260101-child<", kind="parent", text="started by", data={"runId": "20260101-parent"}
+    )
+    web.login(*USER)
+    parent = web.client.get("/runs/20260101-parent", headers=hx)
+    child = web.client.get("/runs/20260101-child%3C", headers=hx)
+    assert [e.kind for e in rendered(parent).context["timeline"]] == ["state", "child"]
+    assert 'class="badge waiting_for_child">waiting for child<' in parent.text
+    assert 'started child run <a href="/runs/20260101-child&lt;">' in parent.text
+    assert "(docs · greet)" in parent.text
+    assert rendered(child).context["run"].parent_run_id == "20260101-parent"
+    assert run_ids(child.text).count("20260101-parent") == 2  # the facts and the timeline
+    assert "started by run <a" in child.text

@@ -9,6 +9,7 @@ refused by name on the MCP endpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -158,6 +159,18 @@ class Authenticator:
         if not raw:
             raise AuthError("empty Bearer credential")
         return self.authenticate(raw)
+
+    def current(self, principal: Principal) -> Principal:
+        """`principal` as its key stands now: scopes and grants read again, so a change
+        made since the request (or session) began counts."""
+        if principal.kind == "admin" or principal.key_id is None:
+            return principal
+        found = account_store.key_record(self.engine, key_id=principal.key_id)
+        if found is None or found.revoked or found.disabled:
+            raise Forbidden("this API key is revoked or its account disabled")
+        return dataclasses.replace(
+            principal, scopes=frozenset(found.scopes), projects=_effective_projects(found)
+        )
 
     def authenticate(self, raw: str) -> Principal:
         if self._admin_hash is not None and hmac.compare_digest(sha256_hex(raw), self._admin_hash):

@@ -37,10 +37,11 @@ from webui.errors import NotFound, SteamharnessError
 from webui.mcp.binding import Binding, current_binding
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
+from webui.projects.related import ServerRelations
 from webui.runs.env import worker_env
 from webui.runs.service import RunLimits, RunRefused, RunService
 from webui.store import sessions as session_store
-from webui.store.models import McpSession
+from webui.store.models import McpSession, ProjectRecord
 from webui.workflows.targets import BadTarget, Target, parse_target
 
 if TYPE_CHECKING:
@@ -402,6 +403,14 @@ class McpGateway:
             env=worker_env(resolved.project.root, self.env),
             answer_hint=hint,
             preflight=lambda: self._preflight(resolved),
+            relations=ServerRelations(
+                registry=self.registry,
+                project=resolved.project,
+                draft=resolved.target.kind == "draft",
+                require_run=lambda project_id: self.auth.current(principal).require_run(project_id),
+                env_for=lambda root: worker_env(root, self.env),
+                limits_for=self._limits,
+            ),
         )
 
     def _preflight(self, resolved: Resolved) -> RunLimits:
@@ -411,7 +420,9 @@ class McpGateway:
                 "draft_changed",
                 "The project's draft changed since this session started; reconnect to use the new draft.",
             )
-        record = self.registry.record(pid)
+        return self._limits(self.registry.record(pid))
+
+    def _limits(self, record: ProjectRecord) -> RunLimits:
         return RunLimits(
             gate_open=record.run_gate_open,
             max_running=record.max_running if record.max_running is not None else self.default_max_running,

@@ -88,6 +88,7 @@ def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> 
         "startedAt": run.started_at.isoformat() if run.started_at else None,
         "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
         "params": run.params,
+        "parentRunId": run.parent_run_id,
     }
     if run.status == "success":
         data["output"] = run.output

@@ -29,7 +29,8 @@ PAGE_SIZE = 50
 STATUSES = (*run_store.ACTIVE_STATUSES, *run_store.FINAL_STATUSES)
 # The channels that start runs; the filter also keeps any other value it is given.
 SOURCES = ("mcp", "api", "ui")
-TIMELINE_KINDS = frozenset({"state"})
+# "child"/"parent": the links between a run and the child runs it started through ctx.related.
+TIMELINE_KINDS = frozenset({"state", "child", "parent"})
 
 
 def get_run_or_404(run_id: str, user: UserDep, services: ServicesDep) -> Run:
