@@ -54,7 +54,12 @@ def mcp_command(
     file_create_store_dir: Annotated[Path | None, _dir_option("file_create_store_dir")] = None,
     auth_dir: Annotated[Path | None, _dir_option("auth_dir")] = None,
     related_project: Annotated[
-        list[str] | None, typer.Option(help="ALIAS=/absolute/project/dir (repeatable).", show_default=False)
+        list[str] | None,
+        typer.Option(
+            help="ALIAS=/absolute/project/dir: a project named in relatedProjects that names this one"
+            " back, for ctx.related[ALIAS] (repeatable).",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
     """Serve a workflow project's entrypoints as MCP tools over stdio."""
