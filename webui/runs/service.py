@@ -32,7 +32,7 @@ from webui.events import EventHub
 from webui.files.store import FileStore, worker_view
 from webui.interactions.service import Answer, InteractionService
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
-from webui.runs.related import MAX_CHILD_DEPTH, Relations
+from webui.runs.related import MAX_CHILD_DEPTH, RelatedTarget, Relations
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
 from webui.store.models import Interaction, KVEntry, PersistentValue, Run, utcnow
@@ -776,7 +776,7 @@ class RunService:
         )
 
     # ----------------------------------------------------------------- child runs
-    def _resolve_related(self, live: _Live, alias: str) -> Any:
+    def _resolve_related(self, live: _Live, alias: str) -> RelatedTarget:
         relations = live.request.relations
         if relations is None:
             raise RelatedProjectError(f"related project {alias!r}: this run may use no related projects")
@@ -844,33 +844,51 @@ class RunService:
             raise
         live.children.add(child_id)
         child = self._live[child_id]
-        link = {"runId": child_id, "projectId": project.id, "entrypointId": ep.id, "alias": alias}
-        await self._add_event(live, "child", text=f"started child run {child_id}", data=link)
-        back = {"runId": live.run_id, "projectId": req.project.id, "entrypointId": req.entrypoint.id}
-        await self._write(
-            child,
-            run_store.add_event,
-            self.engine,
-            run_id=child_id,
-            kind="parent",
-            text=f"started by run {live.run_id}",
-            data=back,
-            source=req.source,
-        )
-        await self._set_status(live, "waiting_for_child")
+        linked = asyncio.Event()
+        # Waiting starts at once: whatever happens to the records below, the parent's
+        # handler gets its answer when the child ends.
+        self._tasks.spawn(self._await_child(live, worker, rid, child, linked), name=f"child-{child_id}")
+        try:
+            link = {"runId": child_id, "projectId": project.id, "entrypointId": ep.id, "alias": alias}
+            await self._add_event(live, "child", text=f"started child run {child_id}", data=link)
+            back = {"runId": live.run_id, "projectId": req.project.id, "entrypointId": req.entrypoint.id}
+            await self._write(
+                child,
+                run_store.add_event,
+                self.engine,
+                run_id=child_id,
+                kind="parent",
+                text=f"started by run {live.run_id}",
+                data=back,
+                source=req.source,
+            )
+            await self._set_status(live, "waiting_for_child")
+        except Exception:
+            log.exception("run %s: the link to its child run %s could not be recorded", live.run_id, child_id)
+        finally:
+            linked.set()
         self._tasks.spawn(self._wake_queue())
-        self._tasks.spawn(self._await_child(live, worker, rid, child), name=f"child-{child_id}")
 
-    async def _await_child(self, live: _Live, worker: Worker, rid: int, child: _Live) -> None:
+    async def _await_child(
+        self, live: _Live, worker: Worker, rid: int, child: _Live, linked: asyncio.Event
+    ) -> None:
         await child.done.wait()
+        await linked.wait()  # the parent's records say it waits before they say it resumed
         live.children.discard(child.run_id)
         if live.done.is_set() or live.terminating is not None:
             return
-        status, output, error = child.outcome or ("failed", None, {"code": "internal", "message": ""})
+        lost = {"code": "internal", "message": "The child run ended without an outcome."}
+        status, output, error = child.outcome or ("failed", None, lost)
         live.waiting_on = None
         data = {"runId": child.run_id, "status": status}
-        await self._add_event(live, "child", text=f"child run {child.run_id} ended: {status}", data=data)
-        await self._set_status(live, "running")
+        try:
+            await self._add_event(live, "child", text=f"child run {child.run_id} ended: {status}", data=data)
+            await self._set_status(live, "running")
+        except Exception:
+            log.exception(
+                "run %s: its resumption after child run %s was not recorded", live.run_id, child.run_id
+            )
+            live.status = "running"
         self._start_timer(live)
         self._publish(live, RunUpdate("running", live.run_id, live.status))
         result = {"runId": child.run_id, "status": status, "output": output, "error": error}
