@@ -34,7 +34,9 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from webui.runs import procs
@@ -223,6 +225,8 @@ class Context:
         self.values = _Store(chan, "values")
         self.files = _Files(chan, spec["fileCreateDir"])
         self.related: dict[str, Path] = {k: Path(v) for k, v in (spec.get("related") or {}).items()}
+        # The configuration the run started with (every declared field; read-only).
+        self.config: Mapping[str, Any] = MappingProxyType(dict(spec.get("config") or {}))
 
     def ask(
         self, title: str, fields: list[dict[str, Any]], message: str | None = None

@@ -15,12 +15,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from jsonschema import Draft202012Validator
 
 from webui import strict_json
 from webui.errors import ProjectError
+
+if TYPE_CHECKING:
+    from webui.workflows.configuration import ConfigField
 
 PARAM_TYPES: Final = ("string", "positional", "number", "boolean", "checkboxes", "file")
 STRING_TYPES: Final = frozenset({"string", "positional", "checkboxes"})
@@ -101,6 +104,7 @@ class Project:
     description: str
     root: Path
     entrypoints: tuple[Entrypoint, ...]
+    config_fields: tuple[ConfigField, ...] = ()
 
     def entrypoint(self, ep_id: str) -> Entrypoint | None:
         """The entrypoint with this id, or None (tool names map 1:1 to entrypoint ids)."""
@@ -517,6 +521,9 @@ def load_project(root: Path | str) -> Project:
     version = _top_level_str(data, "version", where)
     description = _top_level_str(data, "description", where) or ""
     entrypoints = _parse_entrypoints(data.get("entrypoints"), folder, where)
+    # configuration.py builds on this module's field helpers, hence the late import.
+    from webui.workflows.configuration import parse_config_fields
+
     return Project(
         id=project_id,
         name=name,
@@ -524,6 +531,7 @@ def load_project(root: Path | str) -> Project:
         description=description,
         root=folder,
         entrypoints=entrypoints,
+        config_fields=parse_config_fields(data, where),
     )
 
 
