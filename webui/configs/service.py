@@ -230,7 +230,7 @@ class ConfigService:
     # ----------------------------------------------------------------- audit
 
     def _audit(
-        self, place: ConfigPlace, who: Who, event: str, target: str, **details: Any
+        self, place: ConfigPlace, who: Who, event: str, target: str | None, **details: Any
     ) -> store.AuditWrite:
         def write(s: Session) -> None:
             self.audit.record(
@@ -489,7 +489,7 @@ class ConfigService:
                 place,
                 who,
                 "config.imported",
-                "",
+                None,
                 mode=mode,
                 force=force,
                 configurations=[w.name for w in writes],
