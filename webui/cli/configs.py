@@ -22,6 +22,7 @@ import typer
 
 from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, open_store, server_settings
 from webui.errors import ConfigError, ConfigurationInvalid, ConfigurationRefused
+from webui.workflows.configuration import value_problem
 
 if TYPE_CHECKING:
     from webui.configs.service import ConfigPlace, ConfigService, ConfigView, Who
@@ -199,9 +200,15 @@ def _values(
             )
             continue
         try:
-            values[name] = _parse_value(field, text)
+            value = _parse_value(field, text)
         except ValueError as exc:
             problems[name] = str(exc)
+            continue
+        problem = value_problem(field, value)
+        if problem:
+            problems[name] = problem
+        else:
+            values[name] = value
     for name in secrets:
         field = by_name.get(name)
         if field is None:
