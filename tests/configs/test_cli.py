@@ -211,6 +211,8 @@ def test_a_secret_is_read_from_stdin_never_from_the_command_line(project: str, d
     assert SECRET not in argv
     refused(configs(data, "create", project, "prod", "--secret", "threshold"), "threshold: --secret")
     refused(configs(data, "create", project, "prod", "--secret", "token"), "stdin ended")
+    twice = configs(data, "create", project, "prod", "--secret", "token", "--secret", "token", stdin="a\nb\n")
+    refused(twice, "token: --secret given twice")
     refused(configs(data, "create", project, "prod", "--secret", "token", stdin="\n"), "the value is empty")
     assert sorted(listing(data, project)) == ["default"]
     outputs = [

@@ -209,14 +209,14 @@ def _values(
             problems[name] = problem
         else:
             values[name] = value
-    for name in secrets:
+    for index, name in enumerate(secrets):
         field = by_name.get(name)
-        if field is None:
+        if name in secrets[:index]:
+            problems[name] = "--secret given twice"
+        elif field is None:
             problems[name] = "unknown field (not declared in package.json configuration.fields)"
         elif not field.secret:
             problems[name] = f"--secret: is a {field.type} field, not a secret (give {name}=VALUE)"
-        elif name in values or name in problems:
-            problems[name] = "given twice"
     for name in unset:
         if name in values or name in secrets:
             problems[name] = "both set and unset"
