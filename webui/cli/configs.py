@@ -61,7 +61,7 @@ RevisionOpt = Annotated[
 ]
 AssignArgs = Annotated[
     list[str] | None,
-    typer.Argument(metavar="[FIELD=VALUE]...", help="Field values, typed by the field.", show_default=False),
+    typer.Argument(metavar="FIELD=VALUE", help="Field values, typed by the field.", show_default=False),
 ]
 SecretOpt = Annotated[
     list[str] | None,
