@@ -135,8 +135,10 @@ def api(world: World, key: str) -> httpx2.AsyncClient:
     )
 
 
-async def call_show(world: World, key: str, config: str | None = None) -> dict[str, Any]:
-    async with sdk_client(world.url(config), key, "legacy") as client:
+async def call_show(
+    world: World, key: str, config: str | None = None, mode: str = "legacy"
+) -> dict[str, Any]:
+    async with sdk_client(world.url(config), key, mode) as client:
         return payload(await client.call_tool("show", {}))
 
 
@@ -150,10 +152,14 @@ async def test_each_account_calls_with_its_own_active_configuration(world: World
     assert run["configuration"] == {"name": "prod", "revision": 1}
 
 
-async def test_the_config_parameter_picks_a_configuration_of_the_calling_account(world: World) -> None:
-    assert (await call_show(world, world.alice, "default"))["output"] == DEFAULTS
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # a 2025 session; 2026 stateless requests
+async def test_the_config_parameter_picks_a_configuration_of_the_calling_account(
+    world: World, mode: str
+) -> None:
+    assert (await call_show(world, world.alice, "default", mode))["output"] == DEFAULTS
+    assert (await call_show(world, world.alice, None, mode))["output"]["threshold"] == 9
     # bob has no `prod`: alice's configurations are not his.
-    refused = await call_show(world, world.bob, "prod")
+    refused = await call_show(world, world.bob, "prod", mode)
     assert refused["status"] == "failed" and "runId" not in refused
     assert refused["error"]["code"] == "config_not_found"
     assert "'prod'" in refused["error"]["message"] and "account bob" in refused["error"]["message"]
