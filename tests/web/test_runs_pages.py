@@ -261,3 +261,27 @@ def test_a_waiting_run_shows_its_pending_question_and_a_link_to_conversations(
     article = re.search(r'<article id="run"[^>]*>', r.text)
     assert article is not None and 'hx-trigger="every 2s"' in article.group(0), "an active run is polled"
     assert listed(web.client.get("/runs?status=waiting_for_input", headers=hx)) == [run_id]
+
+
+def test_the_run_page_names_the_configuration_and_revision_but_never_its_values(
+    web: Web, hx: dict[str, str]
+) -> None:
+    now = datetime.now(UTC)
+    insert_run(
+        web,
+        "run_configured",
+        HELLO,
+        created_at=now,
+        config_name="prod",
+        config_revision=3,
+        config_values={"threshold": 918273},
+    )
+    insert_run(web, "run_unconfigured", HELLO, created_at=now)
+    web.login(*USER)
+    r = web.client.get("/runs/run_configured", headers=hx)
+    shown = re.search(r'<dd id="run-config">(.*?)</dd>', r.text, re.S)
+    assert shown is not None and re.sub(r"<[^>]+>", "", shown.group(1)).split() == ["prod", "revision", "3"]
+    assert "918273" not in r.text
+    plain = web.client.get("/runs/run_unconfigured", headers=hx)
+    shown = re.search(r'<dd id="run-config">(.*?)</dd>', plain.text, re.S)
+    assert shown is not None and shown.group(1) == "—"

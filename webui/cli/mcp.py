@@ -56,6 +56,13 @@ def mcp_command(
     related_project: Annotated[
         list[str] | None, typer.Option(help="ALIAS=/absolute/project/dir (repeatable).", show_default=False)
     ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            help="The local configuration tool calls run with (default: the active one at each call).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve a workflow project's entrypoints as MCP tools over stdio."""
     from webui.mcp.stdio import serve_stdio
@@ -86,7 +93,7 @@ def mcp_command(
     )
     harden_process()
     try:
-        anyio.run(serve_stdio, settings, project, related)
+        anyio.run(serve_stdio, settings, project, related, config)
     except SteamharnessError as exc:
         fail(exc.message)
     except KeyboardInterrupt:

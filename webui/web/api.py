@@ -88,6 +88,12 @@ def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> 
         "startedAt": run.started_at.isoformat() if run.started_at else None,
         "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
         "params": run.params,
+        # The configuration the run started with: name and revision, never its values.
+        "configuration": (
+            {"name": run.config_name, "revision": run.config_revision}
+            if run.config_name is not None
+            else None
+        ),
     }
     if run.status == "success":
         data["output"] = run.output
