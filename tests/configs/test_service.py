@@ -244,3 +244,12 @@ def test_a_secret_sealed_for_one_scope_does_not_open_in_another(service):
         sealed = s.exec(select(ProjectConfig)).one().values["token"]
     with pytest.raises(ValueError):
         service.box.open(sealed, binding=f"{PROJECT}/2/token")
+
+
+def test_a_sealed_secret_is_never_quoted_when_its_field_changes_type(service):
+    service.set(place(), "default", revision=1, values={"token": "plain-secret"}, who=WHO)
+    changed = parse_config_fields(
+        {"configuration": {"fields": [{"name": "token", "type": "select", "options": ["a"]}]}}, "package.json"
+    )
+    view = service.show(place(fields=changed), "default")
+    assert "enc:v1:" not in view.problems["token"] and MASK in view.problems["token"]

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from webui.audit.log import AuditLog
+from webui.configs.secrets import PREFIX as SEALED_PREFIX
 from webui.configs.secrets import SecretBox
 from webui.errors import (
     ConfigurationConflict,
@@ -129,6 +130,15 @@ def _conflict(place: ConfigPlace, name: str, read: int | None, current: int | No
     return ConfigurationConflict(message, name=name, read=read, current=current)
 
 
+def _problems(place: ConfigPlace, stored: dict[str, Any]) -> dict[str, str]:
+    """The stored values' problems against today's fields; a sealed secret is never quoted
+    (a field that was a secret and is now, say, a select)."""
+    shown = {
+        k: (MASK if isinstance(v, str) and v.startswith(SEALED_PREFIX) else v) for k, v in stored.items()
+    }
+    return value_problems(place.fields, shown)
+
+
 def _invalid(name: str, problems: dict[str, str]) -> ConfigurationInvalid:
     listed = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
     return ConfigurationInvalid(f"configuration {name!r} is not valid: {listed}", problems)
@@ -158,7 +168,7 @@ class ConfigService:
             revision=row.revision,
             active=row.active,
             values=values,
-            problems=value_problems(place.fields, row.values),
+            problems=_problems(place, row.values),
             updated_at=as_utc(row.updated_at),
             updated_by=row.updated_by,
         )
@@ -213,7 +223,7 @@ class ConfigService:
                 merged[key] = value
         for key in unset:
             merged.pop(key, None)
-        problems = {**value_problems(place.fields, merged), **problems}
+        problems = {**_problems(place, merged), **problems}
         if problems:
             raise _invalid(name, problems)
         return merged
@@ -369,7 +379,7 @@ class ConfigService:
                 raise ConfigurationNotFound(
                     f"project {place.project_id} has no configuration {name!r} ({place.owner})"
                 )
-        problems = value_problems(place.fields, row.values)
+        problems = _problems(place, row.values)
         if problems:
             listed = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
             raise ConfigurationInvalid(
