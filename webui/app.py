@@ -163,6 +163,7 @@ def create_app(settings: Settings) -> FastAPI:
                 interactions=services.interactions,
                 files=services.files,
                 audit=services.audit,
+                configs=services.configs,
             )
             server = build_server(
                 bridge=bridge,

@@ -65,3 +65,40 @@ class InteractionClosed(SteamharnessError):
 
     code = "interaction_closed"
     status = 410
+
+
+class ConfigurationInvalid(SteamharnessError):
+    """Configuration values that do not satisfy the project's declared fields; `fields` names
+    each problem (also what a run refuses to start with: `config_invalid`)."""
+
+    code = "config_invalid"
+    status = 422
+
+    def __init__(self, message: str, fields: dict[str, str]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
+class ConfigurationConflict(SteamharnessError):
+    """A write that states a revision other than the configuration's current one."""
+
+    code = "config_conflict"
+    status = 409
+
+    def __init__(self, message: str, *, name: str, read: int | None, current: int | None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.read = read
+        self.current = current
+
+
+class ConfigurationNotFound(NotFound):
+    code = "config_not_found"
+
+
+class ConfigurationRefused(SteamharnessError):
+    """A configuration operation that cannot be done as asked (a bad name, deleting
+    `default`, an export document of another project or format)."""
+
+    code = "config_refused"
+    status = 400

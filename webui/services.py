@@ -14,6 +14,8 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
+from webui.configs.secrets import SecretBox
+from webui.configs.service import ConfigService
 from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
@@ -34,6 +36,7 @@ class Services:
     pool: WorkerPool
     runs: RunService
     hub: EventHub
+    configs: ConfigService
 
 
 def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
@@ -46,6 +49,11 @@ def request_state_key(settings: Settings) -> bytes:
     """The AES key that seals 2026-07-28 request state, persisted so resumption survives a
     restart. Created on first use, readable by the owner only."""
     return persistent_secret(settings, "request-state.key")
+
+
+def config_service(settings: Settings, engine: Engine, audit: AuditLog) -> ConfigService:
+    """The configuration service; secret values are sealed with the data dir's configuration key."""
+    return ConfigService(engine, box=SecretBox(persistent_secret(settings, "config.key")), audit=audit)
 
 
 def persistent_secret(settings: Settings, name: str) -> bytes:
@@ -107,7 +115,8 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
     await run_db(runs.recover)
     await pool.start()
     try:
-        yield Services(settings, engine, audit, files, interactions, pool, runs, hub)
+        configs = config_service(settings, engine, audit)
+        yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs)
     finally:
         await runs.shutdown()
         await pool.close()

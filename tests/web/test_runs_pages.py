@@ -283,3 +283,27 @@ def test_a_child_run_and_its_parent_link_to_each_other(web: Web, hx: dict[str, s
     assert rendered(child).context["run"].parent_run_id == "20260101-parent"
     assert run_ids(child.text).count("20260101-parent") == 2  # the facts and the timeline
     assert "started by run <a" in child.text
+
+
+def test_the_run_page_names_the_configuration_and_revision_but_never_its_values(
+    web: Web, hx: dict[str, str]
+) -> None:
+    now = datetime.now(UTC)
+    insert_run(
+        web,
+        "run_configured",
+        HELLO,
+        created_at=now,
+        config_name="prod",
+        config_revision=3,
+        config_values={"threshold": 918273},
+    )
+    insert_run(web, "run_unconfigured", HELLO, created_at=now)
+    web.login(*USER)
+    r = web.client.get("/runs/run_configured", headers=hx)
+    shown = re.search(r'<dd id="run-config">(.*?)</dd>', r.text, re.S)
+    assert shown is not None and re.sub(r"<[^>]+>", "", shown.group(1)).split() == ["prod", "revision", "3"]
+    assert "918273" not in r.text
+    plain = web.client.get("/runs/run_unconfigured", headers=hx)
+    shown = re.search(r'<dd id="run-config">(.*?)</dd>', plain.text, re.S)
+    assert shown is not None and shown.group(1) == "—"

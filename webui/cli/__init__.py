@@ -7,7 +7,7 @@ import typer
 from sqlalchemy.exc import OperationalError
 
 from webui.blocking import is_busy_error
-from webui.cli import config, keys, mcp, projects, serve, structure, users
+from webui.cli import config, configs, keys, mcp, projects, serve, structure, users
 from webui.errors import SteamharnessError
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app.add_typer(projects.app, name="projects")
 app.add_typer(users.app, name="users")
 app.add_typer(keys.app, name="keys")
 app.add_typer(config.app, name="config")
+app.add_typer(configs.app, name="configs")
 
 
 def main() -> None:

@@ -61,6 +61,13 @@ def mcp_command(
             show_default=False,
         ),
     ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            help="The local configuration tool calls run with (default: the active one at each call).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve a workflow project's entrypoints as MCP tools over stdio."""
     from webui.mcp.stdio import serve_stdio
@@ -91,7 +98,7 @@ def mcp_command(
     )
     harden_process()
     try:
-        anyio.run(serve_stdio, settings, project, related)
+        anyio.run(serve_stdio, settings, project, related, config)
     except SteamharnessError as exc:
         fail(exc.message)
     except KeyboardInterrupt:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webui.configs.service import NAME_RE
+from webui.errors import ConfigurationRefused
 from webui.mcp.catalog import Catalog
 from webui.runs.related import Relations
 from webui.runs.service import RunLimits
@@ -32,6 +34,10 @@ class Binding:
     # Where the project's related projects resolve (None: it may use none).
     relations: Relations | None = None
     answer_hint: str | None = None  # where a person can answer; "{interactionId}" is filled in
+    # The configuration runs start with: this name, or (None) the scope's active one at call
+    # time. The scope: stdio, the local operator's; HTTP, the account's (or the admin principal's).
+    config_name: str | None = None
+    account_name: str | None = None
     # Re-checked before every tool call: the run gate, queue limits, a changed draft.
     # Raises RunRefused; returns the limits the new run is admitted under.
     preflight: Callable[[], RunLimits] | None = None
@@ -45,3 +51,13 @@ def binding_of(ctx: Any) -> Binding:
         if isinstance(found, Binding):
             return found
     return current_binding.get()
+
+
+def chosen_config(name: str | None, where: str) -> str | None:
+    """A configuration name picked for a binding (`--config`, `&config=`), syntax checked."""
+    if name is not None and not NAME_RE.fullmatch(name):
+        raise ConfigurationRefused(
+            f"{where} {name!r} is not a valid configuration name: 1-64 letters, digits, '_', '.', '-', "
+            "starting with a letter or digit"
+        )
+    return name

@@ -27,7 +27,17 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, run_db
-from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, InvalidArguments, NotFound
+from webui.configs.places import account_place, local_place_of
+from webui.configs.service import ConfigPlace, ConfigService, ConfigSnapshot
+from webui.errors import (
+    ConfigurationInvalid,
+    ConfigurationNotFound,
+    InteractionClosed,
+    InteractionConflict,
+    InvalidAnswer,
+    InvalidArguments,
+    NotFound,
+)
 from webui.files.store import FileStore, worker_view
 from webui.interactions.owner import OverrideRequired, Party
 from webui.interactions.service import InteractionService
@@ -53,12 +63,19 @@ def _invalid(message: str) -> MCPError:
 
 class CallBridge:
     def __init__(
-        self, *, runs: RunService, interactions: InteractionService, files: FileStore, audit: AuditLog
+        self,
+        *,
+        runs: RunService,
+        interactions: InteractionService,
+        files: FileStore,
+        audit: AuditLog,
+        configs: ConfigService,
     ) -> None:
         self.runs = runs
         self.interactions = interactions
         self.files = files
         self.audit = audit
+        self.configs = configs
 
     async def _audit(
         self,
@@ -120,8 +137,16 @@ class CallBridge:
                 raise _invalid(exc.message) from None
             try:
                 limits = await run_db(b.preflight) if b.preflight is not None else RunLimits()
-                run_id = await self._start(ctx, b, ep, worker_params, stored, limits)
+                config = await run_db(self.configs.snapshot, config_place(b), b.config_name)
+                run_id = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except RunRefused as exc:
+                await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
+                return error_result(None, ep, "failed", exc.code, exc.message)
+            except ConfigurationInvalid as exc:
+                # Field names only: problems may quote values.
+                await self._audit(ctx, b, "tool.failed", ep, None, exc.code, {"fields": sorted(exc.fields)})
+                return error_result(None, ep, "failed", exc.code, exc.message, fields=exc.fields)
+            except ConfigurationNotFound as exc:
                 await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
             # Audited once following: the run's first updates must not pass while we write.
@@ -136,6 +161,7 @@ class CallBridge:
         worker_params: dict[str, Any],
         stored: dict[str, Any],
         limits: RunLimits,
+        config: ConfigSnapshot,
     ) -> str:
         state = getattr(getattr(ctx, "request", None), "scope", {}).get("state")
         tracked = state.get("mcp_http_runs") if isinstance(state, dict) else None
@@ -155,6 +181,7 @@ class CallBridge:
                 related=dict(b.related),
                 relations=b.relations,
                 limits=limits,
+                config=config,
                 # HTTP: the gateway cancels these if the client drops this POST mid-call
                 on_created=tracked.append if isinstance(tracked, list) else None,
             )
@@ -392,6 +419,17 @@ def _check_local_path(prefix: str, value: Any, max_bytes: int) -> Path:
     if not os.access(path, os.R_OK):
         raise InvalidArguments(f"{prefix}: {value} is not readable")
     return path
+
+
+def config_place(b: Binding) -> ConfigPlace:
+    """Where the binding's runs take their configuration from: the fields of the project
+    being run, in the local operator's scope (stdio) or the account's (HTTP)."""
+    project = b.catalog.project
+    if b.transport == "stdio":
+        return local_place_of(project.id, project.config_fields)
+    return account_place(
+        project.id, project.config_fields, account_id=b.account_id, account_name=b.account_name
+    )
 
 
 def _party(b: Binding) -> Party:

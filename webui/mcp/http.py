@@ -4,7 +4,7 @@ A pure-ASGI gateway in front of one `StreamableHTTPSessionManager`. Every reques
 authenticates from its own Bearer header (sessions bind, they never authenticate), then:
   - 2026-07-28 requests (stateless): the target is resolved for this request;
   - a request carrying `Mcp-Session-Id`: our binding table must know the id (else 404)
-    and the credential, project and requested target must match it (else 403);
+    and the credential, project, requested target and `config` must match it (else 403);
   - an opening POST: the target is resolved once; the session id the SDK answers with is
     bound before the response reaches the client. A credential holding its cap of open
     sessions is refused (429) until it ends one or one expires.
@@ -33,8 +33,8 @@ from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import DatabaseBusy, run_db
-from webui.errors import NotFound, SteamharnessError
-from webui.mcp.binding import Binding, current_binding
+from webui.errors import ConfigurationRefused, NotFound, SteamharnessError
+from webui.mcp.binding import Binding, chosen_config, current_binding
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.projects.related import ServerRelations
@@ -62,6 +62,7 @@ class SessionEntry:
     project_id: str
     target: str  # as requested: `latest` stays `latest` even when it resolved to 1.2.3
     resolved: Resolved
+    config: str | None  # `&config=NAME` as requested; None: the account's active one at each call
     in_flight: int = 0
     last_active: float = field(default_factory=time.monotonic)
 
@@ -175,6 +176,7 @@ class McpGateway:
             await run_db(self.registry.record, pid)
             principal.require_run(pid)
             target = parse_target((query.get("target") or [None])[0])
+            config = chosen_config((query.get("config") or [None])[0], "config")
         except NotFound as exc:
             await _reply(send, 404, exc.message)
             return
@@ -189,27 +191,34 @@ class McpGateway:
             )
             await _reply(send, 403, exc.message)
             return
-        except BadTarget as exc:
+        except (BadTarget, ConfigurationRefused) as exc:
             await _reply(send, 400, exc.message)
             return
 
         version = headers.get("mcp-protocol-version")
         session_id = headers.get("mcp-session-id")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self._modern(scope, receive, send, principal, pid, target)
+            await self._modern(scope, receive, send, principal, pid, target, config)
         elif session_id is not None:
-            await self._in_session(scope, receive, send, principal, pid, target, session_id)
+            await self._in_session(scope, receive, send, principal, pid, target, config, session_id)
         else:
-            await self._opening(scope, receive, send, principal, pid, target)
+            await self._opening(scope, receive, send, principal, pid, target, config)
 
     # ------------------------------------------------------------------ the three paths
     async def _modern(
-        self, scope: Scope, receive: Receive, send: Send, principal: Principal, pid: str, target: Target
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        principal: Principal,
+        pid: str,
+        target: Target,
+        config: str | None,
     ) -> None:
         resolved = await self._resolve_or_reply(send, pid, target)
         if resolved is None:
             return
-        await self._forward(scope, receive, send, self._binding(scope, principal, resolved, None))
+        await self._forward(scope, receive, send, self._binding(scope, principal, resolved, None, config))
 
     async def _in_session(
         self,
@@ -219,13 +228,15 @@ class McpGateway:
         principal: Principal,
         pid: str,
         target: Target,
+        config: str | None,
         session_id: str,
     ) -> None:
         entry = self.sessions.get(session_id)
         if entry is None:
             await _reply(send, 404, "Session not found")
             return
-        if (entry.fingerprint, entry.project_id, entry.target) != (principal.fingerprint, pid, target.label):
+        bound = (entry.fingerprint, entry.project_id, entry.target, entry.config)
+        if bound != (principal.fingerprint, pid, target.label, config):
             await self._audit(
                 "session.denied",
                 scope,
@@ -235,7 +246,9 @@ class McpGateway:
                 session_id=session_id,
                 outcome="403",
             )
-            await _reply(send, 403, "this session belongs to another credential, project or target")
+            await _reply(
+                send, 403, "this session belongs to another credential, project, target or configuration"
+            )
             return
         entry.in_flight += 1
         try:
@@ -249,7 +262,14 @@ class McpGateway:
             await self._forget(session_id, "expired")
 
     async def _opening(
-        self, scope: Scope, receive: Receive, send: Send, principal: Principal, pid: str, target: Target
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        principal: Principal,
+        pid: str,
+        target: Target,
+        config: str | None,
     ) -> None:
         if scope["method"] != "POST":
             await self._forward(scope, receive, send, None)  # the SDK answers 400/405
@@ -288,7 +308,7 @@ class McpGateway:
                 if sid is not None and sid not in self.sessions:
                     opened()  # `_remember` lists the session before its first await
                     try:
-                        await self._remember(scope, sid, principal, pid, target, resolved)
+                        await self._remember(scope, sid, principal, pid, target, resolved, config)
                     except DatabaseBusy as exc:
                         # Unrecorded, the session is unknown to us (404 if used) and the
                         # SDK reaps it when idle.
@@ -298,7 +318,7 @@ class McpGateway:
                         return
             await send(message)
 
-        binding = self._binding(scope, principal, resolved, None)
+        binding = self._binding(scope, principal, resolved, None, config)
         self._opens[fingerprint] += 1
         try:
             await self._forward(scope, receive, bind_then_send, binding)
@@ -383,7 +403,12 @@ class McpGateway:
         return self._catalogs[key]
 
     def _binding(
-        self, scope: Scope, principal: Principal, resolved: Resolved, session_id: str | None
+        self,
+        scope: Scope,
+        principal: Principal,
+        resolved: Resolved,
+        session_id: str | None,
+        config: str | None,
     ) -> Binding:
         pid = resolved.project.id
         base = _base_url(scope)
@@ -411,6 +436,8 @@ class McpGateway:
                 env_for=lambda root: worker_env(root, self.env),
                 limits_for=self._limits,
             ),
+            config_name=config,
+            account_name=principal.actor.removeprefix("user:") if principal.account_id is not None else None,
         )
 
     def _preflight(self, resolved: Resolved) -> RunLimits:
@@ -430,15 +457,23 @@ class McpGateway:
         )
 
     async def _remember(
-        self, scope: Scope, sid: str, principal: Principal, pid: str, target: Target, resolved: Resolved
+        self,
+        scope: Scope,
+        sid: str,
+        principal: Principal,
+        pid: str,
+        target: Target,
+        resolved: Resolved,
+        config: str | None,
     ) -> None:
-        binding = self._binding(scope, principal, resolved, sid)
+        binding = self._binding(scope, principal, resolved, sid, config)
         self.sessions[sid] = SessionEntry(
             binding=binding,
             fingerprint=principal.fingerprint,
             project_id=pid,
             target=target.label,
             resolved=resolved,
+            config=config,
         )
         row = McpSession(
             id=sid,
@@ -463,6 +498,7 @@ class McpGateway:
                 outcome="ok",
                 client_address=client[0] if client else None,
                 user_agent=ua,
+                details={"config": config} if config is not None else None,
             )
 
         await run_db(session_store.add_session, self.engine, row=row, audit=audit)

@@ -47,6 +47,12 @@ PARAMS = [
         default="latest",
     ),
     _param(
+        "config",
+        "query",
+        "A configuration name of the calling account (bound into the session like the target); "
+        "without it each call uses the account's active configuration.",
+    ),
+    _param(
         "Authorization",
         "header",
         "Bearer <API key> (account key with runs.create, or the admin key).",
@@ -58,7 +64,7 @@ PARAMS = [
 
 COMMON = {
     "400": {
-        "description": "Bad target, missing session id, or a malformed request.",
+        "description": "Bad target or configuration name, missing session id, or a malformed request.",
         "content": JSONRPC_ERROR,
     },
     "401": {
@@ -67,7 +73,7 @@ COMMON = {
     },
     "403": {
         "description": "No run permission or runs.create scope; or a session of another credential, "
-        "project or target; or a disallowed Origin.",
+        "project, target or configuration; or a disallowed Origin.",
         "content": JSONRPC_ERROR,
     },
     "404": {

@@ -52,10 +52,20 @@ def final_result(
 
 
 def error_result(
-    run_id: str | None, ep: Entrypoint, status: str, code: str, message: str
+    run_id: str | None,
+    ep: Entrypoint,
+    status: str,
+    code: str,
+    message: str,
+    *,
+    fields: dict[str, str] | None = None,
 ) -> types.CallToolResult:
+    """`fields`: the problem of each named field (an invalid configuration)."""
     payload = _base(run_id, ep, status)
-    payload["error"] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields is not None:
+        error["fields"] = fields
+    payload["error"] = error
     return tool_result(payload, is_error=True)
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from mcp.server.stdio import stdio_server
 
-from webui.errors import ConfigError
-from webui.mcp.binding import Binding, current_binding
-from webui.mcp.bridge import CallBridge
+from webui.blocking import run_db
+from webui.errors import ConfigError, ConfigurationNotFound
+from webui.mcp.binding import Binding, chosen_config, current_binding
+from webui.mcp.bridge import CallBridge, config_place
 from webui.mcp.catalog import Catalog, server_name
 from webui.mcp.server import build_server
 from webui.runs.env import worker_env
@@ -54,26 +55,41 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
     return env
 
 
-async def serve_stdio(settings: Settings, project: Project, related: dict[str, str]) -> None:
+async def serve_stdio(
+    settings: Settings, project: Project, related: dict[str, str], config_name: str | None = None
+) -> None:
+    """`config_name`: the local configuration every call runs with (checked here, and again
+    at each call); None: the local scope's active one at call time."""
     saved = saved_auth_env(settings.resolved_auth_dir)
     env = worker_env(project.root, os.environ, saved)
     # Checked before anything is served: each relation named by both projects.
     relations = LocalRelations.confirm(project, related, lambda root: worker_env(root, os.environ, saved))
     async with open_services(settings, echo=sys.stderr) as svc:
         catalog = Catalog.build(project, file_mode="local")
-        current_binding.set(
-            Binding(
-                catalog=catalog,
-                principal=f"stdio:{project.id}",
-                transport="stdio",
-                actor=f"local:{getpass.getuser()}",
-                env=env,
-                related=relations.paths(),
-                relations=relations,
-                version=project.version,
-            )
+        binding = Binding(
+            catalog=catalog,
+            principal=f"stdio:{project.id}",
+            transport="stdio",
+            actor=f"local:{getpass.getuser()}",
+            env=env,
+            related=relations.paths(),
+            relations=relations,
+            version=project.version,
+            config_name=chosen_config(config_name, "--config"),
         )
-        bridge = CallBridge(runs=svc.runs, interactions=svc.interactions, files=svc.files, audit=svc.audit)
+        if config_name is not None:
+            try:
+                await run_db(svc.configs.show, config_place(binding), config_name)
+            except ConfigurationNotFound as exc:
+                raise ConfigurationNotFound(f"--config: {exc.message}") from None
+        current_binding.set(binding)
+        bridge = CallBridge(
+            runs=svc.runs,
+            interactions=svc.interactions,
+            files=svc.files,
+            audit=svc.audit,
+            configs=svc.configs,
+        )
         server = build_server(
             bridge=bridge,
             state_key=request_state_key(settings),

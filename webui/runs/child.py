@@ -36,6 +36,7 @@ import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from webui.runs import procs
@@ -329,6 +330,8 @@ class Context:
         self.related: Mapping[str, RelatedProject] = _Related(
             chan, dict(spec.get("relatedIds") or {}), dict(spec.get("related") or {})
         )
+        # The configuration the run started with (every declared field; read-only).
+        self.config: Mapping[str, Any] = MappingProxyType(dict(spec.get("config") or {}))
 
     def ask(
         self, title: str, fields: list[dict[str, Any]], message: str | None = None

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, TaskSet, run_db
+from webui.configs.service import ConfigSnapshot
 from webui.errors import InvalidArguments, NotFound, SteamharnessError
 from webui.events import EventHub
 from webui.files.store import FileStore, worker_view
@@ -132,6 +133,8 @@ class RunRequest:
     env: dict[str, str] = field(default_factory=dict)
     related: dict[str, str] = field(default_factory=dict)
     limits: RunLimits = field(default_factory=RunLimits)
+    # The configuration the run starts with (recorded with the run, read as `ctx.config`).
+    config: ConfigSnapshot | None = None
     # Called with the new run id inside the same step that creates it (e.g. the HTTP
     # gateway registers runs of a POST so a dropped connection can cancel them).
     on_created: Callable[[str], None] | None = None
@@ -311,6 +314,9 @@ class RunService:
             owner=self.owner,
             account_id=request.account_id,
             parent_run_id=request.parent_run_id,
+            config_name=request.config.name if request.config else None,
+            config_revision=request.config.revision if request.config else None,
+            config_values=request.config.stored if request.config else None,
         )
 
         def audit(s: Any) -> None:
@@ -394,6 +400,7 @@ class RunService:
             "env": req.env,
             "related": req.related,
             "relatedIds": req.relations.ids() if req.relations is not None else {},
+            "config": req.config.values if req.config else {},
         }
         worker = await self.pool.spawn(spec)
         live.worker = worker

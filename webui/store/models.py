@@ -191,6 +191,11 @@ class Run(SQLModel, table=True):
     finished_at: datetime | None = None
     # A child run: the run whose handler started it through ctx.related.
     parent_run_id: str | None = Field(default=None, index=True)
+    # The configuration the run started with: its name, revision and values as stored
+    # (secret values stay encrypted). None: a run recorded before configurations were.
+    config_name: str | None = None
+    config_revision: int | None = None
+    config_values: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class RunEvent(SQLModel, table=True):
@@ -325,3 +330,22 @@ __all__ = [
     "RunEvent",
     "UiSession",
 ]
+
+
+class ProjectConfig(SQLModel, table=True):
+    """One named configuration of a project in one scope. `owner_id` is the account whose
+    configuration it is; 0 is the admin principal's scope (the server admin key, and the
+    local operator in a local data dir). Secret values are stored encrypted."""
+
+    __tablename__ = "project_configs"  # pyright: ignore[reportAssignmentType]
+    __table_args__ = (Index("ux_project_configs_scope_name", "project_id", "owner_id", "name", unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: str
+    owner_id: int = 0
+    name: str
+    values: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    revision: int = 1
+    active: bool = False
+    updated_at: datetime = Field(default_factory=utcnow)
+    updated_by: str | None = None

@@ -89,6 +89,12 @@ def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> 
         "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
         "params": run.params,
         "parentRunId": run.parent_run_id,
+        # The configuration the run started with: name and revision, never its values.
+        "configuration": (
+            {"name": run.config_name, "revision": run.config_revision}
+            if run.config_name is not None
+            else None
+        ),
     }
     if run.status == "success":
         data["output"] = run.output

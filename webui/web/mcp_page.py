@@ -1,7 +1,7 @@
 """The project MCP page and Try it.
 
-    GET  /projects/{id}/mcp?target=…          the page; for htmx, only its `target` block
-    POST /projects/{id}/mcp/try?target=…      run one tool through the real MCP endpoint
+    GET  /projects/{id}/mcp?target=…[&config=…]   the page; for htmx, only its `target` block
+    POST /projects/{id}/mcp/try?target=…[&config=…]  run one tool through the real MCP endpoint
     GET  /projects/{id}/mcp/try/{call_id}     wait (bounded) for a running call's outcome
 
 The page shows only `<YOUR_API_KEY>`: it never reads or echoes a stored key. Try it acts as
@@ -37,7 +37,10 @@ from webui import admin
 from webui.audit.log import AuditLog
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
+from webui.configs.places import account_place
+from webui.configs.service import ConfigService
 from webui.errors import NotFound, ProjectError
+from webui.mcp.binding import chosen_config
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.store import accounts as account_store
@@ -68,15 +71,22 @@ MAX_CALLS = 200
 # --------------------------------------------------------------------------- addresses, configs
 
 
-def endpoint_url(request: Request, project_id: str, target: str) -> str:
+def with_config(url: str, config: str | None) -> str:
+    """`url` (which has a query already) with `&config=NAME` when a configuration is picked;
+    configuration names are URL-safe."""
+    return f"{url}&config={config}" if config else url
+
+
+def endpoint_url(request: Request, project_id: str, target: str, config: str | None = None) -> str:
     """The project's MCP endpoint as this request reached the server (scheme, host, root path)."""
-    return f"{str(request.base_url).rstrip('/')}/api/workflows/{project_id}/mcp?target={target}"
+    base = f"{str(request.base_url).rstrip('/')}/api/workflows/{project_id}/mcp?target={target}"
+    return with_config(base, config)
 
 
 WILDCARD_BINDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
 
-def own_endpoint_url(request: Request, project_id: str, target: str) -> str:
+def own_endpoint_url(request: Request, project_id: str, target: str, config: str | None = None) -> str:
     """Where Try it reaches the project's endpoint: the configured internal URL, else the
     listening socket this request arrived on; never a host the request names (its Host
     header is the client's to choose). A server bound to every interface is reached over
@@ -90,15 +100,15 @@ def own_endpoint_url(request: Request, project_id: str, target: str) -> str:
         if settings.host in WILDCARD_BINDS:
             host = WILDCARD_BINDS[settings.host]
         base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    return f"{base}/api/workflows/{project_id}/mcp?target={target}"
+    return with_config(f"{base}/api/workflows/{project_id}/mcp?target={target}", config)
 
 
-def page_url(project_id: str, target: str) -> str:
-    return f"/projects/{project_id}/mcp?target={target}"
+def page_url(project_id: str, target: str, config: str | None = None) -> str:
+    return with_config(f"/projects/{project_id}/mcp?target={target}", config)
 
 
-def try_url(project_id: str, target: str) -> str:
-    return f"/projects/{project_id}/mcp/try?target={target}"
+def try_url(project_id: str, target: str, config: str | None = None) -> str:
+    return with_config(f"/projects/{project_id}/mcp/try?target={target}", config)
 
 
 def call_url(project_id: str, call_id: str) -> str:
@@ -248,7 +258,9 @@ class TargetChoice:
     href: str
 
 
-def target_choices(registry: ProjectRegistry, project_id: str) -> list[TargetChoice]:
+def target_choices(
+    registry: ProjectRegistry, project_id: str, config: str | None = None
+) -> list[TargetChoice]:
     online = registry.online_versions(project_id)
     try:
         revision: str | None = registry.draft_revision(project_id)
@@ -256,11 +268,58 @@ def target_choices(registry: ProjectRegistry, project_id: str) -> list[TargetCho
         revision = None  # the folder is gone; resolving the draft explains why
     latest = f"now {online[0].version}" if online else "no online version"
     choices = [
-        TargetChoice("draft", "Draft", revision, page_url(project_id, "draft")),
-        TargetChoice("latest", "Latest", latest, page_url(project_id, "latest")),
+        TargetChoice("draft", "Draft", revision, page_url(project_id, "draft", config)),
+        TargetChoice("latest", "Latest", latest, page_url(project_id, "latest", config)),
     ]
-    choices += [TargetChoice(v.version, v.version, None, page_url(project_id, v.version)) for v in online]
+    choices += [
+        TargetChoice(v.version, v.version, None, page_url(project_id, v.version, config)) for v in online
+    ]
     return choices
+
+
+@dataclass(frozen=True)
+class ConfigChoice:
+    name: str | None  # what goes into &config= (None: the active one at each call)
+    text: str
+    href: str
+
+
+@dataclass(frozen=True)
+class ConfigUse:
+    """Which of the viewer's configurations tool calls will use: the one picked with
+    `&config=`, else the account's active one (at each call; shown as it is now)."""
+
+    picked: str | None
+    name: str | None  # None: the picked configuration does not exist
+    revision: int | None
+    problems: dict[str, str]
+    missing: str | None
+    choices: list[ConfigChoice]
+
+
+def config_use(
+    configs: ConfigService, user: UiUser, resolved: Resolved, target: str, picked: str | None
+) -> ConfigUse | None:
+    """None for a project that declares no configuration fields."""
+    project = resolved.project
+    if not project.config_fields:
+        return None
+    place = account_place(
+        project.id, project.config_fields, account_id=user.account_id, account_name=user.name
+    )
+    views = configs.list(place)
+    used = (
+        next((v for v in views if v.name == picked), None) if picked else next(v for v in views if v.active)
+    )
+    choices = [ConfigChoice(None, "Active (at each call)", page_url(project.id, target))]
+    choices += [ConfigChoice(v.name, v.name, page_url(project.id, target, v.name)) for v in views]
+    if used is None:
+        missing = (
+            f"You have no configuration {picked!r} for this project: calls through this URL fail "
+            "with config_not_found."
+        )
+        return ConfigUse(picked, None, None, {}, missing, choices)
+    return ConfigUse(picked, used.name, used.revision, used.problems, None, choices)
 
 
 # --------------------------------------------------------------------------- Try it
@@ -295,6 +354,7 @@ class TryCall(BackgroundCall):
     target: str
     tool: str
     arguments: dict[str, Any]
+    config: str | None = None
     session_id: str | None = None
     run_id: str | None = None
     outcome: Outcome | None = None
@@ -367,7 +427,15 @@ class TryIt:
         return raw
 
     async def start(
-        self, user: UiUser, *, url: str, target: str, resolved: Resolved, tool: str, arguments: dict[str, Any]
+        self,
+        user: UiUser,
+        *,
+        url: str,
+        target: str,
+        resolved: Resolved,
+        tool: str,
+        arguments: dict[str, Any],
+        config: str | None = None,
     ) -> TryCall:
         raw = await run_db(self.key_for, user)
         call = TryCall(
@@ -377,6 +445,7 @@ class TryIt:
             target=target,
             tool=tool,
             arguments=arguments,
+            config=config,
         )
         ep = resolved.project.entrypoint(tool)
         seconds = ep.timeout_seconds if ep is not None and ep.timeout_seconds else DEFAULT_CALL_SECONDS
@@ -490,11 +559,13 @@ def _render(
     record: ProjectRecord,
     target: Target,
     *,
+    config: str | None = None,
     try_state: TryState | None = None,
     status_code: int = 200,
 ) -> Response:
     resolved, problem = _resolve(registry, record.id, target)
-    url = endpoint_url(request, record.id, target.label)
+    url = endpoint_url(request, record.id, target.label, config)
+    configs: ConfigService = request.app.state.services.configs
     # Only administrators see the server's folder; everyone else gets a placeholder for
     # their own copy of the project (the server's paths are not theirs to use).
     folder = record.root if user.is_admin else f"/path/to/{record.name}"
@@ -503,13 +574,14 @@ def _render(
         "target": target,
         "resolved": resolved,
         "problem": problem,
-        "choices": target_choices(registry, record.id),
+        "choices": target_choices(registry, record.id, config),
+        "config_use": config_use(configs, user, resolved, target.label, config) if resolved else None,
         "endpoint": url,
         "header_template": HEADER_TEMPLATE,
         "configs": client_configs(server_name_for(record.id), url, folder),
         "tools": catalog_view(resolved) if resolved is not None else [],
         "try_state": try_state,
-        "try_action": try_url(record.id, target.label),
+        "try_action": try_url(record.id, target.label, config),
     }
     # A history restore must get the whole page even though htmx marks it as an htmx request.
     restoring = request.headers.get("hx-history-restore-request") == "true"
@@ -526,13 +598,19 @@ def _render(
 
 @router.get("/projects/{project_id}/mcp", summary="A project's MCP connection page")
 def mcp_page(
-    request: Request, project_id: str, user: UserDep, registry: RegistryDep, target: str | None = None
+    request: Request,
+    project_id: str,
+    user: UserDep,
+    registry: RegistryDep,
+    target: str | None = None,
+    config: str | None = None,
 ) -> Response:
     record = visible_record(registry, user, project_id)
+    picked = chosen_config(config, "config")
     if target is None:
         default = "latest" if registry.online_versions(project_id) else "draft"
-        return RedirectResponse(page_url(project_id, default), status_code=303)
-    return _render(request, user, registry, record, parse_target(target))
+        return RedirectResponse(page_url(project_id, default, picked), status_code=303)
+    return _render(request, user, registry, record, parse_target(target), config=picked)
 
 
 @router.post("/projects/{project_id}/mcp/try", summary="Try a tool through the MCP endpoint")
@@ -542,9 +620,11 @@ async def try_tool(
     user: UserDep,
     registry: RegistryDep,
     target: str | None = None,
+    config: str | None = None,
 ) -> Response:
     record = await run_db(visible_record, registry, user, project_id)
     chosen = parse_target(target)
+    picked = chosen_config(config, "config")
     resolved = await run_db(registry.resolve, project_id, chosen)
     form = await request.form()
     tool_name = str(form.get("tool") or "")
@@ -557,11 +637,12 @@ async def try_tool(
         try_it: TryIt = request.app.state.try_it
         state.call = await try_it.start(
             user,
-            url=own_endpoint_url(request, project_id, chosen.label),
+            url=own_endpoint_url(request, project_id, chosen.label, picked),
             target=chosen.label,
             resolved=resolved,
             tool=tool.name,
             arguments=values,
+            config=picked,
         )
         await try_it.calls.wait_finished(state.call, FIRST_WAIT)
         await try_it.find_run(state.call)
@@ -572,12 +653,20 @@ async def try_tool(
             "target": chosen,
             "t": tool,
             "try_state": state,
-            "try_action": try_url(project_id, chosen.label),
+            "try_action": try_url(project_id, chosen.label, picked),
         }
         return page(request, "projects/_try_it.html", context, status_code=status)
     return await run_db(
         functools.partial(
-            _render, request, user, registry, record, chosen, try_state=state, status_code=status
+            _render,
+            request,
+            user,
+            registry,
+            record,
+            chosen,
+            config=picked,
+            try_state=state,
+            status_code=status,
         )
     )
 
@@ -596,6 +685,13 @@ async def try_outcome(
     state = TryState(tool=call.tool, values=call.arguments, errors={}, call=call)
     return await run_db(
         functools.partial(
-            _render, request, user, registry, record, parse_target(call.target), try_state=state
+            _render,
+            request,
+            user,
+            registry,
+            record,
+            parse_target(call.target),
+            config=call.config,
+            try_state=state,
         )
     )

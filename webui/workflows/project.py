@@ -15,13 +15,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from jsonschema import Draft202012Validator
 
 from webui import strict_json
 from webui.errors import ProjectError
 from webui.workflows.related import RelatedRef, parse_related_projects
+
+if TYPE_CHECKING:
+    from webui.workflows.configuration import ConfigField
 
 PARAM_TYPES: Final = ("string", "positional", "number", "boolean", "checkboxes", "file")
 STRING_TYPES: Final = frozenset({"string", "positional", "checkboxes"})
@@ -104,6 +107,7 @@ class Project:
     entrypoints: tuple[Entrypoint, ...]
     # `relatedProjects`: other projects this one may call, each under a local alias.
     related: tuple[RelatedRef, ...] = ()
+    config_fields: tuple[ConfigField, ...] = ()
 
     def entrypoint(self, ep_id: str) -> Entrypoint | None:
         """The entrypoint with this id, or None (tool names map 1:1 to entrypoint ids)."""
@@ -520,6 +524,9 @@ def load_project(root: Path | str) -> Project:
     version = _top_level_str(data, "version", where)
     description = _top_level_str(data, "description", where) or ""
     entrypoints = _parse_entrypoints(data.get("entrypoints"), folder, where)
+    # configuration.py builds on this module's field helpers, hence the late import.
+    from webui.workflows.configuration import parse_config_fields
+
     related = parse_related_projects(data.get("relatedProjects"), f"{where}: relatedProjects", project_id)
     return Project(
         id=project_id,
@@ -529,6 +536,7 @@ def load_project(root: Path | str) -> Project:
         root=folder,
         entrypoints=entrypoints,
         related=related,
+        config_fields=parse_config_fields(data, where),
     )
 
 

@@ -1,0 +1,550 @@
+"""Named configurations of a project: the one service behind the CLI, the JSON API, the
+configuration page and the run snapshot.
+
+A place is a project's declared fields plus a scope (project id and owner: an account on the
+server, the admin principal or the local operator). Every scope has a `default`
+configuration and exactly one active configuration. Values are checked against the fields on
+every write; a configuration stored before the fields changed is shown with its problems
+("needs update") and refused as a run's configuration (`config_invalid`). Secret values are
+write-only: sealed at rest, shown as a mask, never in audit details; writing the mask back
+keeps the stored secret. Methods block (database): async callers use `run_db`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from webui.audit.log import AuditLog
+from webui.configs.secrets import PREFIX as SEALED_PREFIX
+from webui.configs.secrets import SecretBox
+from webui.errors import (
+    ConfigurationConflict,
+    ConfigurationInvalid,
+    ConfigurationNotFound,
+    ConfigurationRefused,
+)
+from webui.store import configs as store
+from webui.store.configs import DEFAULT_NAME, NameTaken, Replacement, Scope, StaleRevision
+from webui.store.models import ProjectConfig, as_utc, utcnow
+from webui.workflows.configuration import (
+    ConfigField,
+    effective_values,
+    fields_digest,
+    value_problems,
+)
+
+MASK: Final = "********"
+NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+EXPORT_FORMAT: Final = "steamharness.configurations"
+EXPORT_VERSION: Final = 1
+IMPORT_MODES: Final = ("merge", "replace")
+
+
+@dataclass(frozen=True)
+class ConfigPlace:
+    """Where configurations live: the project's fields and one scope. `owner` names the scope
+    for people and the audit log (an account name, "admin" or "local")."""
+
+    scope: Scope
+    fields: tuple[ConfigField, ...]
+    owner: str
+
+    @property
+    def project_id(self) -> str:
+        return self.scope.project_id
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who asks, for the audit log."""
+
+    actor: str | None
+    source: str = "cli"
+    client_address: str | None = None
+    user_agent: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigView:
+    """A configuration as people see it: secrets masked, with its problems against today's fields."""
+
+    name: str
+    revision: int
+    active: bool
+    values: dict[str, Any]
+    problems: dict[str, str]
+    updated_at: datetime
+    updated_by: str | None
+
+    @property
+    def needs_update(self) -> bool:
+        return bool(self.problems)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "revision": self.revision,
+            "active": self.active,
+            "values": self.values,
+            "needsUpdate": self.needs_update,
+            "problems": self.problems,
+            "updatedAt": self.updated_at.isoformat(),
+            "updatedBy": self.updated_by,
+        }
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """What a run starts with: `values` as the handler reads them (every field, defaults
+    applied, secrets in clear) and `stored` as recorded with the run (secrets sealed)."""
+
+    name: str
+    revision: int
+    values: dict[str, Any] = field(repr=False)
+    stored: dict[str, Any] = field(repr=False)
+
+
+def _check_name(name: Any, what: str = "configuration name") -> str:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ConfigurationRefused(
+            f"{what} {name!r} is not valid: 1-64 letters, digits, '_', '.', '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _conflict(place: ConfigPlace, name: str, read: int | None, current: int | None) -> ConfigurationConflict:
+    if current is None:
+        message = f"configuration {name!r} no longer exists (you read revision {read})"
+    elif read is None:
+        message = f"configuration {name!r} already exists at revision {current}"
+    else:
+        message = f"configuration {name!r} is at revision {current}, but the write read revision {read}"
+    return ConfigurationConflict(message, name=name, read=read, current=current)
+
+
+def _problems(place: ConfigPlace, stored: dict[str, Any]) -> dict[str, str]:
+    """The stored values' problems against today's fields; a sealed secret is never quoted
+    (a field that was a secret and is now, say, a select)."""
+    shown = {
+        k: (MASK if isinstance(v, str) and v.startswith(SEALED_PREFIX) else v) for k, v in stored.items()
+    }
+    return value_problems(place.fields, shown)
+
+
+def _invalid(name: str, problems: dict[str, str]) -> ConfigurationInvalid:
+    listed = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
+    return ConfigurationInvalid(f"configuration {name!r} is not valid: {listed}", problems)
+
+
+class ConfigService:
+    def __init__(self, engine: Engine, *, box: SecretBox, audit: AuditLog) -> None:
+        self.engine = engine
+        self.box = box
+        self.audit = audit
+
+    # ----------------------------------------------------------------- reading
+
+    def _rows(self, place: ConfigPlace) -> list[ProjectConfig]:
+        rows = store.list_configs(self.engine, place.scope)
+        if not any(r.name == DEFAULT_NAME for r in rows):
+            defaults = {f.name: f.default for f in place.fields if f.has_default}
+            store.ensure_default(self.engine, place.scope, defaults)
+            rows = store.list_configs(self.engine, place.scope)
+        return rows
+
+    def _view(self, place: ConfigPlace, row: ProjectConfig) -> ConfigView:
+        secret = {f.name for f in place.fields if f.secret}
+        values = {k: (MASK if k in secret else v) for k, v in row.values.items()}
+        return ConfigView(
+            name=row.name,
+            revision=row.revision,
+            active=row.active,
+            values=values,
+            problems=_problems(place, row.values),
+            updated_at=as_utc(row.updated_at),
+            updated_by=row.updated_by,
+        )
+
+    def _row(self, place: ConfigPlace, name: str) -> ProjectConfig:
+        for row in self._rows(place):
+            if row.name == name:
+                return row
+        raise ConfigurationNotFound(
+            f"project {place.project_id} has no configuration {name!r} ({place.owner})"
+        )
+
+    def list(self, place: ConfigPlace) -> list[ConfigView]:
+        return [self._view(place, r) for r in self._rows(place)]
+
+    def show(self, place: ConfigPlace, name: str) -> ConfigView:
+        return self._view(place, self._row(place, name))
+
+    def active(self, place: ConfigPlace) -> ConfigView:
+        rows = self._rows(place)
+        row = next((r for r in rows if r.active), None) or next(r for r in rows if r.name == DEFAULT_NAME)
+        return self._view(place, row)
+
+    # ----------------------------------------------------------------- values
+
+    def _binding(self, place: ConfigPlace, field_name: str) -> str:
+        return f"{place.scope.project_id}/{place.scope.owner_id}/{field_name}"
+
+    def _merge(
+        self,
+        place: ConfigPlace,
+        name: str,
+        stored: dict[str, Any],
+        changes: dict[str, Any],
+        unset: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """The stored values with `changes` applied (secrets sealed; the mask keeps the stored
+        secret) and the `unset` fields removed."""
+        if not isinstance(changes, dict):
+            raise ConfigurationRefused("values must be a JSON object of field names to values")
+        secret = {f.name for f in place.fields if f.secret}
+        merged = dict(stored)
+        problems: dict[str, str] = {}
+        for key, value in changes.items():
+            if key in secret and value == MASK:
+                if key not in stored:
+                    problems[key] = "the mask stands for a stored secret, and none is stored"
+                continue
+            if key in secret and isinstance(value, str):
+                merged[key] = self.box.seal(value, binding=self._binding(place, key))
+            else:
+                merged[key] = value
+        for key in unset:
+            merged.pop(key, None)
+        problems = {**_problems(place, merged), **problems}
+        if problems:
+            raise _invalid(name, problems)
+        return merged
+
+    def _plain(self, place: ConfigPlace, stored: dict[str, Any]) -> dict[str, Any]:
+        secret = {f.name for f in place.fields if f.secret}
+        return {
+            k: (
+                self.box.open(v, binding=self._binding(place, k)) if k in secret and isinstance(v, str) else v
+            )
+            for k, v in stored.items()
+        }
+
+    # ----------------------------------------------------------------- audit
+
+    def _audit(
+        self, place: ConfigPlace, who: Who, event: str, target: str | None, **details: Any
+    ) -> store.AuditWrite:
+        def write(s: Session) -> None:
+            self.audit.record(
+                s,
+                event,
+                actor=who.actor,
+                project_id=place.project_id,
+                target=target,
+                outcome="ok",
+                source=who.source,
+                client_address=who.client_address,
+                user_agent=who.user_agent,
+                details={"scope": place.owner, **details},
+            )
+
+        return write
+
+    # ----------------------------------------------------------------- writes
+
+    def create(
+        self, place: ConfigPlace, name: str, values: dict[str, Any], who: Who, *, copy_of: str | None = None
+    ) -> ConfigView:
+        """A new configuration: from `values`, or a copy of `copy_of`'s stored values."""
+        _check_name(name)
+        self._rows(place)
+        stored = self._row(place, copy_of).values if copy_of is not None else {}
+        merged = self._merge(place, name, stored, values if copy_of is None else {})
+        event = "config.copied" if copy_of else "config.created"
+        try:
+            row = store.add_config(
+                self.engine,
+                place.scope,
+                name=name,
+                values=merged,
+                actor=who.actor,
+                audit=self._audit(place, who, event, name, fields=sorted(merged), source_config=copy_of),
+            )
+        except NameTaken:
+            current = next((r.revision for r in self._rows(place) if r.name == name), None)
+            raise _conflict(place, name, None, current) from None
+        return self._view(place, row)
+
+    def copy(self, place: ConfigPlace, name: str, new_name: str, who: Who) -> ConfigView:
+        return self.create(place, new_name, {}, who, copy_of=name)
+
+    def set(
+        self,
+        place: ConfigPlace,
+        name: str,
+        *,
+        revision: int,
+        values: dict[str, Any],
+        unset: Sequence[str] = (),
+        who: Who,
+    ) -> ConfigView:
+        """Change some values of `name`, read at `revision` (stale → `config_conflict`)."""
+        row = self._row(place, name)
+        if row.revision != revision:
+            raise _conflict(place, name, revision, row.revision)
+        merged = self._merge(place, name, row.values, values, unset)
+        changed = sorted(k for k in set(merged) | set(row.values) if merged.get(k) != row.values.get(k))
+        try:
+            row = store.write_values(
+                self.engine,
+                place.scope,
+                name=name,
+                revision=revision,
+                values=merged,
+                actor=who.actor,
+                audit=self._audit(place, who, "config.updated", name, fields=changed, revision=revision + 1),
+            )
+        except StaleRevision as exc:
+            raise _conflict(place, name, revision, exc.found) from None
+        return self._view(place, row)
+
+    def rename(self, place: ConfigPlace, name: str, new_name: str, *, revision: int, who: Who) -> ConfigView:
+        _check_name(new_name, "new configuration name")
+        if name == DEFAULT_NAME:
+            raise ConfigurationRefused("the default configuration cannot be renamed (copy it instead)")
+        row = self._row(place, name)
+        if row.revision != revision:
+            raise _conflict(place, name, revision, row.revision)
+        try:
+            row = store.rename_config(
+                self.engine,
+                place.scope,
+                name=name,
+                new_name=new_name,
+                revision=revision,
+                actor=who.actor,
+                audit=self._audit(place, who, "config.renamed", new_name, old_name=name),
+            )
+        except StaleRevision as exc:
+            raise _conflict(place, name, revision, exc.found) from None
+        except NameTaken:
+            current = next((r.revision for r in self._rows(place) if r.name == new_name), None)
+            raise _conflict(place, new_name, None, current) from None
+        return self._view(place, row)
+
+    def delete(self, place: ConfigPlace, name: str, *, revision: int, who: Who) -> None:
+        if name == DEFAULT_NAME:
+            raise ConfigurationRefused("the default configuration cannot be deleted")
+        row = self._row(place, name)
+        if row.revision != revision:
+            raise _conflict(place, name, revision, row.revision)
+        try:
+            store.delete_config(
+                self.engine,
+                place.scope,
+                name=name,
+                revision=revision,
+                audit=self._audit(place, who, "config.deleted", name, revision=revision),
+            )
+        except StaleRevision as exc:
+            raise _conflict(place, name, revision, exc.found) from None
+
+    def activate(self, place: ConfigPlace, name: str, who: Who) -> ConfigView:
+        self._row(place, name)
+        if not store.activate_config(
+            self.engine, place.scope, name=name, audit=self._audit(place, who, "config.activated", name)
+        ):
+            raise ConfigurationNotFound(f"project {place.project_id} has no configuration {name!r}")
+        return self.show(place, name)
+
+    # ----------------------------------------------------------------- runs
+
+    def snapshot(self, place: ConfigPlace, name: str | None = None) -> ConfigSnapshot:
+        """The configuration a run starts with: `name`, or the scope's active one. A
+        configuration that does not satisfy today's fields refuses (`config_invalid`)."""
+        rows = self._rows(place)
+        if name is None:
+            row = next((r for r in rows if r.active), None) or next(r for r in rows if r.name == DEFAULT_NAME)
+        else:
+            row = next((r for r in rows if r.name == name), None)
+            if row is None:
+                raise ConfigurationNotFound(
+                    f"project {place.project_id} has no configuration {name!r} ({place.owner})"
+                )
+        problems = _problems(place, row.values)
+        if problems:
+            listed = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
+            raise ConfigurationInvalid(
+                f"configuration {row.name!r} (revision {row.revision}) needs update before a run can use it: "
+                f"{listed}",
+                problems,
+            )
+        try:
+            plain = self._plain(place, row.values)
+        except ValueError as exc:
+            raise ConfigurationInvalid(
+                f"configuration {row.name!r}: a secret value cannot be read ({exc}); set it again",
+                {
+                    k: "cannot be decrypted"
+                    for k in row.values
+                    if k in {f.name for f in place.fields if f.secret}
+                },
+            ) from None
+        return ConfigSnapshot(
+            name=row.name,
+            revision=row.revision,
+            values=effective_values(place.fields, plain),
+            stored=row.values,
+        )
+
+    # ----------------------------------------------------------------- export / import
+
+    def export(self, place: ConfigPlace, *, secrets: bool, who: Who) -> dict[str, Any]:
+        """One JSON document with every configuration of the scope; secret values only when
+        `secrets` (an audited choice), otherwise listed as omitted."""
+        rows = self._rows(place)
+        secret = {f.name for f in place.fields if f.secret}
+        configurations: list[dict[str, Any]] = []
+        for row in rows:
+            if secrets:
+                values = self._plain(place, row.values)
+                omitted: list[str] = []
+            else:
+                values = {k: v for k, v in row.values.items() if k not in secret}
+                omitted = sorted(k for k in row.values if k in secret)
+            entry: dict[str, Any] = {"name": row.name, "revision": row.revision, "values": values}
+            if omitted:
+                entry["omittedSecrets"] = omitted
+            configurations.append(entry)
+        active = next((r.name for r in rows if r.active), DEFAULT_NAME)
+        self.audit.record_alone(
+            self.engine,
+            "config.exported",
+            actor=who.actor,
+            project_id=place.project_id,
+            outcome="ok",
+            source=who.source,
+            client_address=who.client_address,
+            user_agent=who.user_agent,
+            details={"scope": place.owner, "with_secrets": secrets, "configurations": len(rows)},
+        )
+        return {
+            "format": EXPORT_FORMAT,
+            "formatVersion": EXPORT_VERSION,
+            "projectId": place.project_id,
+            "fieldsDigest": fields_digest(place.fields),
+            "exportedAt": utcnow().isoformat(),
+            "active": active,
+            "secretsIncluded": secrets,
+            "configurations": configurations,
+        }
+
+    def import_(
+        self, place: ConfigPlace, doc: Any, *, mode: str = "merge", force: bool = False, who: Who
+    ) -> list[ConfigView]:
+        """Apply an export document: every configuration checked against today's fields,
+        revision conflicts refused unless `force`; `merge` keeps configurations the document
+        does not name, `replace` deletes them (except `default`). All or nothing."""
+        if mode not in IMPORT_MODES:
+            raise ConfigurationRefused(f"import mode {mode!r} is not one of: {', '.join(IMPORT_MODES)}")
+        entries, active = self._read_document(place, doc)
+        rows = {r.name: r for r in self._rows(place)}
+        writes: list[Replacement] = []
+        problems: dict[str, str] = {}
+        secret = {f.name for f in place.fields if f.secret}
+        for entry in entries:
+            name, values, revision = entry["name"], entry["values"], entry["revision"]
+            existing = rows.get(name)
+            base = {k: v for k, v in existing.values.items() if k in secret} if existing else {}
+            try:
+                merged = self._merge(place, name, base, values)
+            except ConfigurationInvalid as exc:
+                problems.update({f"{name}.{k}": v for k, v in exc.fields.items()})
+                continue
+            # The `default` every scope is born with, never written since, is no conflict.
+            pristine = existing is not None and existing.revision == 1 and existing.updated_by is None
+            writes.append(Replacement(name=name, values=merged, expected=revision, force=force or pristine))
+        if problems:
+            listed = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
+            raise ConfigurationInvalid(f"the import does not fit this project's fields: {listed}", problems)
+        if (
+            active not in (None, DEFAULT_NAME)
+            and active not in {w.name for w in writes}
+            and (mode == "replace" or active not in rows)
+        ):
+            raise ConfigurationRefused(f"the document's active configuration {active!r} is not in it")
+
+        def conflict(name: str, expected: int | None, found: int | None) -> Exception:
+            error = _conflict(place, name, expected, found)
+            error.message += " (import with force to overwrite)"
+            error.args = (error.message,)
+            return error
+
+        store.import_configs(
+            self.engine,
+            place.scope,
+            writes=writes,
+            remove_others=mode == "replace",
+            active=active,
+            actor=who.actor,
+            audit=self._audit(
+                place,
+                who,
+                "config.imported",
+                None,
+                mode=mode,
+                force=force,
+                configurations=[w.name for w in writes],
+            ),
+            conflict=conflict,
+        )
+        return self.list(place)
+
+    def _read_document(self, place: ConfigPlace, doc: Any) -> tuple[list[dict[str, Any]], str | None]:
+        if not isinstance(doc, dict):
+            raise ConfigurationRefused("an import must be a JSON object (an export document)")
+        if doc.get("format") != EXPORT_FORMAT:
+            raise ConfigurationRefused(f"not a configuration export: format must be {EXPORT_FORMAT!r}")
+        version = doc.get("formatVersion")
+        if version != EXPORT_VERSION:
+            raise ConfigurationRefused(
+                f"export format version {version!r} is not supported (this version reads {EXPORT_VERSION})"
+            )
+        if doc.get("projectId") != place.project_id:
+            raise ConfigurationRefused(
+                f"the export is of project {doc.get('projectId')!r}, not {place.project_id}"
+            )
+        raw = doc.get("configurations")
+        if not isinstance(raw, list):
+            raise ConfigurationRefused("configurations: expected a list")
+        entries: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for index, item in enumerate(raw):
+            where = f"configurations[{index}]"
+            if not isinstance(item, dict):
+                raise ConfigurationRefused(f"{where}: expected an object")
+            name = _check_name(item.get("name"), f"{where}.name")
+            if name in seen:
+                raise ConfigurationRefused(f"{where}.name: {name!r} appears twice")
+            seen.add(name)
+            values = item.get("values", {})
+            if not isinstance(values, dict):
+                raise ConfigurationRefused(f"{where}.values: expected an object")
+            revision = item.get("revision")
+            if revision is not None and (
+                not isinstance(revision, int) or isinstance(revision, bool) or revision < 1
+            ):
+                raise ConfigurationRefused(f"{where}.revision: expected a positive integer")
+            entries.append({"name": name, "values": values, "revision": revision})
+        active = doc.get("active")
+        if active is not None and not isinstance(active, str):
+            raise ConfigurationRefused("active: expected a configuration name")
+        return entries, active
