@@ -1,6 +1,7 @@
 """Two workflow projects that name each other (`main` and `helper`), and a third that
 does not name `main` back (`stranger`), written into a test's folder. `main` runs
-`helper` through `ctx.related`; `helper` asks a question, writes its KV and values."""
+`helper` through `ctx.related`; `helper` asks a question, writes its KV and values, and
+reads its own configuration."""
 
 from __future__ import annotations
 
@@ -67,7 +68,11 @@ def greet(ctx):
     answer = ctx.ask("Confirm the greeting", [{"name": "greeting", "type": "string", "required": True}])
     ctx.kv.set("last", ctx.params["name"])
     ctx.values.set("count", (ctx.values.get("count") or 0) + 1)
-    return {"text": f"{answer['greeting']}, {ctx.params['name']}", "run": ctx.run_id}
+    return {
+        "text": f"{answer['greeting']}, {ctx.params['name']}",
+        "run": ctx.run_id,
+        "salutation": ctx.config.get("salutation"),
+    }
 
 
 def fail(ctx):
@@ -128,6 +133,7 @@ def write_projects(base: Path, *, main_related: list[dict[str, str]] | None = No
         "version": "1.0.0",
         "projectType": "workflow",
         "relatedProjects": [{"alias": "main", "id": MAIN}],
+        "configuration": {"fields": [{"name": "salutation", "type": "string", "default": "Dear"}]},
         "entrypoints": [
             {
                 "id": "greet",

@@ -108,6 +108,7 @@ async def test_a_child_run_over_http_asks_the_same_client_and_is_linked_to_its_p
     assert body["status"] == "success", body
     out = body["output"]
     assert out["helperId"] == HELPER and out["child"]["text"] == "Hola, Bo" and out["kv"] == "Bo"
+    assert out["child"]["salutation"] == "Dear"  # the helper's configuration in rita's scope: defaults
     assert seen == ["Confirm the greeting"]
     async with httpx2.AsyncClient(
         base_url=server.base_url, headers={"Authorization": f"Bearer {server.admin_key}"}
@@ -116,6 +117,7 @@ async def test_a_child_run_over_http_asks_the_same_client_and_is_linked_to_its_p
         child = (await http.get(f"/api/runs/{out['child']['run']}")).json()["data"]
     assert parent["parentRunId"] is None and child["parentRunId"] == parent["runId"]
     assert child["projectId"] == HELPER and child["entrypointId"] == "greet" and child["status"] == "success"
+    assert child["configuration"]["name"] == "default"
     if target == "latest":
         assert (parent["version"], child["version"]) == ("1.0.0", "1.0.0")
     else:  # draft with draft: the helper's draft revision

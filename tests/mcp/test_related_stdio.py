@@ -74,6 +74,18 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: 
     seen: list[types.ElicitRequestParams] = []
     answer = types.ElicitResult(action="accept", content={"greeting": "Hej"})
     data = tmp_path / "data"
+    # the child run starts with the helper's own (local) configuration
+    configs = [
+        STEAMHARNESS,
+        "configs",
+        "set",
+        str(f["helper"]),
+        "default",
+        "salutation=Hi",
+        "--revision",
+        "1",
+    ]
+    subprocess.run([*configs, "--data-dir", str(data)], check=True, timeout=60, capture_output=True)
     async with connect(f["main"], data, mode, *related_args(f), elicit=scripted(answer, seen=seen)) as client:
         result = await client.call_tool("delegate", {"name": "Ann"})
     body = payload(result)
@@ -81,7 +93,7 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: 
     out = body["output"]
     assert out["helperId"] == HELPER
     assert out["before"] == "nobody"
-    assert out["child"]["text"] == "Hej, Ann"
+    assert out["child"]["text"] == "Hej, Ann" and out["child"]["salutation"] == "Hi"
     assert out["kv"] == "Ann" and out["value"] == 1
     assert out["aliases"] == ["ghost", "helper", "stranger"]
     assert [p.message.splitlines()[0] for p in seen] == ["Confirm the greeting"]

@@ -51,7 +51,7 @@ async def test_one_worker_slot_is_enough_the_parent_lends_it_to_its_child(tmp_pa
         )
         final = await next_update(svc, parent)
     assert final.status == "success", final.error
-    assert final.output["child"] == {"text": "Hi, Ann", "run": child}
+    assert final.output["child"] == {"text": "Hi, Ann", "run": child, "salutation": None}  # no configs here
 
 
 async def test_ending_the_parent_cancels_the_child_and_closes_its_question(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from webui.mcp.results import error_result, final_result, interaction_required_r
 from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
 from webui.store import runs as run_store
 from webui.store.models import Interaction, ManagedFile
-from webui.workflows.project import Entrypoint, Param
+from webui.workflows.project import Entrypoint, Param, Project
 from webui.workflows.schema import validate_arguments
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,11 @@ class CallBridge:
                 project_version=b.version,
                 env=dict(b.env),
                 related=dict(b.related),
-                relations=b.relations,
+                relations=(
+                    b.relations.with_config(lambda p: self.configs.snapshot(config_place(b, p)))
+                    if b.relations is not None
+                    else None
+                ),
                 limits=limits,
                 config=config,
                 # HTTP: the gateway cancels these if the client drops this POST mid-call
@@ -421,10 +425,11 @@ def _check_local_path(prefix: str, value: Any, max_bytes: int) -> Path:
     return path
 
 
-def config_place(b: Binding) -> ConfigPlace:
+def config_place(b: Binding, project: Project | None = None) -> ConfigPlace:
     """Where the binding's runs take their configuration from: the fields of the project
-    being run, in the local operator's scope (stdio) or the account's (HTTP)."""
-    project = b.catalog.project
+    being run, in the local operator's scope (stdio) or the account's (HTTP). `project`: a
+    related project whose child run the binding's caller starts."""
+    project = project or b.catalog.project
     if b.transport == "stdio":
         return local_place_of(project.id, project.config_fields)
     return account_place(

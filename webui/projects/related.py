@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webui.errors import NotFound, ProjectError, SteamharnessError
-from webui.runs.related import RelatedTarget
+from webui.runs.related import ConfigFor, RelatedTarget
 from webui.workflows.project import Project
 from webui.workflows.related import RelatedProjectError, confirm_relation, declared
 from webui.workflows.targets import Target
@@ -32,6 +32,7 @@ class ServerRelations:
         require_run: Callable[[str], None],
         env_for: Callable[[Path], dict[str, str]],
         limits_for: Callable[[ProjectRecord], RunLimits],
+        config_for: ConfigFor | None = None,
     ) -> None:
         self.registry = registry
         self.project = project
@@ -39,6 +40,21 @@ class ServerRelations:
         self._require_run = require_run  # raises (Forbidden) without run permission
         self._env_for = env_for
         self._limits_for = limits_for
+        self._config_for = config_for
+
+    def with_config(self, config_for: ConfigFor) -> ServerRelations:
+        return self._for(self.project, config_for)
+
+    def _for(self, project: Project, config_for: ConfigFor | None) -> ServerRelations:
+        return ServerRelations(
+            registry=self.registry,
+            project=project,
+            draft=self.draft,
+            require_run=self._require_run,
+            env_for=self._env_for,
+            limits_for=self._limits_for,
+            config_for=config_for,
+        )
 
     def ids(self) -> dict[str, str]:
         return {ref.alias: ref.id for ref in self.project.related}
@@ -61,19 +77,15 @@ class ServerRelations:
             resolved = self.registry.resolve(ref.id, Target("draft" if self.draft else "latest"))
         except (NotFound, ProjectError) as exc:
             raise RelatedProjectError(f"{what}: {exc.message}") from None
-        confirm_relation(self.project, alias, resolved.project)
+        other = resolved.project
+        confirm_relation(self.project, alias, other)
+        config_for = self._config_for
         return RelatedTarget(
             alias=alias,
-            project=resolved.project,
+            project=other,
             version=resolved.version or resolved.revision,
-            env=self._env_for(resolved.project.root),
-            relations=ServerRelations(
-                registry=self.registry,
-                project=resolved.project,
-                draft=self.draft,
-                require_run=self._require_run,
-                env_for=self._env_for,
-                limits_for=self._limits_for,
-            ),
+            env=self._env_for(other.root),
+            relations=self._for(other, config_for),
             limits=self._limits_for(record),
+            config=(lambda: config_for(other)) if config_for is not None else None,
         )

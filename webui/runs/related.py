@@ -20,7 +20,11 @@ from webui.workflows.project import Project, load_project
 from webui.workflows.related import RelatedProjectError, confirm_relation, declared
 
 if TYPE_CHECKING:
+    from webui.configs.service import ConfigSnapshot
     from webui.runs.service import RunLimits
+
+# The configuration a child run of this project starts with (its caller's scope, active one).
+ConfigFor = Callable[[Project], "ConfigSnapshot"]
 
 # A run started by a tool call has depth 0; its child runs 1, and so on. A run at this
 # depth cannot start another: a relation loop (A runs B runs A …) ends with a clear error.
@@ -39,6 +43,8 @@ class RelatedTarget:
     relations: Relations
     limits: RunLimits | None = None  # None: no project limits (stdio)
     paths: dict[str, str] = field(default_factory=dict)
+    # Takes the configuration snapshot a child run starts with (blocking; None: none).
+    config: Callable[[], ConfigSnapshot] | None = None
 
 
 class Relations(Protocol):
@@ -55,17 +61,26 @@ class Relations(Protocol):
         `RelatedProjectError` saying why not. Blocking."""
         ...
 
+    def with_config(self, config_for: ConfigFor) -> Relations:
+        """The same relations, their child runs starting with `config_for(project)`."""
+        ...
+
 
 class LocalRelations:
     """stdio: related projects are the folders given with `--related-project`, each
     checked at start; a child run's own relations resolve among the same folders."""
 
     def __init__(
-        self, project: Project, known: Mapping[str, Project], env_for: Callable[[Path], dict[str, str]]
+        self,
+        project: Project,
+        known: Mapping[str, Project],
+        env_for: Callable[[Path], dict[str, str]],
+        config_for: ConfigFor | None = None,
     ) -> None:
         self.project = project
         self._known = dict(known)  # project id → loaded project
         self._env_for = env_for
+        self._config_for = config_for
 
     @classmethod
     def confirm(
@@ -82,6 +97,9 @@ class LocalRelations:
                 raise RelatedProjectError(f"--related-project {alias}: {exc.message}") from None
             known[other.id] = other
         return cls(project, known, env_for)
+
+    def with_config(self, config_for: ConfigFor) -> LocalRelations:
+        return LocalRelations(self.project, self._known, self._env_for, config_for)
 
     def ids(self) -> dict[str, str]:
         return {ref.alias: ref.id for ref in self.project.related}
@@ -100,7 +118,8 @@ class LocalRelations:
                 f" --related-project {alias}=/absolute/folder/of/it"
             )
         confirm_relation(self.project, alias, other)
-        child = LocalRelations(other, self._known, self._env_for)
+        child = LocalRelations(other, self._known, self._env_for, self._config_for)
+        config_for = self._config_for
         return RelatedTarget(
             alias=alias,
             project=other,
@@ -108,4 +127,5 @@ class LocalRelations:
             env=self._env_for(other.root),
             relations=child,
             paths=child.paths(),
+            config=(lambda: config_for(other)) if config_for is not None else None,
         )

@@ -822,6 +822,12 @@ class RunService:
             params = validate_arguments(input_schema(ep.params, file_mode="server"), params, tool=ep.id)
         except InvalidArguments as exc:
             raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None
+        config = None
+        if target.config is not None:
+            try:
+                config = await run_db(target.config)
+            except SteamharnessError as exc:
+                raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None
         child_request = RunRequest(
             project=project,
             entrypoint=ep,
@@ -839,6 +845,7 @@ class RunService:
             relations=target.relations,
             parent_run_id=live.run_id,
             depth=req.depth + 1,
+            config=config,
         )
         # The parent stops holding its slot before the child asks for one.
         self._stop_timer(live)
