@@ -201,3 +201,18 @@ async def test_an_offline_related_project_is_refused_at_the_latest_target(server
         f"related project 'helper' ({HELPER}): project {HELPER} has no online"
     )
     assert (await probe(server, key, "kv", target="latest"))["error"] is None
+
+
+@pytest.mark.anyio
+async def test_a_closed_run_gate_of_the_related_project_refuses_the_child_run(server: LiveServer) -> None:
+    key = server.create_key("vera")
+    server.cli("projects", "gate", HELPER, "close")
+    try:
+        async with sdk_client(server.mcp_url(MAIN), key, "legacy", greeting([])) as client:
+            body = payload(await client.call_tool("probe", {"case": "fails"}))
+    finally:
+        server.cli("projects", "gate", HELPER, "open")
+    assert body["output"] == {
+        "error": "RelatedProjectError",
+        "message": "related project 'helper': The project's run gate is closed; no new runs are accepted.",
+    }

@@ -852,9 +852,11 @@ class RunService:
         live.status = "waiting_for_child"
         try:
             child_id = await self.start(child_request)
-        except BaseException:
+        except BaseException as exc:
             live.status = "running"
             self._start_timer(live)
+            if isinstance(exc, RunRefused):  # its run gate or queue limit
+                raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None
             raise
         live.children.add(child_id)
         child = self._live[child_id]
