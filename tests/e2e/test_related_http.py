@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
 from tests.e2e.server import LiveServer, free_port
-from tests.e2e.test_http_mcp import payload, sdk_client
+from tests.e2e.test_http_mcp import _wait_run, payload, sdk_client
 from tests.related_projects import GHOST, HELPER, MAIN, STRANGER, write_projects
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
@@ -216,3 +217,31 @@ async def test_a_closed_run_gate_of_the_related_project_refuses_the_child_run(se
         "error": "RelatedProjectError",
         "message": "related project 'helper': The project's run gate is closed; no new runs are accepted.",
     }
+
+
+@pytest.mark.anyio
+async def test_without_elicitation_the_childs_question_is_answered_through_the_api(
+    server: LiveServer,
+) -> None:
+    key = server.create_key("wes")
+    async with sdk_client(server.mcp_url(MAIN), key, "legacy") as client:
+        result = await client.call_tool("delegate", {"name": "Cy"})
+    body = payload(result)
+    assert result.is_error is True and body["error"]["code"] == "interaction_required"
+    parent_id = body["runId"]
+    async with httpx2.AsyncClient(
+        base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
+        with anyio.fail_after(60):
+            run = (await http.get(f"/api/runs/{parent_id}")).json()["data"]
+            assert run["status"] == "waiting_for_child"
+            question = run["interaction"]
+            assert question["interactionId"] == body["error"]["interactionId"]
+            assert question["title"] == "Confirm the greeting" and question["runId"] != parent_id
+            r = await http.post(
+                f"/api/interactions/{question['interactionId']}/answer",
+                json={"action": "accept", "content": {"greeting": "Yo"}},
+            )
+            assert r.status_code == 200, r.text
+            run = await _wait_run(http, parent_id)
+    assert run["status"] == "success" and run["output"]["child"]["text"] == "Yo, Cy"

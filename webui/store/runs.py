@@ -169,6 +169,29 @@ def is_descendant_or_self(engine: Engine, *, run_id: str, ancestor: str, max_dep
     return False
 
 
+def waiting_descendant(engine: Engine, *, run_id: str, max_depth: int = 8) -> str | None:
+    """The active child run a `waiting_for_child` run waits on, followed down to the one
+    that is not itself waiting for a child (where a pending question would be); None when
+    `run_id` waits on no child."""
+    found: str | None = None
+    current = run_id
+    with Session(engine, expire_on_commit=False) as s:
+        for _ in range(max_depth):
+            stmt = (
+                select(Run)
+                .where(Run.parent_run_id == current, col(Run.status).in_(ACTIVE_STATUSES))
+                .order_by(col(Run.created_at).desc())
+                .limit(1)
+            )
+            child = s.exec(stmt).first()
+            if child is None:
+                break
+            found = current = child.id
+            if child.status != "waiting_for_child":
+                break
+    return found
+
+
 def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_alive) -> list[str]:
     """Runs whose driving process is gone can never finish: mark them, with the reason."""
     interrupted: list[str] = []

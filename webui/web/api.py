@@ -101,9 +101,14 @@ def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> 
     elif run.error is not None:
         data["error"] = run.error
     pending = services.interactions.pending_for_run(run.id) if questions else None
+    if pending is None and questions and run.status == "waiting_for_child":
+        # the question of the child run this run waits on (asked of the same person)
+        child = run_store.waiting_descendant(services.engine, run_id=run.id)
+        pending = services.interactions.pending_for_run(child) if child else None
     if pending is not None:
         data["interaction"] = {
             "interactionId": pending.id,
+            "runId": pending.run_id,
             "kind": pending.kind,
             "title": pending.title,
             "message": pending.message,
