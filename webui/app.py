@@ -52,6 +52,7 @@ from webui.web import (
     api,
     audit_pages,
     auth_pages,
+    configs_api,
     conversations,
     host_pages,
     keys,
@@ -249,6 +250,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router)
+    app.include_router(configs_api.router)
     app.include_router(auth_pages.router)
     app.include_router(projects.router)
     app.include_router(conversations.router)
@@ -283,7 +285,9 @@ def create_app(settings: Settings) -> FastAPI:
         if isinstance(exc, DatabaseBusy):
             headers["Retry-After"] = str(exc.retry_after)
         return JSONResponse(
-            {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status, headers=headers
+            {"error": {"code": exc.code, "message": exc.message, **exc.details()}},
+            status_code=exc.status,
+            headers=headers,
         )
 
     @app.exception_handler(OperationalError)
