@@ -52,6 +52,7 @@ from webui.web import (
     api,
     audit_pages,
     auth_pages,
+    config_page,
     configs_api,
     conversations,
     host_pages,
@@ -255,6 +256,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(projects.router)
     app.include_router(conversations.router)
     app.include_router(mcp_page.router)
+    app.include_router(config_page.router)
     app.include_router(runs_pages.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
