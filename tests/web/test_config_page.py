@@ -350,7 +350,13 @@ def test_the_json_api_takes_the_browser_session_with_its_csrf_token(cweb: tuple[
     created = web.client.post(API, json=body, headers={"X-CSRF-Token": csrf})
     assert created.status_code == 201, created.text
     assert audit(web, "config.created")[-1].source == "ui"
+    assert web.client.get(API, params={"account": ADMIN[0]}).status_code == 403
     web.logout()
     assert web.client.get(API).status_code == 401
     web.login(*OTHER)
     assert web.client.get(API).status_code == 404
+    web.logout()
+    web.login(*ADMIN)  # an administrator's session names the account explicitly
+    theirs = web.client.get(API, params={"account": USER[0]}).json()["data"]
+    assert theirs["scope"] == f"account {USER[0]}"
+    assert "via-session" in {c["name"] for c in theirs["configurations"]}

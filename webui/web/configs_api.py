@@ -170,6 +170,22 @@ def _one(view: ConfigView, status_code: int = 200) -> JSONResponse:
     )
 
 
+def _json_body(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """OpenAPI for a JSON body the route reads itself (after the caller is known)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+VALUES = {"type": "object", "description": "field name → value (a secret's mask keeps it)"}
+WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    409: {"description": "config_conflict: the revision read is not the current one (body: current, read)"},
+    422: {"description": "config_invalid: values that do not fit the fields (body: fields)"},
+    428: {"description": "precondition_required: no If-Match"},
+}
+
+
 AccountQuery = Annotated[
     str | None,
     Query(
@@ -195,7 +211,15 @@ async def list_configs(request: Request, project_id: str, account: AccountQuery 
     }
 
 
-@router.post("", summary="Create a configuration: {name, values} or {name, copyOf}", status_code=201)
+@router.post(
+    "",
+    summary="Create a configuration: {name, values} or {name, copyOf}",
+    status_code=201,
+    openapi_extra=_json_body(
+        {"name": {"type": "string"}, "values": VALUES, "copyOf": {"type": "string"}}, ["name"]
+    ),
+    responses={409: {"description": "config_conflict: the name is taken"}, 422: WRITE_ERRORS[422]},
+)
 async def create_config(request: Request, project_id: str, account: AccountQuery = None) -> Response:
     caller, place = await _place(request, project_id, account)
     body = await _body(request)
@@ -234,7 +258,16 @@ async def export_configs(
     )
 
 
-@router.post("/import", summary="Import an export document (mode merge or replace; force overwrites)")
+@router.post(
+    "/import",
+    summary="Import an export document (mode merge or replace; force overwrites)",
+    openapi_extra=_json_body({"format": {"type": "string"}, "configurations": {"type": "array"}}),
+    responses={
+        400: {"description": "config_refused: another format, version or project"},
+        409: {"description": "config_conflict: a configuration changed since the export (use force)"},
+        422: WRITE_ERRORS[422],
+    },
+)
 async def import_configs(
     request: Request,
     project_id: str,
@@ -263,7 +296,12 @@ async def show_config(request: Request, project_id: str, name: str, account: Acc
     return _one(await run_db(request.app.state.services.configs.show, place, name))
 
 
-@router.patch("/{name}", summary='Change values: {values, unset}; needs If-Match: "<revision>"')
+@router.patch(
+    "/{name}",
+    summary='Change values: {values, unset}; needs If-Match: "<revision>"',
+    openapi_extra=_json_body({"values": VALUES, "unset": {"type": "array", "items": {"type": "string"}}}),
+    responses=WRITE_ERRORS,
+)
 async def update_config(
     request: Request, project_id: str, name: str, account: AccountQuery = None
 ) -> Response:
@@ -282,7 +320,12 @@ async def update_config(
     return _one(view)
 
 
-@router.post("/{name}/rename", summary='Rename: {newName}; needs If-Match: "<revision>"')
+@router.post(
+    "/{name}/rename",
+    summary='Rename: {newName}; needs If-Match: "<revision>"',
+    openapi_extra=_json_body({"newName": {"type": "string"}}, ["newName"]),
+    responses=WRITE_ERRORS,
+)
 async def rename_config(
     request: Request, project_id: str, name: str, account: AccountQuery = None
 ) -> Response:
@@ -297,7 +340,12 @@ async def rename_config(
     return _one(view)
 
 
-@router.delete("/{name}", summary='Delete a configuration; needs If-Match: "<revision>"', status_code=204)
+@router.delete(
+    "/{name}",
+    summary='Delete a configuration; needs If-Match: "<revision>"',
+    status_code=204,
+    responses={409: WRITE_ERRORS[409], 428: WRITE_ERRORS[428]},
+)
 async def delete_config(
     request: Request, project_id: str, name: str, account: AccountQuery = None
 ) -> Response:
