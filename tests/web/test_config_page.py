@@ -194,6 +194,9 @@ def test_a_stale_save_shows_the_conflict_and_keeps_the_typed_values(
     assert 'value="https://mine.example"' in r.text and "typed-secret" not in r.text
     assert 'role="alert"' in r.text
     assert services(web).configs.show(place_of(web, USER[0]), "default").values["threshold"] == 4
+    # A configuration deleted meanwhile: a conflict of the page's view, shown in the panel.
+    r = post(web, f"{PAGE}/save", save_form(csrf, "gone", 1, threshold="1"), hx)
+    assert r.status_code == 409 and "deleted meanwhile" in rendered(r).context["outcome"].error
 
 
 def test_invalid_values_are_marked_on_their_fields_and_kept(
@@ -248,7 +251,7 @@ def test_create_copy_rename_activate_and_delete(cweb: tuple[Web, Path], hx: dict
         "copy_of": "",
     }
     r = post(web, f"{PAGE}/create", [("csrf_token", csrf), ("name", "bad name"), ("copy_of", "")], hx)
-    assert r.status_code == 400 and "not valid" in rendered(r).context["outcome"].error
+    assert r.status_code == 422 and "not valid" in rendered(r).context["outcome"].error
 
     form = [("csrf_token", csrf), ("name", "staging"), ("revision", "1"), ("new_name", "stage")]
     assert post(web, f"{PAGE}/rename", form, hx).status_code in (200, 303)
@@ -300,10 +303,10 @@ def test_export_downloads_and_import_uploads(cweb: tuple[Web, Path], hx: dict[st
     r = web.client.post(
         f"{PAGE}/import", data={"csrf_token": csrf, "mode": "replace"}, files=files, headers=hx
     )
-    assert r.status_code == 400 and HELLO in rendered(r).context["outcome"].error
+    assert r.status_code == 422 and HELLO in rendered(r).context["outcome"].error
     files = {"file": ("export.json", b"{oops", "application/json")}
     r = web.client.post(f"{PAGE}/import", data={"csrf_token": csrf}, files=files, headers=hx)
-    assert r.status_code == 400 and "not a JSON export" in rendered(r).context["outcome"].error
+    assert r.status_code == 422 and "not a JSON export" in rendered(r).context["outcome"].error
 
 
 def test_admins_pick_an_account_and_others_cannot(cweb: tuple[Web, Path]) -> None:

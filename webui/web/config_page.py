@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -29,8 +30,14 @@ from starlette.datastructures import FormData, UploadFile
 
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
-from webui.configs.service import MASK, ConfigPlace, ConfigView
-from webui.errors import ConfigurationConflict, ConfigurationInvalid, ConfigurationRefused, SteamharnessError
+from webui.configs.service import MASK, ConfigPlace, ConfigView, Who
+from webui.errors import (
+    ConfigurationConflict,
+    ConfigurationInvalid,
+    ConfigurationNotFound,
+    ConfigurationRefused,
+    SteamharnessError,
+)
 from webui.store import accounts as account_store
 from webui.strict_json import loads as strict_loads
 from webui.web.configs_api import Caller, resolve_place, who
@@ -42,6 +49,9 @@ router = APIRouter(tags=["pages"])
 
 NUMBER_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 PREFIX = "v."  # form names of values: v.<field>
+# htmx swaps only 2xx, 409, 410 and 422 answers: a configuration gone meanwhile is a conflict
+# of the page's view, a refused input an invalid one.
+PAGE_STATUS = {404: 409, 400: 422}
 
 
 @dataclass(frozen=True)
@@ -229,10 +239,10 @@ async def _act(
     user: UiUser,
     project_id: str,
     account: str | None,
-    action: Any,
+    action: Callable[[ConfigPlace, Who], None],
     *,
     notice: str,
-    on_error: Any = None,
+    on_error: Callable[[SteamharnessError], Outcome] | None = None,
 ) -> Response:
     """Run `action(place, who)` in a thread; answer the panel (htmx) or 303 (plain form), or
     the panel/page with the error."""
@@ -244,7 +254,8 @@ async def _act(
         if not exc.code.startswith("config_"):
             raise  # an unknown project, a refused account…: the error page
         outcome = on_error(exc) if on_error is not None else Outcome(error=exc.message)
-        return await _render(request, user, project_id, account, outcome, status_code=exc.status)
+        status = PAGE_STATUS.get(exc.status, exc.status)
+        return await _render(request, user, project_id, account, outcome, status_code=status)
     if not is_htmx(request):
         return RedirectResponse(page_url(project_id, account), status_code=303)
     return await _render(request, user, project_id, account, Outcome(notice=notice))
@@ -271,10 +282,14 @@ async def save_config(
     revision = _revision(form)
     caller = Caller.of_user(user)
     place = await run_db(resolve_place, request, caller, project_id, account)
-    stored = await run_db(request.app.state.services.configs.show, place, name)
+    try:
+        stored = await run_db(request.app.state.services.configs.show, place, name)
+    except ConfigurationNotFound as exc:
+        outcome = Outcome(error=f"{exc.message}: it was renamed or deleted meanwhile; nothing was saved")
+        return await _render(request, user, project_id, account, outcome, status_code=409)
     values, unset, shown = parse_values(place.fields, form, stored)
 
-    def action(place: ConfigPlace, by: Any) -> None:
+    def action(place: ConfigPlace, by: Who) -> None:
         request.app.state.services.configs.set(
             place, name, revision=revision, values=values, unset=unset, who=by
         )
@@ -315,7 +330,7 @@ async def create_config(
     copy_of = _text(form, "copy_of") or None
     service = request.app.state.services.configs
 
-    def action(place: ConfigPlace, by: Any) -> None:
+    def action(place: ConfigPlace, by: Who) -> None:
         service.create(place, name, {}, by, copy_of=copy_of)
 
     def on_error(exc: SteamharnessError) -> Outcome:
@@ -333,7 +348,7 @@ async def rename_config(
     name, new_name, revision = _text(form, "name"), _text(form, "new_name"), _revision(form)
     service = request.app.state.services.configs
 
-    def action(place: ConfigPlace, by: Any) -> None:
+    def action(place: ConfigPlace, by: Who) -> None:
         service.rename(place, name, new_name, revision=revision, who=by)
 
     return await _act(
@@ -355,7 +370,7 @@ async def delete_config(
     name, revision = _text(form, "name"), _revision(form)
     service = request.app.state.services.configs
 
-    def action(place: ConfigPlace, by: Any) -> None:
+    def action(place: ConfigPlace, by: Who) -> None:
         service.delete(place, name, revision=revision, who=by)
 
     return await _act(
@@ -377,7 +392,7 @@ async def activate_config(
     name = _text(form, "name")
     service = request.app.state.services.configs
 
-    def action(place: ConfigPlace, by: Any) -> None:
+    def action(place: ConfigPlace, by: Who) -> None:
         service.activate(place, name, by)
 
     return await _act(
@@ -429,7 +444,7 @@ async def import_config(
         await form.close()
     service = request.app.state.services.configs
 
-    def action(place: ConfigPlace, by: Any) -> None:
+    def action(place: ConfigPlace, by: Who) -> None:
         if not raw.strip():
             raise ConfigurationRefused("choose an export file to import")
         try:
