@@ -19,6 +19,10 @@ class SteamharnessError(Exception):
         super().__init__(message)
         self.message = message
 
+    def details(self) -> dict[str, object]:
+        """Extra members of the error's JSON body, next to code and message (none by default)."""
+        return {}
+
 
 class ProjectError(SteamharnessError):
     """A workflow project folder that cannot be served (bad package.json, wrong type...)."""
@@ -78,6 +82,9 @@ class ConfigurationInvalid(SteamharnessError):
         super().__init__(message)
         self.fields = fields
 
+    def details(self) -> dict[str, object]:
+        return {"fields": self.fields}
+
 
 class ConfigurationConflict(SteamharnessError):
     """A write that states a revision other than the configuration's current one."""
@@ -90,6 +97,9 @@ class ConfigurationConflict(SteamharnessError):
         self.name = name
         self.read = read
         self.current = current
+
+    def details(self) -> dict[str, object]:
+        return {"name": self.name, "current": self.current, "read": self.read}
 
 
 class ConfigurationNotFound(NotFound):
