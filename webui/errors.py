@@ -65,3 +65,17 @@ class InteractionClosed(SteamharnessError):
 
     code = "interaction_closed"
     status = 410
+
+
+class ServerUnreachable(SteamharnessError):
+    """A steamharness server the CLI talks to did not answer (or not like one)."""
+
+    code = "server_unreachable"
+    status = 502
+
+
+class KeyRefused(SteamharnessError):
+    """A steamharness server did not accept the key the CLI offered it."""
+
+    code = "key_refused"
+    status = 401
