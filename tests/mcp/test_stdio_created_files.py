@@ -24,10 +24,17 @@ def stored_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
-async def test_created_files_land_in_the_given_folder_and_the_result_names_them(tmp_path: Path) -> None:
+# As root the worker runs as `nobody`; an empty worker user keeps the server's own user.
+@pytest.mark.parametrize("worker_user", ["default", ""])
+async def test_created_files_land_in_the_given_folder_and_the_result_names_them(
+    tmp_path: Path, worker_user: str
+) -> None:
     out = tmp_path / "created"
     data = bytes(range(256)) + b"\x00end"
-    async with connect(PROJECT, tmp_path / "d", "legacy", "--file-create-store-dir", str(out)) as client:
+    env = {} if worker_user == "default" else {"STEAMHARNESS_WORKER_USER": worker_user}
+    async with connect(
+        PROJECT, tmp_path / "d", "legacy", "--file-create-store-dir", str(out), env=env
+    ) as client:
         body = payload(
             await client.call_tool("make", {"name": "../../escape/report.bin", "hex": data.hex(), "count": 2})
         )

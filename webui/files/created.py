@@ -16,6 +16,8 @@ from webui.errors import ConfigError
 
 # Bytes of a file name on disk; most filesystems allow 255.
 NAME_BYTES = 200
+# How an error names the folder when no command-line option set it.
+SETTING = "STEAMHARNESS_FILE_CREATE_STORE_DIR"
 
 
 def prepare_dir(path: Path, label: str) -> Path:
