@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.events import EventHub
-from webui.files import created
+from webui.files.created import SETTING as CREATED_FILES_SETTING
 from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
@@ -79,7 +79,7 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
     user = worker_user(settings.worker_user)  # fails before anything is created
     private_dir(settings.data_dir)
-    created_dir = prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
+    created_dir = prepare_dir(settings.resolved_file_create_store_dir, CREATED_FILES_SETTING)
     engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
     hub = EventHub()
     audit = AuditLog(hub)

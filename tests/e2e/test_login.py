@@ -130,6 +130,18 @@ def test_a_refused_key_saves_nothing_and_keeps_the_login_there_was(
     assert [p.name for p in auth.iterdir()] == ["workflow-auth.json"]
 
 
+def test_an_auth_dir_that_cannot_hold_the_file_is_one_line(server: LiveServer, tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("a file", encoding="utf-8")
+    line = one_error(login(server.base_url, server.admin_key, taken, tmp_path / "data"))
+    assert f"the auth dir {taken} is not a folder" in line
+    (tmp_path / "auth" / "workflow-auth.json").mkdir(parents=True)  # a folder where the file goes
+    line = one_error(login(server.base_url, server.admin_key, tmp_path / "auth", tmp_path / "data"))
+    assert f"cannot write {tmp_path / 'auth' / 'workflow-auth.json'}" in line
+    assert sorted(p.name for p in (tmp_path / "auth").iterdir()) == ["workflow-auth.json"]  # no temp file
+    assert taken.read_text(encoding="utf-8") == "a file"
+
+
 def test_an_unreachable_server_saves_nothing(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     line = one_error(login(url, "shk_any_key", tmp_path / "auth", tmp_path / "data"))

@@ -53,19 +53,26 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
 def save_auth(auth_dir: Path, *, server_url: str, api_key: str) -> Path:
     """Write the file (mode 0600) next to where it goes, then rename it into place: a reader
     sees the old file or the new one, never part of one. The auth dir is made if missing."""
-    auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = auth_path(auth_dir)
     body = json.dumps({"serverUrl": server_url, "apiKey": api_key}, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{AUTH_FILE}.", dir=auth_dir)  # mkstemp: mode 0600
+    if auth_dir.exists() and not auth_dir.is_dir():
+        raise ConfigError(f"the auth dir {auth_dir} is not a folder")
+    try:
+        auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{AUTH_FILE}.", dir=auth_dir)  # mkstemp: mode 0600
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(body)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
     return path
 
@@ -81,4 +88,6 @@ def remove_auth(auth_dir: Path) -> str | None:
         path.unlink()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise ConfigError(f"cannot remove {path}: {exc.strerror or exc}") from None
     return url

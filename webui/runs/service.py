@@ -629,7 +629,7 @@ class RunService:
         raise SteamharnessError(f"unknown operation {op!r}")
 
     def _create_file(self, live: _Live, worker: Worker, args: dict[str, Any]) -> dict[str, Any]:
-        """ctx.files.create: adopt the file the worker staged into the file store."""
+        """ctx.files.create: copy the file the worker staged into the created-files folder."""
         project_id = live.request.project.id
         assert worker.scratch is not None
         with take_staged_file(worker.scratch, str(args.get("tmp_path")), owner=self.pool.worker_uid) as src:
