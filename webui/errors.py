@@ -112,3 +112,17 @@ class ConfigurationRefused(SteamharnessError):
 
     code = "config_refused"
     status = 400
+
+
+class ServerUnreachable(SteamharnessError):
+    """A steamharness server the CLI talks to did not answer (or not like one)."""
+
+    code = "server_unreachable"
+    status = 502
+
+
+class KeyRefused(SteamharnessError):
+    """A steamharness server did not accept the key the CLI offered it."""
+
+    code = "key_refused"
+    status = 401
