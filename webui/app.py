@@ -52,6 +52,8 @@ from webui.web import (
     api,
     audit_pages,
     auth_pages,
+    config_page,
+    configs_api,
     conversations,
     host_pages,
     keys,
@@ -250,10 +252,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router)
+    app.include_router(configs_api.router)
     app.include_router(auth_pages.router)
     app.include_router(projects.router)
     app.include_router(conversations.router)
     app.include_router(mcp_page.router)
+    app.include_router(config_page.router)
     app.include_router(runs_pages.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
@@ -284,7 +288,9 @@ def create_app(settings: Settings) -> FastAPI:
         if isinstance(exc, DatabaseBusy):
             headers["Retry-After"] = str(exc.retry_after)
         return JSONResponse(
-            {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status, headers=headers
+            {"error": {"code": exc.code, "message": exc.message, **exc.details()}},
+            status_code=exc.status,
+            headers=headers,
         )
 
     @app.exception_handler(OperationalError)

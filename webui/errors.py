@@ -19,6 +19,10 @@ class SteamharnessError(Exception):
         super().__init__(message)
         self.message = message
 
+    def details(self) -> dict[str, object]:
+        """Extra members of the error's JSON body, next to code and message (none by default)."""
+        return {}
+
 
 class ProjectError(SteamharnessError):
     """A workflow project folder that cannot be served (bad package.json, wrong type...)."""
@@ -78,6 +82,9 @@ class ConfigurationInvalid(SteamharnessError):
         super().__init__(message)
         self.fields = fields
 
+    def details(self) -> dict[str, object]:
+        return {"fields": self.fields}
+
 
 class ConfigurationConflict(SteamharnessError):
     """A write that states a revision other than the configuration's current one."""
@@ -91,6 +98,9 @@ class ConfigurationConflict(SteamharnessError):
         self.read = read
         self.current = current
 
+    def details(self) -> dict[str, object]:
+        return {"name": self.name, "current": self.current, "read": self.read}
+
 
 class ConfigurationNotFound(NotFound):
     code = "config_not_found"
@@ -102,3 +112,17 @@ class ConfigurationRefused(SteamharnessError):
 
     code = "config_refused"
     status = 400
+
+
+class ServerUnreachable(SteamharnessError):
+    """A steamharness server the CLI talks to did not answer (or not like one)."""
+
+    code = "server_unreachable"
+    status = 502
+
+
+class KeyRefused(SteamharnessError):
+    """A steamharness server did not accept the key the CLI offered it."""
+
+    code = "key_refused"
+    status = 401

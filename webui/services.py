@@ -17,6 +17,8 @@ from webui.blocking import run_db
 from webui.configs.secrets import SecretBox
 from webui.configs.service import ConfigService
 from webui.events import EventHub
+from webui.files.created import SETTING as CREATED_FILES_SETTING
+from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.runs.isolation import worker_user
@@ -85,6 +87,7 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
     user = worker_user(settings.worker_user)  # fails before anything is created
     private_dir(settings.data_dir)
+    created_dir = prepare_dir(settings.resolved_file_create_store_dir, CREATED_FILES_SETTING)
     engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
     hub = EventHub()
     audit = AuditLog(hub)
@@ -106,7 +109,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         audit=audit,
         kv_engine=_side_engine(engine, settings.kv_store_dir, "kv.sqlite3"),
         values_engine=_side_engine(engine, settings.persistent_value_store_dir, "values.sqlite3"),
-        file_create_dir=settings.resolved_file_create_store_dir,
+        file_create_dir=created_dir,
         max_concurrent_runs=settings.max_concurrent_runs,
         kill_grace_seconds=settings.kill_grace_seconds,
         hub=hub,

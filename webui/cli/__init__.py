@@ -7,7 +7,7 @@ import typer
 from sqlalchemy.exc import OperationalError
 
 from webui.blocking import is_busy_error
-from webui.cli import config, configs, keys, mcp, projects, serve, structure, users
+from webui.cli import config, configs, keys, login, logout, mcp, projects, serve, structure, users
 from webui.errors import SteamharnessError
 
 app = typer.Typer(
@@ -20,6 +20,8 @@ app = typer.Typer(
 app.command("mcp")(mcp.mcp_command)
 app.command("structure")(structure.structure_command)
 app.command("serve")(serve.serve_command)
+app.command("login")(login.login_command)
+app.command("logout")(logout.logout_command)
 app.add_typer(projects.app, name="projects")
 app.add_typer(users.app, name="users")
 app.add_typer(keys.app, name="keys")

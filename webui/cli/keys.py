@@ -21,7 +21,9 @@ def keys_create(
     ] = None,
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", help="runs.create (default) or runs.read.", show_default=False),
+        typer.Option(
+            "--scope", help="runs.create (default), runs.read or configs (repeatable).", show_default=False
+        ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="A label.")] = None,
     data_dir: DataDirOpt = None,

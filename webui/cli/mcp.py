@@ -12,6 +12,7 @@ import typer
 
 from webui.cli.common import DataDirOpt, absolute, fail, first_error, load_settings, setting_help
 from webui.errors import ConfigError, SteamharnessError
+from webui.files.created import prepare_dir
 from webui.workflows.project import load_project
 
 # The folders this command takes, each an option and a setting; all must be absolute.
@@ -87,6 +88,8 @@ def mcp_command(
     try:
         for field in ABSOLUTE_DIRS:
             absolute(f"--{field.replace('_', '-')}", getattr(settings, field))
+        if settings.file_create_store_dir is not None:
+            prepare_dir(settings.file_create_store_dir, "--file-create-store-dir")
         related = related_projects(related_project or [])
         project = load_project(workflow_dir.expanduser().resolve())
     except SteamharnessError as exc:

@@ -71,6 +71,7 @@ def serve_command(
 
     from webui.admin import setup_demo
     from webui.app import create_app
+    from webui.files import created
     from webui.runs.isolation import harden_process, worker_user
     from webui.store.projects import list_projects
     from webui.web.connections import with_header_timeout
@@ -95,6 +96,7 @@ def serve_command(
         )
     worker_user(settings.worker_user)  # a missing worker user stops the server here
     engine, registry = open_store(settings)
+    created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for d in dirs:
         registry.register_dir(d)
     if demo:

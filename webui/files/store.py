@@ -26,6 +26,7 @@ from sqlmodel import Session
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InvalidArguments
+from webui.files.created import created_path
 from webui.files.quota import ProjectQuotaExceeded, QuotaBook, Reservation
 from webui.store import files as file_store
 from webui.store.models import ManagedFile
@@ -76,13 +77,16 @@ class BlobWriter:
     """One incoming blob: a private temp file, hashed as written, moved into place by
     content hash on commit."""
 
-    def __init__(self, store: FileStore, *, reserved: int | None = None) -> None:
-        store.blob_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, store: FileStore, *, reserved: int | None = None, final: Path | None = None) -> None:
+        """`final`: where the file goes instead of the blob store (a created file)."""
+        folder = store.blob_dir if final is None else final.parent
+        folder.mkdir(parents=True, exist_ok=True)
         self._store = store
         self._reserved = reserved
+        self._final = final
         self._digest = hashlib.sha256()
         self.size = 0
-        fd, self._tmp = tempfile.mkstemp(prefix=".incoming-", dir=store.blob_dir)
+        fd, self._tmp = tempfile.mkstemp(prefix=".incoming-", dir=folder)
         self._out = os.fdopen(fd, "wb")
 
     def write(self, chunk: bytes) -> None:
@@ -102,7 +106,7 @@ class BlobWriter:
     def commit(self) -> tuple[Path, str, int]:
         self._out.close()
         sha = self._digest.hexdigest()
-        final = self._store.blob_path(sha)
+        final = self._final or self._store.blob_path(sha)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self._tmp, final)
         return final, sha, self.size
@@ -152,9 +156,11 @@ class FileStore:
     def blob_path(self, sha: str) -> Path:
         return self.blob_dir / sha[:2] / sha
 
-    def _store_stream(self, src: BinaryIO, *, reserved: int | None = None) -> tuple[Path, str, int]:
-        """Copy `src` into the blob store, hashing as it goes; refuse past max_bytes."""
-        blob = BlobWriter(self, reserved=reserved)
+    def _store_stream(
+        self, src: BinaryIO, *, reserved: int | None = None, final: Path | None = None
+    ) -> tuple[Path, str, int]:
+        """Copy `src` into the blob store (or to `final`), hashing as it goes; refuse past max_bytes."""
+        blob = BlobWriter(self, reserved=reserved, final=final)
         try:
             while chunk := src.read(CHUNK):
                 blob.write(chunk)
@@ -215,9 +221,11 @@ class FileStore:
         finally:
             reservation.release()
 
-    def _record(self, *, uploaded_by: str | None = None, **fields: Any) -> ManagedFile:
+    def _record(
+        self, *, uploaded_by: str | None = None, file_id: str | None = None, **fields: Any
+    ) -> ManagedFile:
         """The metadata row; an upload is audited in the same transaction."""
-        row = ManagedFile(id=new_file_id(), **fields)
+        row = ManagedFile(id=file_id or new_file_id(), **fields)
         log = self.audit if row.origin == "upload" else None
         if log is None:
             return file_store.add_file(self.engine, row=row)
@@ -252,26 +260,50 @@ class FileStore:
         finally:
             reservation.release()
 
-    def adopt(self, *, project_id: str, src: BinaryIO, name: str, mime_type: str, run_id: str) -> ManagedFile:
-        """Take a file a worker wrote (ctx.files.create), opened by the caller, into the store."""
+    def adopt(
+        self,
+        *,
+        project_id: str,
+        src: BinaryIO,
+        name: str,
+        mime_type: str,
+        run_id: str,
+        created_dir: Path | None = None,
+    ) -> ManagedFile:
+        """Take a file a worker wrote (ctx.files.create), opened by the caller, into the store:
+        under `created_dir` (see webui.files.created) when given, else as a blob."""
         reservation: Reservation | None = None
         try:
             mime = check_mime_type(mime_type)
+            clean = sanitize_name(name)
             reservation = self._reserve(project_id, os.fstat(src.fileno()).st_size)
-            blob, sha, size = self._store_stream(src, reserved=reservation.nbytes)
-            return self._record(
-                project_id=project_id,
-                name=sanitize_name(name),
-                mime_type=mime,
-                size=size,
-                sha256=sha,
-                origin="output",
-                storage=str(blob),
-                run_id=run_id,
-            )
+            file_id = new_file_id()
+            final = None if created_dir is None else created_path(created_dir, project_id, file_id, clean)
+            try:
+                blob, sha, size = self._store_stream(src, reserved=reservation.nbytes, final=final)
+                return self._record(
+                    file_id=file_id,
+                    project_id=project_id,
+                    name=clean,
+                    mime_type=mime,
+                    size=size,
+                    sha256=sha,
+                    origin="output",
+                    storage=str(blob),
+                    run_id=run_id,
+                )
+            except BaseException:
+                if final is not None:  # nothing half-made stays in the created-files folder
+                    with contextlib.suppress(OSError):
+                        final.unlink(missing_ok=True)
+                        final.parent.rmdir()
+                raise
         finally:
             if reservation is not None:
                 reservation.release()
+
+    def outputs_of_run(self, run_id: str) -> list[ManagedFile]:
+        return file_store.outputs_of_run(self.engine, run_id=run_id)
 
     def get(self, file_id: str) -> ManagedFile | None:
         if not FILE_ID_RE.match(file_id):
@@ -282,3 +314,9 @@ class FileStore:
 def worker_view(row: ManagedFile) -> dict[str, Any]:
     """How a file travels to a worker (becomes a ctx ManagedFile)."""
     return {"id": row.id, "path": row.storage, "name": row.name, "mime_type": row.mime_type, "size": row.size}
+
+
+def output_view(row: ManagedFile) -> dict[str, Any]:
+    """How a file a run created is named in the run's result; `path` is where it is stored
+    (a transport that is not on this machine leaves it out)."""
+    return {"id": row.id, "name": row.name, "mimeType": row.mime_type, "size": row.size, "path": row.storage}

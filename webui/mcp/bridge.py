@@ -213,7 +213,15 @@ class CallBridge:
                         finished = True
                         event = "tool.completed" if update.status == "success" else "tool.failed"
                         await self._audit(ctx, b, event, ep, run_id, update.status)
-                        return final_result(run_id, ep, update.status, update.output, update.error)
+                        return final_result(
+                            run_id,
+                            ep,
+                            update.status,
+                            update.output,
+                            update.error,
+                            files=update.files,
+                            local=b.catalog.file_mode == "local",
+                        )
                     if update.kind == "progress" and update.progress is not None:
                         await self._progress(ctx, update.progress)
                     elif update.kind == "waiting" and update.interaction is not None:

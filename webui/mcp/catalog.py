@@ -19,6 +19,22 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "entrypointId": {"type": "string"},
         "entrypointTitle": {"type": "string"},
         "output": {},
+        # The files the run created (ctx.files.create); over stdio also their path and uri.
+        "files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "mimeType": {"type": "string"},
+                    "size": {"type": "integer"},
+                    "path": {"type": "string"},
+                    "uri": {"type": "string"},
+                },
+                "required": ["id", "name", "mimeType", "size"],
+            },
+        },
     },
     "required": ["runId", "status", "entrypointId", "entrypointTitle"],
 }

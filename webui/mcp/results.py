@@ -4,6 +4,7 @@ content (as JSON) and structuredContent; never the report, stdout, stderr or sec
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -31,10 +32,32 @@ def _base(run_id: str | None, ep: Entrypoint, status: str) -> dict[str, Any]:
     return payload
 
 
+def file_references(files: list[dict[str, Any]], *, local: bool) -> list[dict[str, Any]]:
+    """The files a run created, as its result names them: id, name, mimeType, size, and
+    where the client shares this machine (stdio), the stored file's path and file: URI."""
+    refs: list[dict[str, Any]] = []
+    for view in files:
+        ref = {k: view[k] for k in ("id", "name", "mimeType", "size") if k in view}
+        if local and view.get("path"):
+            path = Path(str(view["path"]))
+            ref.update(path=str(path), uri=path.as_uri())
+        refs.append(ref)
+    return refs
+
+
 def final_result(
-    run_id: str, ep: Entrypoint, status: str, output: Any, error: dict[str, Any] | None
+    run_id: str,
+    ep: Entrypoint,
+    status: str,
+    output: Any,
+    error: dict[str, Any] | None,
+    *,
+    files: list[dict[str, Any]] | None = None,
+    local: bool = False,
 ) -> types.CallToolResult:
     payload = _base(run_id, ep, status)
+    if files:
+        payload["files"] = file_references(files, local=local)
     if status == "success":
         payload["output"] = output
         try:

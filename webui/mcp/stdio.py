@@ -7,16 +7,15 @@ flushed inside the stdio context so nothing buffered reaches the wire after it."
 from __future__ import annotations
 
 import getpass
-import json
 import logging
 import os
 import sys
-from pathlib import Path
 
 from mcp.server.stdio import stdio_server
 
+from webui.auth.saved import saved_auth_env
 from webui.blocking import run_db
-from webui.errors import ConfigError, ConfigurationNotFound
+from webui.errors import ConfigurationNotFound
 from webui.mcp.binding import Binding, chosen_config, current_binding
 from webui.mcp.bridge import CallBridge, config_place
 from webui.mcp.catalog import Catalog, server_name
@@ -26,33 +25,6 @@ from webui.runs.related import LocalRelations
 from webui.services import open_services, request_state_key
 from webui.settings import Settings
 from webui.workflows.project import Project
-
-AUTH_FILE = "workflow-auth.json"
-AUTH_ENV = ("STEAMHARNESS_SERVER_URL", "STEAMHARNESS_SERVER_ADMIN_KEY")
-
-
-def saved_auth_env(auth_dir: Path) -> dict[str, str]:
-    """Server URL and key saved by the CLI; explicit environment variables win over these."""
-    path = auth_dir / AUTH_FILE
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read saved auth: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: saved auth must be a JSON object")
-    aliases = {
-        "STEAMHARNESS_SERVER_URL": ("STEAMHARNESS_SERVER_URL", "serverUrl", "server_url"),
-        "STEAMHARNESS_SERVER_ADMIN_KEY": ("STEAMHARNESS_SERVER_ADMIN_KEY", "adminKey", "admin_key", "apiKey"),
-    }
-    env: dict[str, str] = {}
-    for name, keys in aliases.items():
-        for key in keys:
-            if isinstance(raw.get(key), str) and raw[key]:
-                env[name] = raw[key]
-                break
-    return env
 
 
 async def serve_stdio(

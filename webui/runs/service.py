@@ -30,13 +30,13 @@ from webui.blocking import DatabaseBusy, TaskSet, run_db
 from webui.configs.service import ConfigSnapshot
 from webui.errors import InvalidArguments, NotFound, SteamharnessError
 from webui.events import EventHub
-from webui.files.store import FileStore, worker_view
+from webui.files.store import FileStore, output_view, worker_view
 from webui.interactions.service import Answer, InteractionService
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.related import MAX_CHILD_DEPTH, RelatedTarget, Relations
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
-from webui.store.models import Interaction, KVEntry, PersistentValue, Run, utcnow
+from webui.store.models import Interaction, KVEntry, ManagedFile, PersistentValue, Run, utcnow
 from webui.workflows.project import Entrypoint, Project, parse_params
 from webui.workflows.related import RelatedProjectError
 from webui.workflows.schema import (
@@ -168,6 +168,8 @@ class RunUpdate:
     progress: dict[str, Any] | None = None
     output: Any = None
     error: dict[str, Any] | None = None
+    # `final`: the files the run created (webui.files.store.output_view), oldest first.
+    files: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -187,6 +189,7 @@ class _Live:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     asked: bool = False
     task: asyncio.Task[None] | None = None
+    created: list[dict[str, Any]] = field(default_factory=list)
     # Writes of this run's records happen in threads; the lock keeps them in call order.
     writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Child runs: the live parent (its watchers also see this run's questions) and the
@@ -349,7 +352,8 @@ class RunService:
                 raise NotFound(f"run {run_id!r} not found")
             if run.status not in run_store.FINAL_STATUSES:
                 raise NotFound(f"run {run_id!r} is not driven by this process")
-            queue.put_nowait(self._final_update(run))
+            files = await run_db(self.files.outputs_of_run, run_id)
+            queue.put_nowait(self._final_update(run, files))
             yield queue
             return
         if live.waiting_on is not None:
@@ -395,8 +399,9 @@ class RunService:
             "params": req.params,
             "root": str(req.project.root),
             "handler": req.entrypoint.handler,
-            # A worker user cannot reach the data dir: it stages outputs in its scratch dir.
-            "fileCreateDir": None if self.pool.user else str(self.file_create_dir / req.project.id),
+            # A worker stages ctx.files.create in its scratch dir; the server copies it into
+            # the created-files folder (a worker user cannot reach it).
+            "fileCreateDir": None,
             "env": req.env,
             "related": req.related,
             "relatedIds": req.relations.ids() if req.relations is not None else {},
@@ -499,7 +504,8 @@ class RunService:
         live.outcome = (status, output, error)
         for child_id in list(live.children):  # a child never outlives the run waiting on it
             self._tasks.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
-        self._publish(live, RunUpdate("final", live.run_id, status, output=output, error=error))
+        final = RunUpdate("final", live.run_id, status, output=output, error=error, files=list(live.created))
+        self._publish(live, final)
         self._live.pop(live.run_id, None)
         live.done.set()
         self._tasks.spawn(self._wake_queue())
@@ -669,21 +675,19 @@ class RunService:
         raise SteamharnessError(f"unknown operation {op!r}")
 
     def _create_file(self, live: _Live, worker: Worker, args: dict[str, Any]) -> dict[str, Any]:
-        """ctx.files.create: adopt the file the worker staged into the file store."""
+        """ctx.files.create: copy the file the worker staged into the created-files folder."""
         project_id = live.request.project.id
-        if self.pool.user:
-            assert worker.scratch is not None
-            create_dir = worker.scratch
-        else:
-            create_dir = str(self.file_create_dir / project_id)
-        with take_staged_file(create_dir, str(args.get("tmp_path")), owner=self.pool.worker_uid) as src:
+        assert worker.scratch is not None
+        with take_staged_file(worker.scratch, str(args.get("tmp_path")), owner=self.pool.worker_uid) as src:
             row = self.files.adopt(
                 project_id=project_id,
                 src=src,
                 name=str(args.get("name") or "output"),
                 mime_type=str(args.get("mime_type") or "application/octet-stream"),
                 run_id=live.run_id,
+                created_dir=self.file_create_dir,
             )
+        live.created.append(output_view(row))
         run_store.add_event(
             self.engine,
             run_id=live.run_id,
@@ -916,5 +920,6 @@ class RunService:
             queue.put_nowait(update)
 
     @staticmethod
-    def _final_update(run: Run) -> RunUpdate:
-        return RunUpdate("final", run.id, run.status, output=run.output, error=run.error)
+    def _final_update(run: Run, files: list[ManagedFile]) -> RunUpdate:
+        views = [output_view(row) for row in files]
+        return RunUpdate("final", run.id, run.status, output=run.output, error=run.error, files=views)

@@ -20,6 +20,17 @@ def get_file(engine: Engine, *, file_id: str) -> ManagedFile | None:
     return get_row(engine, ManagedFile, file_id)
 
 
+def outputs_of_run(engine: Engine, *, run_id: str) -> list[ManagedFile]:
+    """The files a run created, oldest first."""
+    with Session(engine) as s:
+        rows = s.exec(
+            select(ManagedFile)
+            .where(ManagedFile.run_id == run_id, ManagedFile.origin == "output")
+            .order_by(col(ManagedFile.created_at), col(ManagedFile.id))
+        ).all()
+    return list(rows)
+
+
 def usage(engine: Engine, *, project_id: str) -> tuple[int, int]:
     """(bytes, files) a project's file rows account for."""
     with Session(engine) as s:

@@ -129,6 +129,23 @@ def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> 
     return data
 
 
+@router.get(
+    "/whoami",
+    summary="Who the Bearer key is: checks a key without doing anything with it",
+    responses={401: {"description": "No key, or one the server does not accept"}},
+)
+def whoami(principal: PrincipalDep) -> dict[str, Any]:
+    return {
+        "data": {
+            "kind": principal.kind,
+            "actor": principal.actor,
+            "keyId": principal.key_id,
+            "scopes": sorted(principal.scopes),
+            "projects": None if principal.projects is None else sorted(principal.projects),
+        }
+    }
+
+
 @router.get("/runs/{run_id}", summary="A run's status, output or error, and any pending interaction")
 def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
     run = run_store.get_run(services.engine, run_id=run_id)

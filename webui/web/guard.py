@@ -13,7 +13,10 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
   5. /api routes other than the MCP endpoint are authenticated here, before any of the
      body is read (FastAPI reads a body parameter before running dependencies); the
      principal is handed to the route (`deps.get_principal`). The MCP gateway reads no
-     body before it has authenticated, and its 401s count as failures here.
+     body before it has authenticated, and its 401s count as failures here. The
+     configurations API also takes the browser session: a request there without an
+     Authorization header goes on to the route, which resolves the session (and its CSRF
+     token) before it reads any body.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from webui.blocking import run_db
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
+SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/configs(/.*)?")
 WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
 
 
@@ -107,7 +111,7 @@ class RequestGuard:
             await self._too_large(scope, send, declared=int(declared))
             return
 
-        if kind == "api":
+        if kind == "api" and not (authorization is None and SESSION_API_PATH.fullmatch(scope["path"])):
             principal = await self._authenticate(scope, send, authorization)
             if principal is None:
                 return

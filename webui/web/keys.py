@@ -27,6 +27,7 @@ NAME_MAX = 100
 SCOPE_HELP = {
     "runs.create": "Call tools (start runs) and answer their questions.",
     "runs.read": "Read runs and their results.",
+    "configs": "Manage your project configurations (the configurations API).",
 }
 
 

@@ -1,0 +1,69 @@
+"""A real server keeps the files runs create in STEAMHARNESS_FILE_CREATE_STORE_DIR, and its
+tool results name them without a path the remote client could not use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.e2e.server import FILES, STEAMHARNESS, free_port, running_server
+from tests.e2e.test_http_mcp import payload, sdk_client
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_server_stores_created_files_in_its_folder_and_names_them_by_id(tmp_path: Path) -> None:
+    out = tmp_path / "created"
+    with running_server(tmp_path / "srv", STEAMHARNESS_FILE_CREATE_STORE_DIR=str(out)) as server:
+        assert out.is_dir()  # made at start-up
+        key = server.create_key("nia")
+        up = httpx2.post(
+            f"{server.base_url}/api/workflows/{FILES}/files",
+            params={"fileName": "notes.txt", "mimeType": "text/plain"},
+            content=b"a\nb\n",
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/octet-stream"},
+        )
+        assert up.status_code == 201, up.text
+        file_id = up.json()["data"][0]["id"]
+        async with sdk_client(server.mcp_url(FILES), key, "legacy") as client:
+            body = payload(await client.call_tool("summarize", {"document": {"id": file_id}}))
+    (ref,) = body["files"]
+    assert ref == {"id": ref["id"], "name": "summary.txt", "mimeType": "text/plain", "size": ref["size"]}
+    assert ref["id"] == body["output"]["summaryFile"]["id"]
+    stored = out / FILES / ref["id"] / "summary.txt"
+    assert stored.read_bytes() == b"notes.txt: 2 lines, 4 bytes\n"
+    assert ref["size"] == stored.stat().st_size
+    assert sorted(p for p in out.rglob("*") if p.is_file()) == [stored]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("relative/out", "STEAMHARNESS_FILE_CREATE_STORE_DIR must be an absolute path, got 'relative/out'"),
+        ("{taken}", "is not a folder"),
+    ],
+)
+def test_serve_with_an_unusable_created_files_folder_exits_with_one_clear_line(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("a file", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    env["STEAMHARNESS_FILE_CREATE_STORE_DIR"] = value.format(taken=taken)
+    proc = subprocess.run(
+        [STEAMHARNESS, "serve", "--port", str(free_port()), "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert taken.read_text(encoding="utf-8") == "a file"

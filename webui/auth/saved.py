@@ -1,0 +1,93 @@
+"""The CLI's saved login: `workflow-auth.json` in the auth dir.
+
+`steamharness login` writes it (server URL and key, owner-only, atomically), `logout`
+removes it, and `steamharness mcp` hands its values to workflow handlers as
+STEAMHARNESS_SERVER_URL and STEAMHARNESS_SERVER_ADMIN_KEY (explicit environment variables
+win). It is written as `{"serverUrl": ..., "apiKey": ...}`; older spellings are still read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from webui.errors import ConfigError
+
+AUTH_FILE = "workflow-auth.json"
+URL_ENV = "STEAMHARNESS_SERVER_URL"
+KEY_ENV = "STEAMHARNESS_SERVER_ADMIN_KEY"
+# Each variable, and the keys of the file it is read from, first found wins.
+ALIASES: dict[str, tuple[str, ...]] = {
+    URL_ENV: (URL_ENV, "serverUrl", "server_url"),
+    KEY_ENV: (KEY_ENV, "adminKey", "admin_key", "apiKey"),
+}
+
+
+def auth_path(auth_dir: Path) -> Path:
+    return auth_dir / AUTH_FILE
+
+
+def saved_auth_env(auth_dir: Path) -> dict[str, str]:
+    """Server URL and key saved by the CLI, as environment variables; {} when none is saved."""
+    path = auth_path(auth_dir)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read saved auth: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: saved auth must be a JSON object")
+    env: dict[str, str] = {}
+    for name, keys in ALIASES.items():
+        for key in keys:
+            if isinstance(raw.get(key), str) and raw[key]:
+                env[name] = raw[key]
+                break
+    return env
+
+
+def save_auth(auth_dir: Path, *, server_url: str, api_key: str) -> Path:
+    """Write the file (mode 0600) next to where it goes, then rename it into place: a reader
+    sees the old file or the new one, never part of one. The auth dir is made if missing."""
+    path = auth_path(auth_dir)
+    body = json.dumps({"serverUrl": server_url, "apiKey": api_key}, indent=2) + "\n"
+    if auth_dir.exists() and not auth_dir.is_dir():
+        raise ConfigError(f"the auth dir {auth_dir} is not a folder")
+    try:
+        auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{AUTH_FILE}.", dir=auth_dir)  # mkstemp: mode 0600
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+    return path
+
+
+def remove_auth(auth_dir: Path) -> str | None:
+    """Remove the saved login; the server URL it named ("" if unreadable), None if there was none."""
+    path = auth_path(auth_dir)
+    try:
+        url = saved_auth_env(auth_dir).get(URL_ENV, "")
+    except ConfigError:
+        url = ""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot remove {path}: {exc.strerror or exc}") from None
+    return url

@@ -1,0 +1,368 @@
+"""JSON API of a project's named configurations, over `Services.configs`.
+
+    GET    /api/workflows/{id}/configs                  list, the fields, which is active
+    POST   /api/workflows/{id}/configs                  create {name, values} or {name, copyOf}
+    GET    /api/workflows/{id}/configs/export           one JSON document (?secrets=true: audited)
+    POST   /api/workflows/{id}/configs/import           apply an export (?mode=merge|replace&force=true)
+    GET    /api/workflows/{id}/configs/{name}           one configuration (ETag: "<revision>")
+    PATCH  /api/workflows/{id}/configs/{name}           {values, unset}; If-Match required
+    POST   /api/workflows/{id}/configs/{name}/rename    {newName}; If-Match required
+    DELETE /api/workflows/{id}/configs/{name}           If-Match required
+    POST   /api/workflows/{id}/configs/{name}/activate
+
+Callers: a Bearer API key with the `configs` scope (the server admin key too), or the
+browser session (writes need its CSRF token in `X-CSRF-Token`; the guard has checked the
+Origin). Each works on its own scope; `?account=NAME` lets an administrator work on an
+account's scope (every write is audited with the scope it touched). A caller without run
+permission on the project gets 404, as for an unknown project. Bodies are read only after
+the caller is known.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from webui.auth.keys import AuthError, Forbidden, Principal
+from webui.auth.ui import UiUser
+from webui.blocking import run_db
+from webui.configs.places import account_place
+from webui.configs.service import ConfigPlace, ConfigView, Who
+from webui.errors import ConfigurationRefused, NotFound, SteamharnessError
+from webui.services import Services
+from webui.store import accounts as account_store
+from webui.strict_json import loads as strict_loads
+from webui.web.deps import UNSAFE_METHODS, get_ui_user
+from webui.web.security import check_csrf
+
+SCOPE = "configs"
+ETAG_RE = re.compile(r'\s*(?:W/)?"?([0-9]{1,18})"?\s*')
+
+router = APIRouter(prefix="/api/workflows/{project_id}/configs", tags=["configurations"])
+
+
+class PreconditionRequired(SteamharnessError):
+    """A write without the revision it read (`If-Match`)."""
+
+    code = "precondition_required"
+    status = 428
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who manages configurations: their own scope, their projects, and whether they may
+    name another account's scope."""
+
+    actor: str
+    account_id: int | None  # None: the admin principal (the server admin key)
+    account_name: str | None
+    is_admin: bool
+    projects: frozenset[str] | None  # None: every project
+    source: str  # "api" (a key) or "ui" (the browser session)
+
+    def may_use(self, project_id: str) -> bool:
+        return self.projects is None or project_id in self.projects
+
+    @staticmethod
+    def of_user(user: UiUser) -> Caller:
+        return Caller(user.actor, user.account_id, user.name, user.is_admin, user.projects, "ui")
+
+
+def _caller_of_key(services: Services, principal: Principal) -> Caller:
+    if principal.kind == "admin":
+        return Caller(principal.actor, None, None, True, None, "api")
+    if SCOPE not in principal.scopes:
+        raise Forbidden(f"this API key lacks the {SCOPE} scope (create a key with --scope {SCOPE})")
+    assert principal.account_id is not None
+    account = account_store.get_account_by_id(services.engine, account_id=principal.account_id)
+    if account is None:
+        raise AuthError("invalid API key")
+    return Caller(principal.actor, account.id, account.name, account.is_admin, principal.projects, "api")
+
+
+async def get_caller(request: Request) -> Caller:
+    services: Services = request.app.state.services
+    principal = getattr(request.state, "principal", None)
+    if isinstance(principal, Principal):
+        return await run_db(_caller_of_key, services, principal)
+    user = await run_db(get_ui_user, request)
+    if user is None:
+        raise AuthError("missing Authorization: Bearer <API key> (or log in to use the browser session)")
+    if request.method in UNSAFE_METHODS:
+        check_csrf(user.csrf_token, request.headers.get("x-csrf-token"))
+    return Caller.of_user(user)
+
+
+def who(request: Request, caller: Caller) -> Who:
+    return Who(
+        actor=caller.actor,
+        source=caller.source,
+        client_address=request.client.host if request.client else None,
+        user_agent=request.headers.get("user-agent"),
+    )
+
+
+def resolve_place(request: Request, caller: Caller, project_id: str, account: str | None) -> ConfigPlace:
+    """The caller's scope of the project (or, for an administrator, `account`'s), with the
+    fields of the project's draft. 404 when the project is unknown or not the caller's."""
+    if not caller.may_use(project_id):
+        raise NotFound(f"project {project_id!r} is not registered")
+    services: Services = request.app.state.services
+    project = request.app.state.registry.draft(project_id)
+    fields = project.config_fields
+    if account is None:
+        return account_place(
+            project_id, fields, account_id=caller.account_id, account_name=caller.account_name
+        )
+    if not caller.is_admin:
+        raise Forbidden("only an administrator may manage another account's configurations (?account=)")
+    row = account_store.get_account(services.engine, name=account)
+    if row is None or row.id is None:
+        raise NotFound(f"account {account!r} not found")
+    return account_place(project_id, fields, account_id=row.id, account_name=row.name)
+
+
+async def _place(request: Request, project_id: str, account: str | None) -> tuple[Caller, ConfigPlace]:
+    caller = await get_caller(request)
+    place = await run_db(resolve_place, request, caller, project_id, account)
+    return caller, place
+
+
+def if_match(request: Request) -> int:
+    """The revision the write read, from `If-Match: "<revision>"`."""
+    raw = request.headers.get("if-match")
+    if raw is None:
+        raise PreconditionRequired(
+            'this write needs If-Match: "<revision>" with the revision you read (see the ETag of GET)'
+        )
+    found = ETAG_RE.fullmatch(raw)
+    if found is None:
+        raise ConfigurationRefused(f'If-Match must be one revision such as "3", got {raw[:40]!r}')
+    return int(found.group(1))
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        doc = strict_loads(raw.decode("utf-8")) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigurationRefused(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigurationRefused("the request body must be a JSON object")
+    return doc
+
+
+def _name_member(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise ConfigurationRefused(f"{key}: expected a configuration name")
+    return value
+
+
+def _one(view: ConfigView, status_code: int = 200) -> JSONResponse:
+    return JSONResponse(
+        {"data": view.to_json()}, status_code=status_code, headers={"ETag": f'"{view.revision}"'}
+    )
+
+
+def _json_body(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """OpenAPI for a JSON body the route reads itself (after the caller is known)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+VALUES = {"type": "object", "description": "field name → value (a secret's mask keeps it)"}
+WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    409: {"description": "config_conflict: the revision read is not the current one (body: current, read)"},
+    422: {"description": "config_invalid: values that do not fit the fields (body: fields)"},
+    428: {"description": "precondition_required: no If-Match"},
+}
+
+
+AccountQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="Administrators: the account whose configurations to manage (audited).",
+    ),
+]
+
+
+@router.get("", summary="A project's configurations in your scope, its fields and the active one")
+async def list_configs(request: Request, project_id: str, account: AccountQuery = None) -> Any:
+    _, place = await _place(request, project_id, account)
+    views = await run_db(request.app.state.services.configs.list, place)
+    return {
+        "data": {
+            "projectId": place.project_id,
+            "scope": place.owner,
+            "fields": [f.declaration() for f in place.fields],
+            "active": next((v.name for v in views if v.active), "default"),
+            "configurations": [v.to_json() for v in views],
+        }
+    }
+
+
+@router.post(
+    "",
+    summary="Create a configuration: {name, values} or {name, copyOf}",
+    status_code=201,
+    openapi_extra=_json_body(
+        {"name": {"type": "string"}, "values": VALUES, "copyOf": {"type": "string"}}, ["name"]
+    ),
+    responses={409: {"description": "config_conflict: the name is taken"}, 422: WRITE_ERRORS[422]},
+)
+async def create_config(request: Request, project_id: str, account: AccountQuery = None) -> Response:
+    caller, place = await _place(request, project_id, account)
+    body = await _body(request)
+    name = _name_member(body, "name")
+    service = request.app.state.services.configs
+    if body.get("copyOf") is not None:
+        if "values" in body:
+            raise ConfigurationRefused("give either values or copyOf, not both")
+        view = await run_db(service.copy, place, _name_member(body, "copyOf"), name, who(request, caller))
+    else:
+        values = body.get("values", {})
+        view = await run_db(service.create, place, name, values, who(request, caller))
+    response = _one(view, 201)
+    response.headers["Location"] = f"/api/workflows/{project_id}/configs/{view.name}"
+    return response
+
+
+@router.get("/export", summary="Export every configuration of the scope (secrets only with ?secrets=true)")
+async def export_configs(
+    request: Request,
+    project_id: str,
+    account: AccountQuery = None,
+    secrets: bool = Query(default=False, description="Include secret values in clear (audited)."),
+) -> Response:
+    caller, place = await _place(request, project_id, account)
+    doc = await run_db(
+        lambda: request.app.state.services.configs.export(place, secrets=secrets, who=who(request, caller))
+    )
+    return Response(
+        json.dumps(doc, indent=2, ensure_ascii=False) + "\n",
+        media_type="application/json",
+        headers={
+            "Content-Disposition": f'attachment; filename="configurations-{project_id}.json"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.post(
+    "/import",
+    summary="Import an export document (mode merge or replace; force overwrites)",
+    openapi_extra=_json_body({"format": {"type": "string"}, "configurations": {"type": "array"}}),
+    responses={
+        400: {"description": "config_refused: another format, version or project"},
+        409: {"description": "config_conflict: a configuration changed since the export (use force)"},
+        422: WRITE_ERRORS[422],
+    },
+)
+async def import_configs(
+    request: Request,
+    project_id: str,
+    account: AccountQuery = None,
+    mode: str = Query(default="merge", description="merge (keep others) or replace (delete others)"),
+    force: bool = Query(default=False, description="Overwrite configurations changed since the export"),
+) -> Any:
+    caller, place = await _place(request, project_id, account)
+    doc = await _body(request)
+    views = await run_db(
+        lambda: request.app.state.services.configs.import_(
+            place, doc, mode=mode, force=force, who=who(request, caller)
+        )
+    )
+    return {
+        "data": {
+            "active": next((v.name for v in views if v.active), "default"),
+            "configurations": [v.to_json() for v in views],
+        }
+    }
+
+
+@router.get("/{name}", summary="One configuration (secrets masked); its ETag is its revision")
+async def show_config(request: Request, project_id: str, name: str, account: AccountQuery = None) -> Any:
+    _, place = await _place(request, project_id, account)
+    return _one(await run_db(request.app.state.services.configs.show, place, name))
+
+
+@router.patch(
+    "/{name}",
+    summary='Change values: {values, unset}; needs If-Match: "<revision>"',
+    openapi_extra=_json_body({"values": VALUES, "unset": {"type": "array", "items": {"type": "string"}}}),
+    responses=WRITE_ERRORS,
+)
+async def update_config(
+    request: Request, project_id: str, name: str, account: AccountQuery = None
+) -> Response:
+    caller, place = await _place(request, project_id, account)
+    revision = if_match(request)
+    body = await _body(request)
+    values = body.get("values", {})
+    unset = body.get("unset", [])
+    if not isinstance(unset, list) or not all(isinstance(u, str) for u in unset):
+        raise ConfigurationRefused("unset: expected a list of field names")
+    view = await run_db(
+        lambda: request.app.state.services.configs.set(
+            place, name, revision=revision, values=values, unset=unset, who=who(request, caller)
+        )
+    )
+    return _one(view)
+
+
+@router.post(
+    "/{name}/rename",
+    summary='Rename: {newName}; needs If-Match: "<revision>"',
+    openapi_extra=_json_body({"newName": {"type": "string"}}, ["newName"]),
+    responses=WRITE_ERRORS,
+)
+async def rename_config(
+    request: Request, project_id: str, name: str, account: AccountQuery = None
+) -> Response:
+    caller, place = await _place(request, project_id, account)
+    revision = if_match(request)
+    new_name = _name_member(await _body(request), "newName")
+    view = await run_db(
+        lambda: request.app.state.services.configs.rename(
+            place, name, new_name, revision=revision, who=who(request, caller)
+        )
+    )
+    return _one(view)
+
+
+@router.delete(
+    "/{name}",
+    summary='Delete a configuration; needs If-Match: "<revision>"',
+    status_code=204,
+    responses={409: WRITE_ERRORS[409], 428: WRITE_ERRORS[428]},
+)
+async def delete_config(
+    request: Request, project_id: str, name: str, account: AccountQuery = None
+) -> Response:
+    caller, place = await _place(request, project_id, account)
+    revision = if_match(request)
+    await run_db(
+        lambda: request.app.state.services.configs.delete(
+            place, name, revision=revision, who=who(request, caller)
+        )
+    )
+    return Response(status_code=204)
+
+
+@router.post("/{name}/activate", summary="Make this configuration the active one of the scope")
+async def activate_config(
+    request: Request, project_id: str, name: str, account: AccountQuery = None
+) -> Response:
+    caller, place = await _place(request, project_id, account)
+    view = await run_db(request.app.state.services.configs.activate, place, name, who(request, caller))
+    return _one(view)
