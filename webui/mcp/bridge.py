@@ -343,10 +343,13 @@ class CallBridge:
             asked_in = self.interactions.get(interaction_id).run_id
         except NotFound:
             asked_in = None
+        # The question may be a child run's (started through ctx.related) that this run waits on.
+        asked_here = asked_in is not None and await run_db(
+            run_store.is_descendant_or_self, self.runs.engine, run_id=asked_in, ancestor=run_id
+        )
         if (
             run is None
-            or asked_in is None
-            or not run_store.is_descendant_or_self(self.runs.engine, run_id=asked_in, ancestor=run_id)
+            or not asked_here
             or run.project_id != b.catalog.project.id
             or not _party(b).owns(run.account_id)
         ):
