@@ -277,11 +277,19 @@ class HostService:
 
     # ------------------------------------------------------------------ tool calls
     async def call_tool(
-        self, conversation_id: str, server_id: str, tool: str, arguments: dict[str, Any], *, actor: str
+        self,
+        conversation_id: str,
+        server_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        actor: str,
+        call_id: str | None = None,
     ) -> HostCall:
+        """Call a tool, recording the call as a row (`call_id` names it, if the caller chose)."""
         conn = await self.connect(conversation_id, server_id)
         row = HostCall(
-            id=f"call_{secrets.token_hex(6)}",
+            id=call_id or f"call_{secrets.token_hex(6)}",
             conversation_id=conversation_id,
             server_id=server_id,
             tool=tool,

@@ -42,6 +42,9 @@ class Launch(BackgroundCall):
     phase: str = "connecting"  # connecting | calling | done
     row: HostCall | None = None
     error: str | None = None
+    # The id the service gives the call's row, chosen here so the page can tell that row
+    # apart from the others while the launch is still in flight.
+    call_id: str = field(default_factory=lambda: f"call_{secrets.token_hex(6)}")
 
     @property
     def conversation_id(self) -> str:
@@ -89,7 +92,12 @@ class HostCalls:
             launch.phase = "calling"
             self.calls.notify(launch.conversation_id)
             launch.row = await host.call_tool(
-                launch.conversation_id, launch.server_id, launch.tool, launch.arguments, actor=launch.actor
+                launch.conversation_id,
+                launch.server_id,
+                launch.tool,
+                launch.arguments,
+                actor=launch.actor,
+                call_id=launch.call_id,
             )
         except SteamharnessError as exc:
             launch.error = exc.message

@@ -230,10 +230,13 @@ def activity(host: HostService, launches: list[Launch], conv: HostConversation) 
     config, _ = load_config(host)
     names = server_names(config)
     in_flight = [x for x in launches if x.phase != "done"]
+    in_flight_ids = {x.call_id for x in in_flight}
     views: list[CallView] = []
     for row in host.calls(conv.id):
-        if row.status == "running" and in_flight:
-            continue  # shown by its launch until it finishes
+        # Shown by its launch until the launch is done, even if the row finished meanwhile:
+        # the launches were looked at before the rows were read.
+        if row.id in in_flight_ids:
+            continue
         views.append(call_from_row(row))
     views += [call_from_launch(x) for x in launches if x.phase != "done" or x.row is None]
     views.sort(key=lambda v: (v.started_at.replace(tzinfo=None), v.id), reverse=True)
