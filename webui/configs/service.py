@@ -181,6 +181,16 @@ class ConfigService:
             f"project {place.project_id} has no configuration {name!r} ({place.owner})"
         )
 
+    def _row_at(self, place: ConfigPlace, name: str, revision: int) -> ProjectConfig:
+        """The row of `name`, which the caller read at `revision` (else `config_conflict`)."""
+        row = self._row(place, name)
+        if row.revision != revision:
+            raise _conflict(place, name, revision, row.revision)
+        return row
+
+    def _revision_of(self, place: ConfigPlace, name: str) -> int | None:
+        return next((r.revision for r in self._rows(place) if r.name == name), None)
+
     def list(self, place: ConfigPlace) -> list[ConfigView]:
         return [self._view(place, r) for r in self._rows(place)]
 
@@ -279,8 +289,7 @@ class ConfigService:
                 audit=self._audit(place, who, event, name, fields=sorted(merged), source_config=copy_of),
             )
         except NameTaken:
-            current = next((r.revision for r in self._rows(place) if r.name == name), None)
-            raise _conflict(place, name, None, current) from None
+            raise _conflict(place, name, None, self._revision_of(place, name)) from None
         return self._view(place, row)
 
     def copy(self, place: ConfigPlace, name: str, new_name: str, who: Who) -> ConfigView:
@@ -297,9 +306,7 @@ class ConfigService:
         who: Who,
     ) -> ConfigView:
         """Change some values of `name`, read at `revision` (stale → `config_conflict`)."""
-        row = self._row(place, name)
-        if row.revision != revision:
-            raise _conflict(place, name, revision, row.revision)
+        row = self._row_at(place, name, revision)
         merged = self._merge(place, name, row.values, values, unset)
         changed = sorted(k for k in set(merged) | set(row.values) if merged.get(k) != row.values.get(k))
         try:
@@ -320,9 +327,7 @@ class ConfigService:
         _check_name(new_name, "new configuration name")
         if name == DEFAULT_NAME:
             raise ConfigurationRefused("the default configuration cannot be renamed (copy it instead)")
-        row = self._row(place, name)
-        if row.revision != revision:
-            raise _conflict(place, name, revision, row.revision)
+        self._row_at(place, name, revision)
         try:
             row = store.rename_config(
                 self.engine,
@@ -336,16 +341,13 @@ class ConfigService:
         except StaleRevision as exc:
             raise _conflict(place, name, revision, exc.found) from None
         except NameTaken:
-            current = next((r.revision for r in self._rows(place) if r.name == new_name), None)
-            raise _conflict(place, new_name, None, current) from None
+            raise _conflict(place, new_name, None, self._revision_of(place, new_name)) from None
         return self._view(place, row)
 
     def delete(self, place: ConfigPlace, name: str, *, revision: int, who: Who) -> None:
         if name == DEFAULT_NAME:
             raise ConfigurationRefused("the default configuration cannot be deleted")
-        row = self._row(place, name)
-        if row.revision != revision:
-            raise _conflict(place, name, revision, row.revision)
+        self._row_at(place, name, revision)
         try:
             store.delete_config(
                 self.engine,
