@@ -49,7 +49,7 @@ def test_a_valid_root_exits_zero_with_one_success_line_on_stderr(tmp_path: Path)
 def test_an_invalid_root_prints_one_line_per_problem_and_exits_non_zero(tmp_path: Path) -> None:
     servers = GOOD | {"bad": {"type": "sse", "url": "http://mcp.example.com/sse", "alwaysAllow": ["x"]}}
     root = make_root(tmp_path / "root", servers, "defaults: {mcp_servers: [mcp-nope]}\n")
-    done = validate("--root", str(root))
+    done = validate("--root", str(root), "--check-env")
     assert done.returncode == 1 and done.stdout == ""
     lines = done.stderr.splitlines()
     assert all(line.startswith(PREFIX) for line in lines), lines
@@ -67,11 +67,41 @@ def test_an_invalid_root_prints_one_line_per_problem_and_exits_non_zero(tmp_path
     assert "Traceback" not in done.stderr
 
 
-def test_an_empty_variable_in_the_process_environment_is_a_problem(tmp_path: Path) -> None:
+def test_an_empty_variable_is_an_error_with_check_env(tmp_path: Path) -> None:
     root = make_root(tmp_path / "root", GOOD)
-    done = validate("--root", str(root), env={"WORKSPACE_ID": ""})
+    done = validate("--root", str(root), "--check-env", env={"WORKSPACE_ID": ""})
     assert done.returncode == 1
     assert "environment variable WORKSPACE_ID is empty in the host process" in done.stderr
+
+
+def test_an_unset_or_empty_variable_is_only_a_warning_by_default(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD)
+    for env in ({}, {"WORKSPACE_ID": ""}):
+        done = validate("--root", str(root), env=env)
+        assert done.returncode == 0, done.stderr
+        state = "empty" if env else "not set"
+        assert done.stderr.splitlines() == [
+            f"steamharness: warning: {root}/mcp/servers.json: mcp-docs: headers.X-Workspace: environment"
+            f" variable WORKSPACE_ID is {state} in the host process (references need a non-empty value)",
+            f"steamharness: config ok: 2 MCP server(s) in {root}; defaults: none"
+            " (1 warning(s); --check-env makes them errors)",
+        ]
+
+
+def test_other_problems_still_fail_without_check_env(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD, "defaults: {mcp_servers: [mcp-nope]}\n")
+    done = validate("--root", str(root))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"steamharness: error: {root}/config.yaml: defaults.mcp_servers[0]:"
+        " no configured MCP server has id 'mcp-nope'"
+    ]
+
+
+def test_with_the_variable_set_check_env_passes(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD)
+    done = validate("--root", str(root), "--check-env", env={"WORKSPACE_ID": "ws"})
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
 
 
 def test_the_root_comes_from_steamharness_root_then_the_data_dir(tmp_path: Path) -> None:
@@ -103,3 +133,4 @@ def test_a_missing_root_is_one_clear_line(tmp_path: Path) -> None:
 def test_config_validate_has_help() -> None:
     done = validate("--help")
     assert done.returncode == 0 and "--root" in done.stdout and "STEAMHARNESS_ROOT" in done.stdout
+    assert "--check-env" in done.stdout

@@ -27,20 +27,36 @@ def config_validate(
             show_default=False,
         ),
     ] = None,
+    check_env: Annotated[
+        bool,
+        typer.Option(
+            "--check-env",
+            help="Fail when a ${NAME} is unset or empty in this environment (default: a warning, "
+            "since the server reads the variables from its own environment when it connects).",
+        ),
+    ] = False,
 ) -> None:
-    """Check config.yaml and mcp/ server files without connecting: one line per problem."""
+    """Check config.yaml and mcp/ server files without connecting: one line per problem.
+
+    Credentials are never checked. A `${NAME}` that is unset or empty here is a warning
+    (exit 0 if nothing else is wrong); with --check-env it is an error."""
     from webui.host.config import HostConfigError, load_host_config
+    from webui.host.config.loader import environment_problems
 
     # The server admin key plays no part in the configuration: it is not checked here.
     folder = load_settings({"root_dir": root}, admin_key=False).resolved_root_dir.expanduser().resolve()
     try:
-        config = load_host_config(folder, os.environ)
+        config = load_host_config(folder, os.environ if check_env else None)
     except HostConfigError as exc:
         for problem in exc.problems:
             typer.echo(f"steamharness: error: {problem}", err=True)
         raise typer.Exit(1) from None
+    warnings = environment_problems(config, os.environ)
+    for warning in warnings:
+        typer.echo(f"steamharness: warning: {warning}", err=True)
     defaults = ", ".join(config.default_servers) or "none"
+    tail = f" ({len(warnings)} warning(s); --check-env makes them errors)" if warnings else ""
+    count = len(config.servers)
     typer.echo(
-        f"steamharness: config ok: {len(config.servers)} MCP server(s) in {folder}; defaults: {defaults}",
-        err=True,
+        f"steamharness: config ok: {count} MCP server(s) in {folder}; defaults: {defaults}{tail}", err=True
     )

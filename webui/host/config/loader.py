@@ -73,6 +73,14 @@ def load_host_config(root: Path, environ: Mapping[str, str] | None = None) -> Ho
     )
 
 
+def environment_problems(config: HostConfig, environ: Mapping[str, str]) -> list[str]:
+    """One line per `${NAME}` of a loaded configuration that would not resolve in `environ`."""
+    problems: list[str] = []
+    for server in config.servers.values():
+        check_environ(server, environ, problems)
+    return problems
+
+
 def _server_files(root: Path, problems: list[str]) -> list[Path]:
     folder = root / SERVERS_DIR
     if not folder.exists():
