@@ -36,7 +36,7 @@ def config_validate(
         ),
     ] = False,
 ) -> None:
-    """Check config.yaml and mcp/ server files without connecting: one line per problem.
+    """Check config.yaml, mcp/ server files and agents/ files without connecting: one line per problem.
 
     Credentials are never checked. A `${NAME}` that is unset or empty here is a warning
     (exit 0 if nothing else is wrong); with --check-env it is an error."""
@@ -57,6 +57,8 @@ def config_validate(
     defaults = ", ".join(config.default_servers) or "none"
     tail = f" ({len(warnings)} warning(s); --check-env makes them errors)" if warnings else ""
     count = len(config.servers)
+    agents = f"; {len(config.agents)} agent(s)" if config.agents else ""
     typer.echo(
-        f"steamharness: config ok: {count} MCP server(s) in {folder}; defaults: {defaults}{tail}", err=True
+        f"steamharness: config ok: {count} MCP server(s) in {folder}; defaults: {defaults}{agents}{tail}",
+        err=True,
     )

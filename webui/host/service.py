@@ -138,10 +138,20 @@ class HostService:
         return load_host_config(self.root)
 
     def create_conversation(
-        self, *, account_id: int, title: str, selection: list[str] | None, actor: str
+        self,
+        *,
+        account_id: int,
+        title: str,
+        selection: list[str] | None,
+        actor: str,
+        agent: str | None = None,
     ) -> HostConversation:
-        """The selection is resolved now and kept exactly (null inherits the defaults now)."""
-        chosen = self.config().select(selection)
+        """The selection is resolved now and kept exactly (null inherits the defaults now).
+
+        With `agent`, the agent file's `mcp_servers` decides instead of `selection`; later edits
+        to that file do not change the stored selection."""
+        config = self.config()
+        chosen = config.agent_selection(agent) if agent is not None else config.select(selection)
         row = HostConversation(
             id=f"conv_{secrets.token_hex(6)}",
             account_id=account_id,
@@ -156,7 +166,7 @@ class HostService:
                 actor=actor,
                 outcome="ok",
                 source="host",
-                details={"conversationId": row.id, "servers": chosen},
+                details={"conversationId": row.id, "servers": chosen} | ({"agent": agent} if agent else {}),
             )
 
         return host_store.add_conversation(self.engine, row=row, audit=audit)

@@ -250,16 +250,17 @@ async def create_conversation(request: Request, user: UserDep) -> Response:
     title = str(form.get("title") or "").strip()
     mode = str(form.get("selection") or "defaults")
     chosen = [str(v) for v in form.getlist("server")]
-    values = {"title": title, "mode": mode, "servers": chosen}
-    if mode not in ("defaults", "choose"):
-        return await run_db(
-            _list_page,
-            request,
-            user,
-            values=values,
-            problem="Choose the defaults or some servers.",
-            status=422,
-        )
+    agent = str(form.get("agent") or "")
+    values: dict[str, Any] = {"title": title, "mode": mode, "servers": chosen} | (
+        {"agent": agent} if agent else {}
+    )
+    problem = None
+    if mode not in ("defaults", "choose", "agent"):
+        problem = "Choose an agent, the defaults or some servers."
+    elif mode == "agent" and not agent:
+        problem = "Choose an agent."
+    if problem:
+        return await run_db(_list_page, request, user, values=values, problem=problem, status=422)
     selection = None if mode == "defaults" else chosen
     try:
         conv = await run_db(
@@ -268,6 +269,7 @@ async def create_conversation(request: Request, user: UserDep) -> Response:
             title=title or "Conversation",
             selection=selection,
             actor=user.actor,
+            agent=agent if mode == "agent" else None,
         )
     except ConfigError as exc:
         problem = shown_path(exc.message, host_of(request).root, user)

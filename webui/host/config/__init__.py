@@ -5,6 +5,8 @@ Pure: reads files under the root config folder; never connects, never starts any
     <root>/config.yaml            optional: defaults.mcp_servers, mcp.host_owned_servers,
                                   mcp.protocol_overrides
     <root>/mcp/*.json|yaml|yml    server files (dotfiles and other suffixes are ignored)
+    <root>/agents/*.yaml|yml      agent files (`kind: agent`, `id: agent-…`, `name`,
+                                  `mcp_servers`: null → the defaults, [] → none, or ids)
 
 A server file holds either the client-style `mcpServers` object (several servers; entries
 take `type`, `command`, `args`, `env`, `url`, `headers`) or one resource (`schema_version:
@@ -33,18 +35,21 @@ Modules: `files` reads one file strictly, `templates` holds `${NAME}` values and
 resolution, `schema` declares the server-file shapes (pydantic), `values` checks single
 values, `servers` turns a server file into servers or problem lines, `loader` loads the
 whole root, `model` is what a loaded configuration is, `captures` records and re-checks
-where a server came from.
+where a server came from, `agents` loads the agent files.
 """
 
 from __future__ import annotations
 
+from webui.host.config.agents import AGENTS_DIR
 from webui.host.config.captures import Capture, McpSourceChanged, capture, check_capture
 from webui.host.config.files import MAX_FILE_BYTES
 from webui.host.config.loader import ROOT_CONFIG, SERVER_SUFFIXES, SERVERS_DIR, load_host_config
 from webui.host.config.model import (
+    AGENT_ID_RE,
     ID_RE,
     MAX_ID_LENGTH,
     PROTOCOL_SETTINGS,
+    AgentConfig,
     ClientMode,
     FileStyle,
     HostConfig,
@@ -65,6 +70,8 @@ from webui.host.config.templates import (
 )
 
 __all__ = [
+    "AGENTS_DIR",
+    "AGENT_ID_RE",
     "ID_RE",
     "MAX_FILE_BYTES",
     "MAX_ID_LENGTH",
@@ -73,6 +80,7 @@ __all__ = [
     "ROOT_CONFIG",
     "SERVERS_DIR",
     "SERVER_SUFFIXES",
+    "AgentConfig",
     "Capture",
     "ClientMode",
     "EnvRef",

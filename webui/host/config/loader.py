@@ -3,6 +3,7 @@
     <root>/config.yaml            optional: defaults.mcp_servers, mcp.host_owned_servers,
                                   mcp.protocol_overrides
     <root>/mcp/*.json|yaml|yml    server files (dotfiles and other suffixes are ignored)
+    <root>/agents/*.yaml|yml      agent files: which servers a conversation from an agent selects
 
 Every problem in every file is collected and raised together as one `HostConfigError`.
 """
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from webui.host.config.agents import load_agents
 from webui.host.config.files import kind as _kind
 from webui.host.config.files import read
 from webui.host.config.model import (
@@ -62,6 +64,7 @@ def load_host_config(root: Path, environ: Mapping[str, str] | None = None) -> Ho
         for server in servers.values():
             check_environ(server, environ, problems)
     defaults, host_owned, overrides = _load_root_config(root, known, servers, problems)
+    agents = load_agents(root, known, servers, problems)
     if problems:
         raise HostConfigError(problems)
     return HostConfig(
@@ -70,6 +73,7 @@ def load_host_config(root: Path, environ: Mapping[str, str] | None = None) -> Ho
         default_servers=defaults,
         host_owned=frozenset(host_owned),
         protocol_overrides=overrides,
+        agents=agents,
     )
 
 

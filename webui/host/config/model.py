@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +24,7 @@ FileStyle = Literal["mcpServers", "resource"]
 MAX_ID_LENGTH = 64
 PROTOCOL_SETTINGS: tuple[ProtocolSetting, ...] = ("auto", "legacy", "2026-07-28")
 ID_RE = re.compile(r"mcp-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
+AGENT_ID_RE = re.compile(r"agent-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 
 
 class HostConfigError(ConfigError):
@@ -62,6 +63,19 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class AgentConfig:
+    """One agent file: which servers a conversation started from it selects.
+
+    `mcp_servers` None inherits the root defaults (when the conversation is created), () selects none.
+    """
+
+    id: str
+    name: str
+    source: Path
+    mcp_servers: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class HostConfig:
     """Every configured server (registered, not yet selected) and the root config's policies."""
 
@@ -70,6 +84,7 @@ class HostConfig:
     default_servers: list[str]
     host_owned: frozenset[str]
     protocol_overrides: dict[str, ProtocolSetting]
+    agents: dict[str, AgentConfig] = field(default_factory=dict[str, AgentConfig])
 
     def protocol(self, server_id: str) -> ClientMode:
         """The SDK `Client(mode=…)` for a server: `legacy` unless pinned to `2026-07-28`."""
@@ -96,6 +111,21 @@ class HostConfig:
                 raise ConfigError(f"mcp_servers: {item!r} is listed twice")
             selected.append(item)
         return selected
+
+    def agent_selection(self, agent_id: str) -> list[str]:
+        """The servers a conversation started from agent `agent_id` selects, resolved now."""
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise ConfigError(f"no configured agent has id {agent_id!r}")
+        return self.select(None if agent.mcp_servers is None else list(agent.mcp_servers))
+
+
+def normalise_agent_id(name: str) -> str:
+    """`Docs Helper` → `agent-docs-helper`; a name already starting with `agent-` keeps its prefix."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not slug:
+        return ""
+    return slug if slug.startswith("agent-") else f"agent-{slug}"
 
 
 def normalise_id(name: str) -> str:
