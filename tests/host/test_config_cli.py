@@ -134,3 +134,39 @@ def test_config_validate_has_help() -> None:
     done = validate("--help")
     assert done.returncode == 0 and "--root" in done.stdout and "STEAMHARNESS_ROOT" in done.stdout
     assert "--check-env" in done.stdout
+
+
+# ------------------------------------------------------------------------------ agents
+
+
+def test_valid_agents_are_counted_in_the_success_line(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD, "defaults: {mcp_servers: [mcp-fs]}\n")
+    (root / "agents").mkdir()
+    (root / "agents/docs.yaml").write_text(
+        "kind: agent\nid: agent-docs\nname: Docs\nmcp_servers: [mcp-docs]\n"
+    )
+    (root / "agents/plain.yml").write_text("kind: agent\nid: agent-plain\nname: Plain\nmcp_servers: null\n")
+    done = validate("--root", str(root), env={"WORKSPACE_ID": "ws"})
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stderr == f"steamharness: config ok: 2 MCP server(s) in {root}; defaults: mcp-fs; 2 agent(s)\n"
+    )
+
+
+def test_bad_agents_and_unknown_server_ids_fail_validation_one_line_each(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD)
+    (root / "agents").mkdir()
+    (root / "agents/a.yaml").write_text(
+        "kind: agent\nid: agent-a\nname: A\nmcp_servers: [mcp-docs, mcp-nope]\n"
+    )
+    (root / "agents/b.yaml").write_text("kind: agent\nid: agent-a\nname: B\nmcp_servers: []\ntools: [x]\n")
+    (root / "agents/c.yaml").write_text("kind: agent\nid: agent-c\nname: C\nmcp_servers: mcp-fs\n")
+    done = validate("--root", str(root), env={"WORKSPACE_ID": "ws"})
+    assert done.returncode == 1 and done.stdout == ""
+    assert [line.removeprefix(PREFIX).replace(f"{root}/", "") for line in done.stderr.splitlines()] == [
+        "agents/a.yaml: agent-a: mcp_servers[1]: no configured MCP server has id 'mcp-nope'",
+        "agents/b.yaml: agent-a: tools: unknown field (allowed: schema_version, kind, id, name, mcp_servers)",
+        "agents/b.yaml: agent-a: duplicate id; also defined in agents/a.yaml",
+        "agents/c.yaml: agent-c: mcp_servers: must be a list of MCP server ids, null (the defaults) or []"
+        " (none), got a string",
+    ]

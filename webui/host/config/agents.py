@@ -130,28 +130,30 @@ def load_agents(
     agents: dict[str, AgentConfig] = {}
     origin: dict[str, Path] = {}
     for path in agent_files(root, problems):
-        agent = _load_file(path, known, servers, problems)
-        if agent is None:
+        agent_id, agent = _load_file(path, known, servers, problems)
+        if not agent_id:
+            continue  # already reported: no usable id
+        if agent_id in origin:  # checked for broken files too, so every problem shows at once
+            problems.append(f"{path}: {agent_id}: duplicate id; also defined in {origin[agent_id]}")
+            agents.pop(agent_id, None)
             continue
-        if agent.id in origin:
-            problems.append(f"{path}: {agent.id}: duplicate id; also defined in {origin[agent.id]}")
-            agents.pop(agent.id, None)
-            continue
-        origin[agent.id] = path
-        agents[agent.id] = agent
+        origin[agent_id] = path
+        if agent is not None:
+            agents[agent_id] = agent
     return agents
 
 
 def _load_file(
     path: Path, known: set[str], servers: Mapping[str, ServerConfig], problems: list[str]
-) -> AgentConfig | None:
+) -> tuple[str, AgentConfig | None]:
+    """(the agent's id, or "" when it has none; the agent, or None when the file has problems)."""
     parsed = read(path, problems)
     if parsed is None:
-        return None
+        return "", None
     data = parsed[0]
     if not isinstance(data, dict):
         problems.append(f"{path}: expected a kind: agent resource, got {kind(data)}")
-        return None
+        return "", None
     raw_id = data.get("id")
     label = raw_id if isinstance(raw_id, str) and AGENT_ID_RE.match(raw_id) else ""
     found: list[tuple[float, str, str]] = []
@@ -172,8 +174,8 @@ def _load_file(
     for _, field, message in sorted(found, key=lambda item: item[0]):
         problems.append(f"{where}: {field}: {message}" if field else f"{where}: {message}")
     if model is None or found:
-        return None
-    return AgentConfig(id=model.id, name=model.name, source=path, mcp_servers=model.mcp_servers)
+        return label, None
+    return label, AgentConfig(id=model.id, name=model.name, source=path, mcp_servers=model.mcp_servers)
 
 
 def _item_rank(index: int) -> float:
