@@ -433,6 +433,34 @@ async def test_a_call_running_on_a_kept_client_finishes_there_when_the_file_chan
     assert await gone(pid)  # closed once its last call ended
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["per-call", "kept"])
+async def test_an_edited_file_is_used_by_the_next_call_over_http(
+    tmp_path: Path, http_server: str, kept: bool
+) -> None:
+    host = await make_host(tmp_path, {"remote": {"type": "http", "url": http_server}}, ["mcp-remote"])
+    if kept:
+        with (host.root / "config.yaml").open("a", encoding="utf-8") as f:
+            f.write("mcp:\n  host_owned_servers: [mcp-remote]\n")
+    async with host.service.running():
+        conv = host.service.create_conversation(
+            account_id=host.account_id, title="t", selection=None, actor="a"
+        )
+        first = await host.service.call_tool(conv.id, "mcp-remote", "echo", {"n": 1}, actor="a")
+        servers = {
+            "remote": {"type": "http", "url": http_server},
+            "other": {"type": "http", "url": http_server},
+        }
+        (host.root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+        second = await host.service.call_tool(conv.id, "mcp-remote", "echo", {"n": 2}, actor="a")
+        assert (first.status, second.status) == ("success", "success"), second.error
+        assert first.source == second.source and first.source_digest != second.source_digest
+        with Session(host.service.engine) as s:
+            closes = s.exec(select(AuditEvent).where(AuditEvent.event == "host.server.closed")).all()
+        reasons = [e.outcome for e in closes]
+        # per call: each call's client closed as it ended; kept: the edit retired the first client
+        assert reasons == (["source changed"] if kept else ["call ended", "call ended"])
+
+
 async def test_selection_is_kept_exactly_and_unknown_ids_are_refused(host: Host) -> None:
     none = host.service.create_conversation(account_id=host.account_id, title="t", selection=[], actor="a")
     assert none.selection == []

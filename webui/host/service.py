@@ -51,6 +51,7 @@ from webui.errors import NotFound, SteamharnessError
 from webui.host.config import (
     Capture,
     HostConfig,
+    McpSourceChanged,
     ServerConfig,
     capture,
     check_capture,
@@ -90,6 +91,7 @@ class Connection:
     # call id → conversation id of the tool calls in flight on this client
     calls: dict[str, str] = field(default_factory=dict)
     retired: bool = False  # its source changed: closed once its running calls end
+    source_changed: bool = False  # the file changed between capture and construction
     ready: anyio.Event = field(default_factory=anyio.Event)
     closing: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -245,7 +247,17 @@ class HostService:
 
     async def _client_for(self, conversation_id: str, server_id: str, *, tag: str) -> tuple[bool, Connection]:
         """(kept?, a ready client) built from the current configuration: the conversation's
-        kept client for a host-owned server, else a new one the caller must close."""
+        kept client for a host-owned server, else a new one the caller must close. New work
+        never fails on an edit: a file edited while its client was being built is read again,
+        once (a second change in that moment is reported as mcp_source_changed)."""
+        try:
+            return await self._open_client(conversation_id, server_id, tag=tag)
+        except McpSourceChanged:
+            return await self._open_client(conversation_id, server_id, tag=tag)
+
+    async def _open_client(
+        self, conversation_id: str, server_id: str, *, tag: str
+    ) -> tuple[bool, Connection]:
         conv = await run_db(self.conversation, conversation_id)
         if server_id not in conv.selection:
             raise NotFound(f"server {server_id!r} is not selected in this conversation")
@@ -296,6 +308,8 @@ class HostService:
 
     @staticmethod
     def _ready_or_raise(conn: Connection) -> Connection:
+        if conn.state != "ready" and conn.source_changed:
+            raise McpSourceChanged(conn.error or f"{conn.server.id}: its source changed")
         if conn.state != "ready":
             raise HostError(f"{conn.server.id}: {conn.error or 'not connected'}")
         return conn
@@ -319,6 +333,7 @@ class HostService:
                 conn.ready.set()
                 await conn.closing.wait()
         except Exception as exc:  # a server we cannot reach must not take the host down
+            conn.source_changed = isinstance(exc, McpSourceChanged)
             conn.error = _describe(exc)
             log.warning("MCP server %s: %s", server.id, conn.error)
             await self._record("host.server.failed", conn, outcome="failed", details={"error": conn.error})
