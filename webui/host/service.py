@@ -360,6 +360,10 @@ class HostService:
         return _closing_http(server.url, _http_client(server.url, headers, self.expiry))
 
     async def _close(self, conn: Connection, reason: str, *, actor: str | None = None) -> None:
+        if conn.closing.is_set():  # closed already (shutdown, then its call's own close)
+            with anyio.move_on_after(10):
+                await conn.done.wait()
+            return
         for ia_id, event in list(self._waiting.items()):
             ia = await run_db(self.interactions.get, ia_id)
             if ia.server_id == conn.server.id and conn.conversation_id == ia.conversation_id:
