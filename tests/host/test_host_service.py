@@ -4,7 +4,9 @@ InteractionService path the browser uses."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from sqlmodel import Session, select
 
 from tests.conftest import FIXTURES
 from tests.e2e.server import free_port
@@ -23,11 +26,11 @@ from webui.admin import create_user
 from webui.audit.log import AuditLog
 from webui.errors import InteractionClosed, InvalidAnswer
 from webui.events import EventHub
-from webui.host.config import McpSourceChanged
+from webui.host.config import Capture, McpSourceChanged, check_capture
 from webui.host.service import HostService
 from webui.interactions.service import InteractionService
 from webui.store.db import make_engine
-from webui.store.models import Interaction
+from webui.store.models import AuditEvent, Interaction
 
 pytestmark = pytest.mark.anyio
 SERVER = FIXTURES / "host_server.py"
@@ -266,31 +269,196 @@ async def test_the_same_flow_works_over_streamable_http_on_loopback(tmp_path: Pa
         assert json.loads(echoed.result["content"][0]["text"]) == {"echo": {"a": 1}}
 
 
-async def test_clients_are_reused_per_conversation_and_closing_ends_pending_requests(host: Host) -> None:
+def server_processes() -> set[int]:
+    """Ids of this test process's child processes running the test server (read from /proc)."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # it ended while we looked
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and str(SERVER).encode() in cmdline and b"stdio" in cmdline:
+            found.add(int(entry.name))
+    return found
+
+
+async def gone(pid: int) -> bool:
+    """Whether the process ended (bounded wait: closing a client waits for its process)."""
+    with anyio.move_on_after(TIMEOUT):
+        while Path(f"/proc/{pid}").exists():
+            await anyio.sleep(0.05)  # the child is being reaped; bounded above
+        return True
+    return False
+
+
+async def whoami(host: Host, conv: str, server: str = "mcp-test-stdio") -> tuple[int, Any, Any]:
+    """(server process id, its HOST_TEST_MARK, the call row) from a `whoami` call."""
+    row = await host.service.call_tool(conv, server, "whoami", {}, actor="a")
+    assert row.status == "success", (row.status, row.error)
+    value = json.loads(row.result["content"][0]["text"])
+    return value["pid"], value["mark"], row
+
+
+def write_marked(root: Path, mark: str, *, kept: bool) -> None:
+    """One stdio server whose process reports `mark`; `kept` lists it in host_owned_servers."""
+    servers = {
+        "Test_Stdio": {
+            "command": sys.executable,
+            "args": [str(SERVER), "stdio"],
+            "env": {"HOST_TEST_MARK": mark},
+        }
+    }
+    write_config(root, servers, ["mcp-test-stdio"])
+    if kept:
+        with (root / "config.yaml").open("a", encoding="utf-8") as f:
+            f.write("mcp:\n  host_owned_servers: [mcp-test-stdio]\n")
+
+
+@pytest.fixture
+async def kept(tmp_path: Path) -> AsyncIterator[Host]:
+    h = await make_host(tmp_path, {}, [])
+    write_marked(h.root, "one", kept=True)
+    async with h.service.running():
+        yield h
+
+
+async def test_a_per_call_server_gets_a_new_process_for_each_call_closed_when_it_ends(host: Host) -> None:
     conv = host.service.create_conversation(account_id=host.account_id, title="t", selection=None, actor="a")
-    first = await host.service.connect(conv.id, "mcp-test-stdio")
-    second = await host.service.connect(conv.id, "mcp-test-stdio")
-    assert first is second
+    await host.service.connect(conv.id, "mcp-test-stdio")  # lists the tools, then closes
+    assert server_processes() == set()
+    first, _, _ = await whoami(host, conv.id)
+    assert await gone(first)
+    second, _, _ = await whoami(host, conv.id)
+    assert second != first and await gone(second)
+    assert server_processes() == set()
+    section = host.service.connection_state(conv.id, "mcp-test-stdio")
+    assert section is not None and section.state == "ready" and "whoami" in {t.name for t in section.tools}
+
+
+async def test_a_kept_server_keeps_one_client_per_conversation_until_disconnected(kept: Host) -> None:
+    host = kept
+    conv = host.service.create_conversation(account_id=host.account_id, title="t", selection=None, actor="a")
     other = host.service.create_conversation(account_id=host.account_id, title="u", selection=None, actor="a")
-    assert await host.service.connect(other.id, "mcp-test-stdio") is not first
+    first, _, _ = await whoami(host, conv.id)
+    again, _, _ = await whoami(host, conv.id)
+    assert again == first  # the call ending closed nothing
+    theirs, _, _ = await whoami(host, other.id)
+    assert theirs != first  # a conversation of its own gets a client of its own
+    assert server_processes() == {first, theirs}
+    assert await host.service.disconnect(conv.id, "mcp-test-stdio", actor="user:ann") == 1
+    assert await gone(first)
+    assert server_processes() == {theirs}
+    assert host.service.kept_clients(conv.id) == []
+    assert await host.service.disconnect(conv.id, "mcp-test-stdio", actor="user:ann") == 0
+    rebuilt, _, _ = await whoami(host, conv.id)  # nothing replayed: the next call builds a new one
+    assert rebuilt not in (first, theirs)
     async with anyio.create_task_group() as tg:
 
         async def call() -> None:
-            await host.service.call_tool(conv.id, "mcp-test-stdio", "wait", {}, actor="a")
+            await host.service.call_tool(other.id, "mcp-test-stdio", "wait", {}, actor="a")
 
         tg.start_soon(call)
         ia = await next_pending(host)
-        await host.service.close_conversation(conv.id)
+        await host.service.close_conversation(other.id)
     assert host.interactions.get(ia.id).close_reason in ("conversation closed", "connection closed")
+    assert await gone(theirs)
+    assert server_processes() == {rebuilt}
+    with Session(host.service.engine) as s:
+        closes = s.exec(select(AuditEvent).where(AuditEvent.event == "host.server.closed")).all()
+    assert any((e.actor, e.outcome) == ("user:ann", "disconnected") for e in closes)
 
 
-async def test_an_edited_source_refuses_a_new_client_with_mcp_source_changed(host: Host) -> None:
-    conv = host.service.create_conversation(account_id=host.account_id, title="t", selection=None, actor="a")
-    await host.service.connect(conv.id, "mcp-test-stdio")
+async def test_closing_the_host_closes_every_kept_client(tmp_path: Path) -> None:
+    h = await make_host(tmp_path, {}, [])
+    write_marked(h.root, "one", kept=True)
+    async with h.service.running():
+        conv = h.service.create_conversation(account_id=h.account_id, title="t", selection=None, actor="a")
+        pid, _, _ = await whoami(h, conv.id)
+        assert server_processes() == {pid}
+    assert await gone(pid)
+
+
+async def test_an_edited_file_is_used_by_the_next_call_and_each_call_keeps_its_capture(host: Host) -> None:
+    write_marked(host.root, "one", kept=False)
     path = host.root / "mcp" / "servers.json"
-    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
-    with pytest.raises(McpSourceChanged):
-        await host.service.connect(conv.id, "mcp-test-stdio")
+    conv = host.service.create_conversation(account_id=host.account_id, title="t", selection=None, actor="a")
+    _, mark, row = await whoami(host, conv.id)
+    old_digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (mark, row.source, row.source_digest) == ("one", str(path), old_digest)
+    write_marked(host.root, "two", kept=False)
+    _, mark, row2 = await whoami(host, conv.id)
+    assert (mark, row2.source_digest) == ("two", "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest())
+    stored = {c.id: (c.source, c.source_digest) for c in host.service.calls(conv.id)}
+    assert stored == {row.id: (str(path), old_digest), row2.id: (str(path), row2.source_digest)}
+    # continuing work recorded under the old capture is what reports the change
+    with pytest.raises(McpSourceChanged, match="changed since it was captured"):
+        check_capture(Capture("mcp-test-stdio", Path(row.source), row.source_digest))
+
+
+async def test_an_edited_file_rebuilds_a_kept_client_for_new_work(kept: Host) -> None:
+    host = kept
+    conv = host.service.create_conversation(account_id=host.account_id, title="t", selection=None, actor="a")
+    fresh = host.service.create_conversation(account_id=host.account_id, title="u", selection=None, actor="a")
+    pid, mark, _ = await whoami(host, conv.id)
+    assert mark == "one"
+    write_marked(host.root, "two", kept=True)
+    new_pid, mark, _ = await whoami(host, conv.id)
+    assert mark == "two" and new_pid != pid
+    assert await gone(pid)  # the changed binding closed the old client
+    _, mark, _ = await whoami(host, fresh.id)  # a brand-new conversation works too
+    assert mark == "two"
+    state = host.service.connection_state(conv.id, "mcp-test-stdio")
+    assert state is not None and state.state == "ready"
+
+
+async def test_a_call_running_on_a_kept_client_finishes_there_when_the_file_changes(kept: Host) -> None:
+    host = kept
+    conv = host.service.create_conversation(account_id=host.account_id, title="t", selection=None, actor="a")
+    pid, _, _ = await whoami(host, conv.id)
+
+    async def book(ia: Interaction) -> None:
+        write_marked(host.root, "two", kept=True)
+        new_pid, mark, _ = await whoami(host, conv.id)  # new work meanwhile: a new client
+        assert (mark, new_pid != pid) == ("two", True)
+        assert pid in server_processes()  # the old one still serves the running call
+        await host.interactions.answer(ia.id, action="decline", content=None, channel="ui")
+
+    row = await call_and_answer(host, conv.id, "mcp-test-stdio", "book", book, arguments={}, actor="a")
+    assert row.status == "success"
+    assert json.loads(row.result["content"][0]["text"]) == {"action": "decline", "content": None}
+    assert await gone(pid)  # closed once its last call ended
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["per-call", "kept"])
+async def test_an_edited_file_is_used_by_the_next_call_over_http(
+    tmp_path: Path, http_server: str, kept: bool
+) -> None:
+    host = await make_host(tmp_path, {"remote": {"type": "http", "url": http_server}}, ["mcp-remote"])
+    if kept:
+        with (host.root / "config.yaml").open("a", encoding="utf-8") as f:
+            f.write("mcp:\n  host_owned_servers: [mcp-remote]\n")
+    async with host.service.running():
+        conv = host.service.create_conversation(
+            account_id=host.account_id, title="t", selection=None, actor="a"
+        )
+        first = await host.service.call_tool(conv.id, "mcp-remote", "echo", {"n": 1}, actor="a")
+        servers = {
+            "remote": {"type": "http", "url": http_server},
+            "other": {"type": "http", "url": http_server},
+        }
+        (host.root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+        second = await host.service.call_tool(conv.id, "mcp-remote", "echo", {"n": 2}, actor="a")
+        assert (first.status, second.status) == ("success", "success"), second.error
+        assert first.source == second.source and first.source_digest != second.source_digest
+        with Session(host.service.engine) as s:
+            closes = s.exec(select(AuditEvent).where(AuditEvent.event == "host.server.closed")).all()
+        reasons = [e.outcome for e in closes]
+        # per call: each call's client closed as it ended; kept: the edit retired the first client
+        assert reasons == (["source changed"] if kept else ["call ended", "call ended"])
 
 
 async def test_selection_is_kept_exactly_and_unknown_ids_are_refused(host: Host) -> None:

@@ -22,6 +22,7 @@ import anyio
 import mcp_types as types
 import pytest
 from fastapi.testclient import TestClient
+from sqlmodel import Session, select
 from sse_starlette import ServerSentEvent
 
 from tests.conftest import FIXTURES
@@ -30,6 +31,7 @@ from webui.app import create_app
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.host.forms import tool_form_problem
 from webui.host.service import HostService
+from webui.store.models import AuditEvent
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
 
@@ -234,7 +236,8 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
     assert re.search(r'<dd class="selected">yes</dd>', test) and re.search(
         r'<dd class="selected">no</dd>', other
     )
-    assert "yes: one client shared" in other and "no: one client per conversation" in test
+    assert "kept per conversation: one client per conversation" in other
+    assert "per call: a new client (and process) for each call" in test
     assert "legacy" in other and "auto (the handshake-era protocol)" in test
     assert html.escape(str(SERVER)) in test and 'class="command"' in test
     assert "not connected" in test
@@ -246,7 +249,7 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
     page = host.client.get("/host/servers")
     test_row = server_rows(page)["mcp-test-stdio"]
     assert connected(test_row) == [("Server check: Test_Stdio", "ready")]
-    tool_names = ["book", "pick_tags", "ask_secret", "open_link", "wait", "echo"]
+    tool_names = ["book", "pick_tags", "ask_secret", "open_link", "wait", "echo", "whoami"]
     assert test_row.ready is not None and sorted(t.name for t in test_row.ready.tools) == sorted(tool_names)
     test = section(page.text, "mcp-test-stdio")
     assert '<span class="badge ready">ready</span>' in test and "Server check: Test_Stdio" in test
@@ -259,14 +262,15 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
     assert titles.count("Server check: Test_Stdio") == 1
     assert listing.text.count("Server check: Test_Stdio") == 1
 
-    # a host-owned server's client is the host's, whichever conversation connected it
+    # a host-owned server's client is kept, and belongs to the conversation that connected it
     host.client.post("/host/servers/mcp-other-server/connect", data={"csrf_token": csrf})
     page = host.client.get("/host/servers")
     other_row = server_rows(page)["mcp-other-server"]
-    assert connected(other_row) == [(None, "ready")]
+    assert connected(other_row) == [("Server check: Other Server", "ready")]
     assert other_row.ready is not None and "echo" in [t.name for t in other_row.ready.tools]
     other = section(page.text, "mcp-other-server")
-    assert "(host-owned)" in other and "<code>echo</code>" in other
+    assert "(client open)" in other and "<code>echo</code>" in other
+    assert "(client open)" not in section(page.text, "mcp-test-stdio")  # per call: nothing stays open
 
     host.web.logout()
     host.web.login(*USER)
@@ -640,7 +644,7 @@ def test_closing_a_conversation_ends_its_open_request_and_refuses_new_calls(host
 
 
 def test_a_host_owned_servers_request_is_labelled_with_the_calling_conversation(host: Host) -> None:
-    """One client serves every conversation; the request goes to the one that is calling."""
+    """A kept client is the conversation's own; its requests are labelled with it."""
     csrf = host.web.login(*USER)
     conv = create(host, csrf, "shared", selection="choose", server="mcp-other-server")
     connect(host, csrf, conv, "mcp-other-server")
@@ -653,6 +657,71 @@ def test_a_host_owned_servers_request_is_labelled_with_the_calling_conversation(
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
     fragment = follow(host, conv, lambda a: finished_call(a, "book"))
     assert result_texts(fragment) == [{"action": "decline", "content": None}]
+
+
+def process_gone(pid: int) -> bool:
+    """Whether the process ended, polling /proc (bounded: closing a client waits for it)."""
+    deadline = time.monotonic() + FOLLOW_SECONDS
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # the child is being reaped; bounded above
+    return True
+
+
+def whoami_pid(host: Host, csrf: str, conv: str, server: str) -> int:
+    """Call `whoami` once more; the process id of the server that answered it."""
+    before = len(host.service.calls(conv))
+    r = call(host, csrf, conv, "whoami", server=server)
+
+    def done(view: Any) -> bool:
+        return len(view.calls) > before and all(c.status in FINISHED for c in view.calls)
+
+    fragment = follow(host, conv, done, first=r)
+    return result_texts(fragment)[0]["pid"]
+
+
+def test_disconnect_closes_the_conversations_kept_client_and_is_audited(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "kept", selection="choose", server="mcp-other-server")
+    connect(host, csrf, conv, "mcp-other-server")
+    pid = whoami_pid(host, csrf, conv, "mcp-other-server")
+    assert Path(f"/proc/{pid}").exists()  # the call ended; the kept client did not
+    page = host.client.get(f"/host/conversations/{conv}").text
+    assert f'action="/host/conversations/{conv}/disconnect"' in page and "kept per conversation" in page
+    data = {"server": "mcp-other-server"}
+    assert host.client.post(f"/host/conversations/{conv}/disconnect", data=data).status_code == 403
+    assert Path(f"/proc/{pid}").exists()
+    r = host.client.post(
+        f"/host/conversations/{conv}/disconnect", data={**data, "csrf_token": csrf}, follow_redirects=False
+    )
+    assert r.status_code == 303
+    assert process_gone(pid)
+    assert host.service.kept_clients(conv) == []
+    page = host.client.get(f"/host/conversations/{conv}").text
+    assert "/disconnect" not in page and "no client is open; the next call starts one" in page
+    assert "Call whoami" in page  # the tools stay listed; nothing reconnects by itself
+    assert host.service.kept_clients(conv) == []
+    r = host.client.post(
+        f"/host/conversations/{conv}/disconnect",
+        data={"server": "mcp-nope", "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert r.status_code == 404
+    with Session(host.service.engine) as s:
+        closes = s.exec(select(AuditEvent).where(AuditEvent.event == "host.server.closed")).all()
+    assert [e.outcome for e in closes if e.actor == "user:ann"] == ["disconnected"]
+    assert whoami_pid(host, csrf, conv, "mcp-other-server") != pid  # a new call: a new client
+
+
+def test_a_per_call_server_leaves_no_process_after_its_call(host: Host) -> None:
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "per call", selection="defaults")
+    connect(host, csrf, conv)
+    pid = whoami_pid(host, csrf, conv, "mcp-test-stdio")
+    assert process_gone(pid)
+    page = host.client.get(f"/host/conversations/{conv}").text
+    assert "/disconnect" not in page and "per call: each call starts its own client" in page
 
 
 def test_a_cancelled_call_is_recorded_as_failed_not_left_running(host: Host) -> None:

@@ -6,8 +6,17 @@ left by one task); tool calls from request handlers use it concurrently. A serve
 or URL request becomes a stored Interaction (origin "host"), shown in the conversation
 view and answered through `InteractionService.answer`; the callback waits for that
 answer, at most the expiry (five minutes by default), then tells the server `cancel`.
-Connections are kept per conversation, or once per host for `mcp.host_owned_servers`;
-never rebuilt per call. Captured sources are re-checked before a client is built.
+Client lifecycle: by default a client (and its process, for stdio servers) is built for
+one tool call and closed when the call ends; listing a server's tools uses a client of its
+own, closed once the list is read. Servers in `mcp.host_owned_servers` keep one client per
+conversation across calls, closed by host shutdown, `disconnect`, closing the conversation,
+or a changed source (it is then rebuilt for the next call; calls still running on the old
+client finish on it first). A call finishing or a browser going away closes nothing.
+
+Captures: every client is built from the current configuration and each call row records
+the capture (source file and digest) of the client it ran on. New work never fails because
+a file changed; `mcp_source_changed` is kept for a source that changes between reading the
+configuration and building the client (`check_capture` before use).
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from webui.errors import NotFound, SteamharnessError
 from webui.host.config import (
     Capture,
     HostConfig,
+    McpSourceChanged,
     ServerConfig,
     capture,
     check_capture,
@@ -66,22 +76,39 @@ class HostError(SteamharnessError):
     status = 502
 
 
-@dataclass
+@dataclass(eq=False)
 class Connection:
-    key: tuple[str, str]  # (conversation id or "host", server id)
+    # (conversation id, server id, "" for a kept client or a per-call client's own tag)
+    key: tuple[str, str, str]
     server: ServerConfig
     captured: Capture
-    conversation_id: str | None
+    conversation_id: str
+    kept: bool = False
     state: str = "connecting"  # connecting | ready | failed | closed
     error: str | None = None
     client: Client | None = None
     tools: list[types.Tool] = field(default_factory=list)
-    # call id → conversation id of the tool calls in flight on this client: a host-owned
-    # client's requests are labelled with the caller's conversation when only one is calling.
+    # call id → conversation id of the tool calls in flight on this client
     calls: dict[str, str] = field(default_factory=dict)
+    retired: bool = False  # its source changed: closed once its running calls end
+    source_changed: bool = False  # the file changed between capture and construction
     ready: anyio.Event = field(default_factory=anyio.Event)
     closing: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass
+class Listing:
+    """A per-call server's tools as its last listing client saw them (that client is closed)."""
+
+    captured: Capture
+    tools: list[types.Tool]
+    state: str = "ready"
+    error: str | None = None
+    kept: bool = False
+
+
+ServerState = Connection | Listing
 
 
 class HostService:
@@ -104,7 +131,9 @@ class HostService:
         self.log_dir = log_dir
         self.environ = environ if environ is not None else os.environ
         self._tg: TaskGroup | None = None
-        self._connections: dict[tuple[str, str], Connection] = {}
+        self._connections: dict[tuple[str, str, str], Connection] = {}
+        self._retired: set[Connection] = set()  # kept clients replaced, closing after their calls
+        self._listings: dict[tuple[str, str], Listing] = {}
         self._waiting: dict[str, anyio.Event] = {}
         self._answers: dict[str, Answer] = {}
         interactions.on_answer(self._on_answer)
@@ -130,7 +159,7 @@ class HostService:
             self.interactions.close(interaction_id, "the host restarted")
 
     async def close_all(self, reason: str) -> None:
-        for conn in list(self._connections.values()):
+        for conn in [*self._connections.values(), *self._retired]:
             await self._close(conn, reason)
 
     # ------------------------------------------------------------------ config and conversations
@@ -183,50 +212,114 @@ class HostService:
     def calls(self, conversation_id: str) -> list[HostCall]:
         return host_store.list_calls(self.engine, conversation_id=conversation_id)
 
-    def connection_state(self, conversation_id: str, server_id: str) -> Connection | None:
-        """The live connection this conversation would use (its own, or the host-owned one);
-        read from memory only: page renders must not re-read the config files."""
-        return self._connections.get((conversation_id, server_id)) or self._connections.get(
-            ("host", server_id)
+    def connection_state(self, conversation_id: str, server_id: str) -> ServerState | None:
+        """The conversation's kept client for the server, else the last tool listing of a
+        per-call server; read from memory only: page renders must not re-read the config files."""
+        return self._connections.get((conversation_id, server_id, "")) or self._listings.get(
+            (conversation_id, server_id)
         )
+
+    def kept_clients(self, conversation_id: str) -> list[Connection]:
+        """The conversation's kept (host-owned) clients that are open or opening."""
+        return [c for k, c in self._connections.items() if k[0] == conversation_id and c.kept]
 
     async def close_conversation(self, conversation_id: str) -> None:
         for key, conn in list(self._connections.items()):
             if key[0] == conversation_id:
                 await self._close(conn, "conversation closed")
+        for conn in [c for c in self._retired if c.conversation_id == conversation_id]:
+            await self._close(conn, "conversation closed")
+        for key in [k for k in self._listings if k[0] == conversation_id]:
+            del self._listings[key]
         await run_db(host_store.close_conversation, self.engine, conversation_id=conversation_id)
 
+    async def disconnect(self, conversation_id: str, server_id: str | None, *, actor: str) -> int:
+        """Close the conversation's kept client for `server_id` (None: all of them); what ran on
+        it is not replayed. Returns how many were closed; each close is audited with `actor`."""
+        closed = 0
+        for conn in self.kept_clients(conversation_id):
+            if server_id is None or conn.server.id == server_id:
+                await self._close(conn, "disconnected", actor=actor)
+                closed += 1
+        return closed
+
     # ------------------------------------------------------------------ connections
-    async def connect(self, conversation_id: str, server_id: str) -> Connection:
+    async def connect(self, conversation_id: str, server_id: str) -> ServerState:
+        """A kept server: its client for this conversation (rebuilt if its source changed).
+        A per-call server: a client that lists the tools and is closed again."""
+        kept, conn = await self._client_for(conversation_id, server_id, tag="list")
+        if kept:
+            return conn
+        try:
+            return self._listings[(conversation_id, server_id)]
+        finally:
+            await self._close(conn, "tools listed")
+
+    async def _client_for(self, conversation_id: str, server_id: str, *, tag: str) -> tuple[bool, Connection]:
+        """(kept?, a ready client) built from the current configuration: the conversation's
+        kept client for a host-owned server, else a new one the caller must close. New work
+        never fails on an edit: a file edited while its client was being built is read again,
+        once (a second change in that moment is reported as mcp_source_changed)."""
+        try:
+            return await self._open_client(conversation_id, server_id, tag=tag)
+        except McpSourceChanged:
+            return await self._open_client(conversation_id, server_id, tag=tag)
+
+    async def _open_client(
+        self, conversation_id: str, server_id: str, *, tag: str
+    ) -> tuple[bool, Connection]:
         conv = await run_db(self.conversation, conversation_id)
         if server_id not in conv.selection:
             raise NotFound(f"server {server_id!r} is not selected in this conversation")
         config = await run_db(self.config)
         server = config.servers.get(server_id)
+        if server is None:
+            raise NotFound(f"server {server_id!r} is no longer configured")
         # Read before looking for a connection: nothing awaits between that and taking it.
-        captured = await run_db(capture, server) if server is not None else None
-        key = ("host", server_id) if server_id in config.host_owned else (conversation_id, server_id)
+        captured = capture(server)
+        kept = server_id in config.host_owned
+        key = (conversation_id, server_id, "" if kept else f"{tag}:{secrets.token_hex(4)}")
         conn = self._connections.get(key)
         if conn is not None and conn.state in ("connecting", "ready"):
-            if conn.state == "ready":
-                # a changed source ends reuse: mcp_source_changed
-                await run_db(check_capture, conn.captured)
-            with anyio.fail_after(CONNECT_TIMEOUT):
-                await conn.ready.wait()
-            return self._ready_or_raise(conn)
-        if server is None or captured is None:
-            raise NotFound(f"server {server_id!r} is no longer configured")
-        conn = Connection(key, server, captured, None if key[0] == "host" else conversation_id)
+            if conn.captured == captured:
+                with anyio.fail_after(CONNECT_TIMEOUT):
+                    await conn.ready.wait()
+                return kept, self._ready_or_raise(conn)
+            # a changed binding: new work gets a client built from the current file
+            await self._retire(conn)
+        conn = Connection(key, server, captured, conversation_id, kept=kept)
         self._connections[key] = conn
         if self._tg is None:
             raise HostError("the host is not running")
         self._tg.start_soon(self._run, conn, config.protocol(server_id))
-        with anyio.fail_after(CONNECT_TIMEOUT):
-            await conn.ready.wait()
-        return self._ready_or_raise(conn)
+        try:
+            with anyio.fail_after(CONNECT_TIMEOUT):
+                await conn.ready.wait()
+            self._ready_or_raise(conn)
+            # the tools stay listed (and callable) after a client closes: a call builds a new one
+            self._listings[(conversation_id, server_id)] = Listing(captured, list(conn.tools), kept=kept)
+            return kept, conn
+        except BaseException:
+            if not kept:
+                with anyio.CancelScope(shield=True):
+                    await self._close(conn, "not connected")
+            raise
+
+    async def _retire(self, conn: Connection) -> None:
+        """Take a kept client whose source changed out of use; close it now unless calls are
+        still running on it (the last one closes it)."""
+        if self._connections.get(conn.key) is conn:
+            del self._connections[conn.key]
+        if conn.calls:
+            conn.retired = True
+            self._retired.add(conn)
+        else:
+            await self._close(conn, "source changed")
 
     @staticmethod
     def _ready_or_raise(conn: Connection) -> Connection:
+        if conn.state != "ready" and conn.source_changed:
+            raise McpSourceChanged(conn.error or f"{conn.server.id}: its source changed")
         if conn.state != "ready":
             raise HostError(f"{conn.server.id}: {conn.error or 'not connected'}")
         return conn
@@ -250,6 +343,7 @@ class HostService:
                 conn.ready.set()
                 await conn.closing.wait()
         except Exception as exc:  # a server we cannot reach must not take the host down
+            conn.source_changed = isinstance(exc, McpSourceChanged)
             conn.error = _describe(exc)
             log.warning("MCP server %s: %s", server.id, conn.error)
             await self._record("host.server.failed", conn, outcome="failed", details={"error": conn.error})
@@ -260,6 +354,7 @@ class HostService:
             conn.done.set()
             if self._connections.get(conn.key) is conn:
                 del self._connections[conn.key]
+            self._retired.discard(conn)
 
     def _transport(self, server: ServerConfig) -> Any:
         if server.transport == "stdio":
@@ -274,16 +369,23 @@ class HostService:
         headers = resolve_headers(server, self.environ)
         return _closing_http(server.url, _http_client(server.url, headers, self.expiry))
 
-    async def _close(self, conn: Connection, reason: str) -> None:
+    async def _close(self, conn: Connection, reason: str, *, actor: str | None = None) -> None:
+        if conn.closing.is_set():  # closed already (shutdown, then its call's own close)
+            with anyio.move_on_after(10):
+                await conn.done.wait()
+            return
         for ia_id, event in list(self._waiting.items()):
             ia = await run_db(self.interactions.get, ia_id)
-            if ia.server_id == conn.server.id and (conn.conversation_id in (None, ia.conversation_id)):
+            if ia.server_id == conn.server.id and conn.conversation_id == ia.conversation_id:
                 await run_db(self.interactions.close, ia_id, reason)
                 event.set()
+        if self._connections.get(conn.key) is conn:
+            del self._connections[conn.key]
+        self._retired.discard(conn)
         conn.closing.set()
         with anyio.move_on_after(10):
             await conn.done.wait()
-        await self._record("host.server.closed", conn, outcome=reason)
+        await self._record("host.server.closed", conn, outcome=reason, actor=actor)
 
     # ------------------------------------------------------------------ tool calls
     async def call_tool(
@@ -296,8 +398,26 @@ class HostService:
         actor: str,
         call_id: str | None = None,
     ) -> HostCall:
-        """Call a tool, recording the call as a row (`call_id` names it, if the caller chose)."""
-        conn = await self.connect(conversation_id, server_id)
+        """Call a tool, recording the call as a row (`call_id` names it, if the caller chose)
+        with the capture of the client it runs on; a per-call client is closed when it ends."""
+        kept, conn = await self._client_for(conversation_id, server_id, tag="call")
+        try:
+            return await self._call_on(conn, conversation_id, server_id, tool, arguments, actor, call_id)
+        finally:
+            if not kept or (conn.retired and not conn.calls):
+                with anyio.CancelScope(shield=True):
+                    await self._close(conn, "call ended" if not kept else "source changed")
+
+    async def _call_on(
+        self,
+        conn: Connection,
+        conversation_id: str,
+        server_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        actor: str,
+        call_id: str | None,
+    ) -> HostCall:
         row = HostCall(
             id=call_id or f"call_{secrets.token_hex(6)}",
             conversation_id=conversation_id,
@@ -305,6 +425,8 @@ class HostService:
             tool=tool,
             arguments=arguments,
             actor=actor,
+            source=str(conn.captured.source),
+            source_digest=conn.captured.digest,
         )
         await run_db(self._save_call, row, "host.tool.called", conversation_id, server_id, tool, actor)
         assert conn.client is not None
@@ -361,8 +483,7 @@ class HostService:
     async def _elicit(self, conn: Connection, params: types.ElicitRequestParams) -> types.ElicitResult:
         server = conn.server
         title = f"{server.name} asks"
-        callers = set(conn.calls.values())
-        conversation_id = conn.conversation_id or (callers.pop() if len(callers) == 1 else None)
+        conversation_id = conn.conversation_id
         common: dict[str, Any] = {
             "run_id": None,
             "origin": "host",
@@ -420,8 +541,9 @@ class HostService:
         event = anyio.Event()
         self._waiting[ia.id] = event
         try:
-            with anyio.move_on_after(self.expiry):
-                await event.wait()
+            if ia.id not in self._answers:  # an answer may arrive before we start waiting
+                with anyio.move_on_after(self.expiry):
+                    await event.wait()
             answer = self._answers.pop(ia.id, None)
             if answer is None:
                 # no-op if it was closed another way
@@ -431,24 +553,34 @@ class HostService:
             return types.ElicitResult(action=answer.action, content=content)  # pyright: ignore[reportArgumentType]
         finally:
             self._waiting.pop(ia.id, None)
+            self._answers.pop(ia.id, None)
             with anyio.CancelScope(shield=True):
                 if (await run_db(self.interactions.get, ia.id)).status == "pending":
                     await run_db(self.interactions.close, ia.id, "connection closed")
 
     async def _on_answer(self, row: Interaction, answer: Answer) -> None:
+        if answer.repeated or row.origin != "host":
+            return
+        self._answers[row.id] = answer  # taken by the call waiting for it (or arriving to)
         event = self._waiting.get(row.id)
-        if event is not None and not answer.repeated:
-            self._answers[row.id] = answer
+        if event is not None:
             event.set()
 
     # ------------------------------------------------------------------ audit
     async def _record(
-        self, event: str, conn: Connection, *, outcome: str = "ok", details: dict[str, Any] | None = None
+        self,
+        event: str,
+        conn: Connection,
+        *,
+        outcome: str = "ok",
+        details: dict[str, Any] | None = None,
+        actor: str | None = None,
     ) -> None:
         await run_db(
             self.audit.record_alone,
             self.engine,
             event,
+            actor=actor,
             outcome=outcome,
             source="host",
             details={"serverId": conn.server.id, "conversationId": conn.conversation_id, **(details or {})},

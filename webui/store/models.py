@@ -116,6 +116,9 @@ class HostCall(SQLModel, table=True):
     actor: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    # the capture the call's client was built from: the server's source file and its digest
+    source: str | None = None
+    source_digest: str | None = None
 
 
 class UiSession(SQLModel, table=True):

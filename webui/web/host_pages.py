@@ -9,6 +9,7 @@
     POST /host/conversations/{id}/call              call a tool; returns at once ("running")
     GET  /host/conversations/{id}/activity?since=…  calls and requests; waits (bounded) for a change
     POST /host/conversations/{id}/close             close it: its connections and open requests end
+    POST /host/conversations/{id}/disconnect        close its kept client of one server (audited)
 
 A conversation is its owner's (admins may open any); anyone else gets 404. A tool call may
 wait minutes for a person (a server's form or URL request, answered in /conversations), so
@@ -399,6 +400,19 @@ async def activity_fragment(
     if not is_htmx(request):
         return await run_db(_conversation_page, request, user, conv)
     return page(request, CONVERSATION_PAGE, {"conv": conv, "activity": view}, block="activity")
+
+
+@router.post("/host/conversations/{conversation_id}/disconnect", summary="Close a conversation's kept client")
+async def disconnect(request: Request, conversation_id: str, user: UserDep) -> Response:
+    """Ends the kept (host-owned) client of the `server` field, and its process; what ran on
+    it is not replayed: the next call builds a new client."""
+    conv = await run_db(visible_conversation, request, user, conversation_id)
+    form = await request.form()
+    server_id = str(form.get("server") or "")
+    if server_id not in conv.selection:
+        raise NotFound(f"server {server_id!r} is not selected in this conversation")
+    await host_of(request).disconnect(conv.id, server_id, actor=user.actor)
+    return RedirectResponse(f"/host/conversations/{conv.id}#server-{server_id}", status_code=303)
 
 
 @router.post("/host/conversations/{conversation_id}/close", summary="Close a conversation")

@@ -31,7 +31,7 @@ from webui.host.config import (
     resolve_headers,
 )
 from webui.host.forms import tool_form_problem
-from webui.host.service import Connection, HostService
+from webui.host.service import Connection, HostService, ServerState
 from webui.store import interactions as interaction_store
 from webui.store.models import HostCall, HostConversation, Interaction
 from webui.web import forms
@@ -113,10 +113,14 @@ class ServerRow:
     host_owned: bool
     protocol: str
     problems: list[str]
-    connections: list[tuple[HostConversation | None, Connection]]
+    connections: list[tuple[HostConversation | None, ServerState]]
 
     @property
-    def ready(self) -> Connection | None:
+    def policy(self) -> str:
+        return "kept per conversation" if self.host_owned else "per call"
+
+    @property
+    def ready(self) -> ServerState | None:
         return next((c for _, c in self.connections if c.state == "ready"), None)
 
 
@@ -131,6 +135,7 @@ class ServerSection:
     error: str | None
     tools: list[ToolView]
     host_owned: bool = False
+    client_open: bool = False  # a kept client of this conversation is open (it can be disconnected)
 
 
 @dataclass
@@ -274,6 +279,7 @@ def server_section(
         section.error = "this server is no longer configured"
         return section
     conn = host.connection_state(conv.id, server_id)
+    section.client_open = conn is not None and conn.kept and isinstance(conn, Connection)
     if conn is not None:
         section.state, section.error = conn.state, conn.error
         if conn.state == "ready":
@@ -301,17 +307,12 @@ def server_rows(host: HostService, user: UiUser, config: HostConfig) -> list[Ser
                 resolve(server, host.environ)
             except ConfigError as exc:
                 problems.append(shown_path(exc.message, config.root, user))
-        connections: list[tuple[HostConversation | None, Connection]] = []
-        if sid in config.host_owned:
-            conn = host.connection_state("", sid)
-            if conn is not None:
-                connections.append((None, conn))
-        else:
-            for conv in own:
-                if conv.closed_at is None and sid in conv.selection:
-                    conn = host.connection_state(conv.id, sid)
-                    if conn is not None:
-                        connections.append((conv, conn))
+        connections: list[tuple[HostConversation | None, ServerState]] = []
+        for conv in own:
+            if conv.closed_at is None and sid in conv.selection:
+                conn = host.connection_state(conv.id, sid)
+                if conn is not None:
+                    connections.append((conv, conn))
         rows.append(
             ServerRow(
                 server=server,

@@ -1,7 +1,10 @@
 """Captures: what a run records about a server so it can tell when the configuration moved.
 
 A capture names the server, its source file and the SHA-256 of that whole file, never
-values; any edit to the file (even to another server in it) invalidates the capture.
+values; any edit to the file (even to another server in it) invalidates the capture. The
+host takes one from the current configuration for each client it builds, re-checks it just
+before building, and stores it on each call row (`HostCall.source`, `source_digest`); work
+bound to an older capture is what `check_capture` refuses with `mcp_source_changed`.
 """
 
 from __future__ import annotations
