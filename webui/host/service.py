@@ -353,11 +353,14 @@ class HostService:
         title = f"{server.name} asks"
         callers = set(conn.calls.values())
         conversation_id = conn.conversation_id or (callers.pop() if len(callers) == 1 else None)
+        # The call that caused it: the conversation's only call in flight on this client.
+        in_flight = [cid for cid, conv in conn.calls.items() if conv == conversation_id]
         common: dict[str, Any] = {
             "run_id": None,
             "origin": "host",
             "server_id": server.id,
             "conversation_id": conversation_id,
+            "host_call_id": in_flight[0] if conversation_id and len(in_flight) == 1 else None,
             "title": title,
             "message": params.message,
         }

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from webui.store.db import AuditWrite, add_row, get_row
-from webui.store.models import HostConversation, Interaction, ProjectRecord, Run, utcnow
+from webui.store.models import HostCall, HostConversation, Interaction, ProjectRecord, Run, utcnow
 
 PENDING_LIMIT = 200
 
@@ -37,10 +37,12 @@ class InteractionWithRun:
 
 @dataclass(frozen=True)
 class HostInteraction:
-    """A request from an external MCP server, with the conversation it was made in (if any)."""
+    """A request from an external MCP server, with the conversation it was made in (if any)
+    and the tool call it was made during (if the host could tell which)."""
 
     interaction: Interaction
     conversation: HostConversation | None
+    call: HostCall | None = None
 
     @property
     def owner(self) -> int | None:
@@ -215,8 +217,9 @@ def list_for_runs(engine: Engine, *, run_ids: Collection[str]) -> dict[str, list
 
 def _host_joined() -> Any:
     return (
-        select(Interaction, HostConversation)
+        select(Interaction, HostConversation, HostCall)
         .join(HostConversation, col(Interaction.conversation_id) == col(HostConversation.id), isouter=True)
+        .join(HostCall, col(Interaction.host_call_id) == col(HostCall.id), isouter=True)
         .where(Interaction.origin == "host", col(Interaction.run_id).is_(None))
     )
 
@@ -230,7 +233,7 @@ def list_pending_host(
         stmt = stmt.where(HostConversation.account_id == account_id)
     stmt = stmt.order_by(col(Interaction.created_at).desc(), col(Interaction.id).desc()).limit(limit)
     with Session(engine, expire_on_commit=False) as s:
-        return [HostInteraction(ia, conv) for ia, conv in s.exec(stmt)]
+        return [HostInteraction(ia, conv, hc) for ia, conv, hc in s.exec(stmt)]
 
 
 def get_host(engine: Engine, *, interaction_id: str) -> HostInteraction | None:
@@ -239,8 +242,8 @@ def get_host(engine: Engine, *, interaction_id: str) -> HostInteraction | None:
         row = s.exec(stmt).first()
     if row is None:
         return None
-    ia, conv = row
-    return HostInteraction(ia, conv)
+    ia, conv, hc = row
+    return HostInteraction(ia, conv, hc)
 
 
 def list_for_conversation(
