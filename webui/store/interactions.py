@@ -6,7 +6,8 @@ so every query that has to filter by project or owner joins `runs`. Requests fro
 external MCP servers (origin "host") have no run: they belong to a host conversation and
 to its owner; the `host_*` queries join `host_conversations` instead (outer: a request on
 a host-owned connection that no single conversation was calling has none, and belongs to
-the administrators). Who may see what is decided in webui.interactions.owner."""
+the administrators), and `host_calls` for the tool call it was asked during. Who may see
+what is decided in webui.interactions.owner."""
 
 from __future__ import annotations
 
