@@ -9,8 +9,10 @@ The server is the real Python SDK test server over stdio (tests/fixtures/host_se
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -25,11 +27,13 @@ from tests.web.test_host_pages import (
     activity_of,
     answer,
     ask,
+    call,
     card,
     connect,
     create,
     finished_call,
     follow,
+    pending_request,
     result_texts,
     start,
 )
@@ -80,6 +84,24 @@ def test_a_request_card_names_the_conversation_the_server_and_the_tool_call(host
     [requested] = [e for e in audit(host.web, "interaction.requested") if e.details["interactionId"] == iid]
     assert (requested.details["conversationId"], requested.details["callId"]) == (conv, row.id)
 
+    assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
+    follow(host, conv, lambda a: finished_call(a, "book"))
+
+
+def test_a_host_owned_servers_request_names_the_calling_conversations_call(host: Host) -> None:
+    """One client serves every conversation: the request still names the call that caused it."""
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "shared", selection="choose", server="mcp-other-server")
+    connect(host, csrf, conv, "mcp-other-server")
+    r = call(host, csrf, conv, "book", server="mcp-other-server")
+    fragment = follow(host, conv, lambda a: pending_request(a) is not None, first=r)
+    iid = pending_request(activity_of(fragment))
+    assert iid is not None
+    [row] = host.service.calls(conv)
+    html_card = card(host.client.get("/conversations").text, iid)
+    assert "Other Server (<code>mcp-other-server</code>)" in html_card
+    link = f'<a class="call" href="/host/conversations/{conv}#call-{row.id}">'
+    assert f'tool call <strong class="tool">book</strong> ({link}' in html_card
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
     follow(host, conv, lambda a: finished_call(a, "book"))
 
@@ -226,3 +248,34 @@ NOTHING = '<p id="no-pending" class="muted">Nothing is waiting'
 
 async def _call_wait(service: HostService, conv: str) -> None:
     await service.call_tool(conv, "mcp-test-stdio", "wait", {}, actor="user:ann")
+
+
+def test_an_answer_given_the_moment_the_request_appears_reaches_the_server(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `pending` event may reach the browser before the host starts waiting for the
+    answer. Here the answer is given inside that window, every time (the request is
+    answered, through the service, before `create` returns to the host): the server still
+    gets it, not a cancel at expiry."""
+    csrf = host.web.login(*USER)
+    conv = create(host, csrf, "quick", selection="defaults")
+    connect(host, csrf, conv)
+    service = host.service
+    interactions = service.interactions
+    create_row = interactions.create
+
+    def create_and_answer(**kwargs: Any) -> Any:
+        row = create_row(**kwargs)
+        if row.status == "pending":  # runs in a worker thread: answer on the loop, now
+            anyio.from_thread.run(
+                functools.partial(interactions.answer, row.id, action="decline", channel="browser")
+            )
+        return row
+
+    monkeypatch.setattr(interactions, "create", create_and_answer)
+    assert host.client.portal is not None
+    host.client.portal.call(_call_wait, service, conv)
+    fragment = host.client.get(f"/host/conversations/{conv}/activity", headers=HX)
+    assert [t["action"] for t in result_texts(fragment)] == ["decline"]
+    [request] = activity_of(fragment).requests
+    assert request.state == "Answer sent to Test_Stdio: declined in the browser"

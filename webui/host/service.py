@@ -413,6 +413,12 @@ class HostService:
         event = anyio.Event()
         self._waiting[ia.id] = event
         try:
+            # An answer that came between the request's `pending` event and the line above
+            # found no one waiting: take it from the store.
+            now = await run_db(self.interactions.get, ia.id)
+            if now.status == "answered" and now.action is not None and ia.id not in self._answers:
+                self._answers[ia.id] = Answer(ia.id, None, now.action, now.answer)
+                event.set()
             with anyio.move_on_after(self.expiry):
                 await event.wait()
             answer = self._answers.pop(ia.id, None)
