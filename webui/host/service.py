@@ -90,6 +90,8 @@ class Connection:
     tools: list[types.Tool] = field(default_factory=list)
     # call id → conversation id of the tool calls in flight on this client
     calls: dict[str, str] = field(default_factory=dict)
+    # the requests (interaction ids) this client's server is waiting on an answer to
+    requests: set[str] = field(default_factory=set)
     retired: bool = False  # its source changed: closed once its running calls end
     source_changed: bool = False  # the file changed between capture and construction
     ready: anyio.Event = field(default_factory=anyio.Event)
@@ -374,9 +376,9 @@ class HostService:
             with anyio.move_on_after(10):
                 await conn.done.wait()
             return
-        for ia_id, event in list(self._waiting.items()):
-            ia = await run_db(self.interactions.get, ia_id)
-            if ia.server_id == conn.server.id and conn.conversation_id == ia.conversation_id:
+        for ia_id in list(conn.requests):  # this client's own, not another call's client's
+            event = self._waiting.get(ia_id)
+            if event is not None:
                 await run_db(self.interactions.close, ia_id, reason)
                 event.set()
         if self._connections.get(conn.key) is conn:
@@ -484,11 +486,14 @@ class HostService:
         server = conn.server
         title = f"{server.name} asks"
         conversation_id = conn.conversation_id
+        # The call that caused it: the conversation's only call in flight on this client.
+        in_flight = [cid for cid, conv in conn.calls.items() if conv == conversation_id]
         common: dict[str, Any] = {
             "run_id": None,
             "origin": "host",
             "server_id": server.id,
             "conversation_id": conversation_id,
+            "host_call_id": in_flight[0] if conversation_id and len(in_flight) == 1 else None,
             "title": title,
             "message": params.message,
         }
@@ -540,6 +545,7 @@ class HostService:
             )
         event = anyio.Event()
         self._waiting[ia.id] = event
+        conn.requests.add(ia.id)
         try:
             if ia.id not in self._answers:  # an answer may arrive before we start waiting
                 with anyio.move_on_after(self.expiry):
@@ -554,6 +560,7 @@ class HostService:
         finally:
             self._waiting.pop(ia.id, None)
             self._answers.pop(ia.id, None)
+            conn.requests.discard(ia.id)
             with anyio.CancelScope(shield=True):
                 if (await run_db(self.interactions.get, ia.id)).status == "pending":
                     await run_db(self.interactions.close, ia.id, "connection closed")

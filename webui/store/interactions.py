@@ -6,7 +6,8 @@ so every query that has to filter by project or owner joins `runs`. Requests fro
 external MCP servers (origin "host") have no run: they belong to a host conversation and
 to its owner; the `host_*` queries join `host_conversations` instead (outer: a request on
 a host-owned connection that no single conversation was calling has none, and belongs to
-the administrators). Who may see what is decided in webui.interactions.owner."""
+the administrators), and `host_calls` for the tool call it was asked during. Who may see
+what is decided in webui.interactions.owner."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from webui.store.db import AuditWrite, add_row, get_row
-from webui.store.models import HostConversation, Interaction, ProjectRecord, Run, utcnow
+from webui.store.models import HostCall, HostConversation, Interaction, ProjectRecord, Run, utcnow
 
 PENDING_LIMIT = 200
 
@@ -37,10 +38,12 @@ class InteractionWithRun:
 
 @dataclass(frozen=True)
 class HostInteraction:
-    """A request from an external MCP server, with the conversation it was made in (if any)."""
+    """A request from an external MCP server, with the conversation it was made in (if any)
+    and the tool call it was made during (if the host could tell which)."""
 
     interaction: Interaction
     conversation: HostConversation | None
+    call: HostCall | None = None
 
     @property
     def owner(self) -> int | None:
@@ -215,8 +218,9 @@ def list_for_runs(engine: Engine, *, run_ids: Collection[str]) -> dict[str, list
 
 def _host_joined() -> Any:
     return (
-        select(Interaction, HostConversation)
+        select(Interaction, HostConversation, HostCall)
         .join(HostConversation, col(Interaction.conversation_id) == col(HostConversation.id), isouter=True)
+        .join(HostCall, col(Interaction.host_call_id) == col(HostCall.id), isouter=True)
         .where(Interaction.origin == "host", col(Interaction.run_id).is_(None))
     )
 
@@ -230,7 +234,7 @@ def list_pending_host(
         stmt = stmt.where(HostConversation.account_id == account_id)
     stmt = stmt.order_by(col(Interaction.created_at).desc(), col(Interaction.id).desc()).limit(limit)
     with Session(engine, expire_on_commit=False) as s:
-        return [HostInteraction(ia, conv) for ia, conv in s.exec(stmt)]
+        return [HostInteraction(ia, conv, hc) for ia, conv, hc in s.exec(stmt)]
 
 
 def get_host(engine: Engine, *, interaction_id: str) -> HostInteraction | None:
@@ -239,8 +243,8 @@ def get_host(engine: Engine, *, interaction_id: str) -> HostInteraction | None:
         row = s.exec(stmt).first()
     if row is None:
         return None
-    ia, conv = row
-    return HostInteraction(ia, conv)
+    ia, conv, hc = row
+    return HostInteraction(ia, conv, hc)
 
 
 def list_for_conversation(

@@ -245,6 +245,9 @@ class Interaction(SQLModel, table=True):
     conversation_id: str | None = Field(default=None, index=True)
     url: str | None = None
     close_reason: str | None = None
+    # The host's tool call (host_calls.id) the server was serving when it asked; None when
+    # no single call of the conversation was in flight on that connection.
+    host_call_id: str | None = None
     expires_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
     answered_at: datetime | None = None

@@ -2,7 +2,8 @@
 
 A `Card` is one interaction as the page shows it (a form while pending, a state line
 after); a run's question carries its `Timeline` (every question of the run, what became of
-it, and the run's result), a host request the server's display name. The verdict lines say
+it, and the run's result), a host request the server's display name, its conversation and
+the tool call it was asked during (when the host could tell). The verdict lines say
 who answered through which channel; a host request's answer is "sent to the server", never
 "done". `find_item`/`visible_item` decide who may see an interaction (hers, or any for an
 administrator); the routes and the live stream (webui.web.conversations) only present.

@@ -169,6 +169,7 @@ class RequestView:
     interaction: Interaction
     server_name: str
     state: str
+    call: CallView | None = None  # the tool call it was made during, if known
 
 
 @dataclass
@@ -214,7 +215,7 @@ def call_from_launch(launch: Launch) -> CallView:
         "failed" if launch.phase == "done" else "connecting" if launch.phase == "connecting" else "running"
     )
     return CallView(
-        id=launch.id,
+        id=launch.call_id,  # the id its row gets: one DOM id from start to finish
         server_id=launch.server_id,
         tool=launch.tool,
         arguments_json=pretty(launch.arguments),
@@ -249,8 +250,10 @@ def activity(host: HostService, launches: list[Launch], conv: HostConversation) 
         RequestView(ia, names.get(ia.server_id or "", ia.server_id or ""), "")
         for ia in interaction_store.list_for_conversation(host.engine, conversation_id=conv.id)
     ]
+    by_id = {v.id: v for v in views}
     for r in requests:
         r.state = host_verdict(r.interaction, r.server_name)
+        r.call = by_id.get(r.interaction.host_call_id or "")
     live = bool(in_flight) or any(r.interaction.status == "pending" for r in requests)
     state = [(v.id, v.status) for v in views] + [(r.interaction.id, r.interaction.status) for r in requests]
     token = hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
