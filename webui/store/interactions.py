@@ -4,9 +4,9 @@ them with their runs (the conversation view, run timelines).
 Interaction rows carry no project id and no owner: both are the run's (`runs.account_id`),
 so every query that has to filter by project or owner joins `runs`. Requests from
 external MCP servers (origin "host") have no run: they belong to a host conversation and
-to its owner; the `host_*` queries join `host_conversations` instead (outer: a request on
-a host-owned connection that no single conversation was calling has none, and belongs to
-the administrators), and `host_calls` for the tool call it was asked during. Who may see
+to its owner; the `host_*` queries join `host_conversations` instead (outer: a request
+recorded without a conversation belongs to the administrators), and `host_calls` for the
+tool call it was asked during. Who may see
 what is decided in webui.interactions.owner."""
 
 from __future__ import annotations
