@@ -275,8 +275,12 @@ class ConfigService:
     ) -> ConfigView:
         """A new configuration: from `values`, or a copy of `copy_of`'s stored values."""
         _check_name(name)
-        self._rows(place)
-        stored = self._row(place, copy_of).values if copy_of is not None else {}
+        # One read of the scope (which also creates its `default`), for the source if any.
+        stored: dict[str, Any] = {}
+        if copy_of is not None:
+            stored = self._row(place, copy_of).values
+        else:
+            self._rows(place)
         merged = self._merge(place, name, stored, values if copy_of is None else {})
         event = "config.copied" if copy_of else "config.created"
         try:
