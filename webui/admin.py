@@ -103,14 +103,15 @@ def create_key(
     account = account_store.get_account(engine, name=user)
     if account is None or account.id is None:
         raise NotFound(f"user {user!r} does not exist (create it with: steamharness users create {user})")
+    names: dict[str, str] = {}
     if registry is not None:
         for project_id in projects or []:
-            registry.record(project_id)
+            names[project_id] = registry.record(project_id).name
     if not account.is_admin and projects:
         granted = account_store.project_grants(engine, account_id=account.id)
         missing = [p for p in dict.fromkeys(projects) if p not in granted]
         if missing:
-            which = ", ".join(missing)
+            which = ", ".join(f"{names[p]} ({p})" if p in names else p for p in missing)
             flags = " ".join(f"--project {p}" for p in missing)
             raise NotGranted(
                 f"user {user!r} has no run permission on project(s) {which}, so the key would be "

@@ -104,9 +104,14 @@ def create_key(
         errors["scopes"] = "Choose at least one scope."
     elif set(chosen_scopes) - set(SCOPES):
         errors["scopes"] = "Choose among the scopes listed."
-    known = {p.id for p in project_store.list_projects(services.engine)}
-    if any(p not in known or not user.may_use(p) for p in chosen_projects):
+    known = {p.id: p.name for p in project_store.list_projects(services.engine)}
+    if any(p not in known for p in chosen_projects):
         errors["projects"] = "Choose only projects you may use."
+    elif ungranted := [known[p] for p in chosen_projects if not user.may_use(p)]:
+        errors["projects"] = (
+            f"You have no run permission on {', '.join(ungranted)}: ask an administrator to grant it "
+            f"(Users page, or steamharness users grant {user.name} --project ID)."
+        )
     if errors:
         values = {"name": name, "scopes": chosen_scopes, "projects": chosen_projects}
         return _panel(request, user, services, values=values, errors=errors, status_code=422)
