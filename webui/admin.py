@@ -16,7 +16,7 @@ from webui.account_rules import InvalidAccount, name_taken, new_account_errors
 from webui.audit.log import AuditLog
 from webui.auth.keys import DEFAULT_SCOPES, new_api_key
 from webui.auth.passwords import hash_password
-from webui.errors import NotFound, SteamharnessError
+from webui.errors import NotFound, NotGranted, SteamharnessError
 from webui.projects.registry import ProjectRegistry
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
@@ -103,9 +103,20 @@ def create_key(
     account = account_store.get_account(engine, name=user)
     if account is None or account.id is None:
         raise NotFound(f"user {user!r} does not exist (create it with: steamharness users create {user})")
+    names: dict[str, str] = {}
     if registry is not None:
         for project_id in projects or []:
-            registry.record(project_id)
+            names[project_id] = registry.record(project_id).name
+    if not account.is_admin and projects:
+        granted = account_store.project_grants(engine, account_id=account.id)
+        missing = [p for p in dict.fromkeys(projects) if p not in granted]
+        if missing:
+            which = ", ".join(f"{names[p]} ({p})" if p in names else p for p in missing)
+            flags = " ".join(f"--project {p}" for p in missing)
+            raise NotGranted(
+                f"user {user!r} has no run permission on project(s) {which}, so the key would be "
+                f"refused there; grant it first: steamharness users grant {user} {flags}"
+            )
     raw, key = new_api_key(
         account_id=account.id, name=name, scopes=list(scopes or DEFAULT_SCOPES), projects=projects or None
     )

@@ -49,6 +49,7 @@ from webui.store import sessions as session_store
 from webui.store.db import ping
 from webui.web import (
     admin_pages,
+    admin_sessions,
     api,
     audit_pages,
     auth_pages,
@@ -193,6 +194,7 @@ def create_app(settings: Settings) -> FastAPI:
                 refusals=app.state.refusals,
                 max_sessions_per_key=settings.max_sessions_per_key,
                 max_sessions_admin_key=settings.max_sessions_admin_key,
+                hub=services.hub,
             )
             app.state.ui_auth = UiAuth(
                 services.engine,
@@ -216,7 +218,7 @@ def create_app(settings: Settings) -> FastAPI:
             )
             app.state.host = host
             async with manager.run(), host.running(), anyio.create_task_group() as tg:
-                tg.start_soon(gateway.reap)
+                gateway.run_background(tg)
                 try:
                     async with page_calls(app, services.engine, services.audit, host):
                         # Everything loaded at start-up is long-lived: keep full collections from
@@ -261,6 +263,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(runs_pages.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
+    app.include_router(admin_sessions.router)
     app.include_router(audit_pages.router)
     app.include_router(host_pages.router)
     app.router.routes.append(Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))

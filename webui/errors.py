@@ -126,3 +126,10 @@ class KeyRefused(SteamharnessError):
 
     code = "key_refused"
     status = 401
+
+
+class NotGranted(SteamharnessError):
+    """A key asked for projects its account has no run permission on."""
+
+    code = "not_granted"
+    status = 403

@@ -86,6 +86,29 @@ def test_users_and_keys_show_the_raw_key_once_and_never_list_it(tmp_path: Path) 
     assert unknown_project.returncode != 0 and "not registered" in unknown_project.stderr
 
 
+def test_a_key_for_a_project_the_user_may_not_run_is_refused_until_granted(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert run(data, "projects", "add", str(EXAMPLES / "hello")).returncode == 0
+    assert run(data, "users", "create", "bo").returncode == 0
+    refused = run(data, "keys", "create", "--user", "bo", "--project", HELLO)
+    assert refused.returncode != 0 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        f"steamharness: error: user 'bo' has no run permission on project(s) hello ({HELLO}), so the key "
+        "would be refused "
+        f"there; grant it first: steamharness users grant bo --project {HELLO}"
+    ]
+    assert json.loads(run(data, "keys", "list").stdout) == []
+    assert run(data, "users", "grant", "bo", "--project", HELLO).returncode == 0
+    granted = run(data, "keys", "create", "--user", "bo", "--project", HELLO)
+    assert granted.returncode == 0 and granted.stdout.strip().startswith("shk_")
+    # Every project an administrator may use: nothing to grant.
+    assert run(data, "users", "create", "root", "--admin").returncode == 0
+    assert run(data, "keys", "create", "--user", "root", "--project", HELLO).returncode == 0
+    # A key for "every project the account may run" needs no grant up front.
+    assert run(data, "users", "create", "cy").returncode == 0
+    assert run(data, "keys", "create", "--user", "cy").returncode == 0
+
+
 @pytest.mark.parametrize(
     ("args", "stdin", "message"),
     [

@@ -89,7 +89,12 @@ def test_a_key_without_projects_covers_every_project_the_user_may_use(web: Web, 
         ({"name": "x" * 101, "scopes": "runs.create"}, "name", "at most 100"),
         ({"name": "k"}, "scopes", "at least one scope"),
         ({"name": "k", "scopes": "admin.everything"}, "scopes", "scopes listed"),
-        ({"name": "k", "scopes": "runs.create", "projects": LEDGER}, "projects", "projects you may use"),
+        (
+            {"name": "k", "scopes": "runs.create", "projects": LEDGER},
+            "projects",
+            "You have no run permission on ledger: ask an administrator to grant it "
+            "(Users page, or steamharness users grant ann --project ID).",
+        ),
         ({"name": "k", "scopes": "runs.create", "projects": "nope"}, "projects", "projects you may use"),
     ],
 )

@@ -10,6 +10,13 @@ authenticates from its own Bearer header (sessions bind, they never authenticate
     sessions is refused (429) until it ends one or one expires.
 A 2025 POST whose response never completed (the client went away mid-call) cancels the
 runs it started.
+
+Sessions also end by order (`webui.mcp.session_orders`, over the event hub): an
+administrator terminating one, a key revocation. The gateway holding the session cancels
+its runs (which closes their pending questions), terminates the SDK transport (the
+client's next request gets 404, as for an expired session) and records it closed. A
+watcher ends sessions whose row another process closed or whose key another process (the
+CLI) revoked. The session's last activity is written at most once per `touch_interval`.
 """
 
 from __future__ import annotations
@@ -24,16 +31,20 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 from starlette.types import Message, Receive, Scope, Send
 
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
-from webui.blocking import DatabaseBusy, run_db
+from webui.blocking import DatabaseBusy, is_busy_error, run_db
 from webui.errors import ConfigurationRefused, NotFound, SteamharnessError
+from webui.events import Event, EventHub
+from webui.mcp import session_orders
 from webui.mcp.binding import Binding, chosen_config, current_binding
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
@@ -41,7 +52,7 @@ from webui.projects.related import ServerRelations
 from webui.runs.env import worker_env
 from webui.runs.service import RunLimits, RunRefused, RunService
 from webui.store import sessions as session_store
-from webui.store.models import McpSession, ProjectRecord
+from webui.store.models import McpSession, ProjectRecord, utcnow
 from webui.workflows.targets import BadTarget, Target, parse_target
 
 if TYPE_CHECKING:
@@ -64,7 +75,33 @@ class SessionEntry:
     resolved: Resolved
     config: str | None  # `&config=NAME` as requested; None: the account's active one at each call
     in_flight: int = 0
+    calls: int = 0  # requests under way other than the GET stream: the console's active calls
     last_active: float = field(default_factory=time.monotonic)
+    touched: float = field(default_factory=time.monotonic)  # last-activity write
+
+
+CLIENT_INFO_MAX_BYTES = 65536
+CLIENT_FIELD_MAX = 200
+
+
+def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
+    """(client name, client version, protocol version) from an `initialize` request body;
+    Nones for what it does not say (or a body that is not one)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None, None, None
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return None, None, None
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    info = params.get("clientInfo")
+    info = info if isinstance(info, dict) else {}
+
+    def text(value: Any) -> str | None:
+        return value[:CLIENT_FIELD_MAX] if isinstance(value, str) and value else None
+
+    return text(info.get("name")), text(info.get("version")), text(params.get("protocolVersion"))
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -102,6 +139,8 @@ class McpGateway:
         refusals: RefusalAudit,
         max_sessions_per_key: int = 32,
         max_sessions_admin_key: int = 128,
+        hub: EventHub | None = None,
+        touch_interval: float = 30.0,
     ) -> None:
         self.manager = manager
         self.auth = authenticator
@@ -118,6 +157,8 @@ class McpGateway:
         self.refusals = refusals
         self.max_sessions_per_key = max_sessions_per_key
         self.max_sessions_admin_key = max_sessions_admin_key
+        self.hub = hub if hub is not None else runs.hub
+        self.touch_interval = touch_interval
         # Opening POSTs under way per credential: they hold a place under the session cap
         # until their session is bound (or they fail), so racing opens cannot overshoot it.
         self._opens: Counter[str] = Counter()
@@ -250,11 +291,15 @@ class McpGateway:
                 send, 403, "this session belongs to another credential, project, target or configuration"
             )
             return
+        counted = scope["method"] != "GET"
         entry.in_flight += 1
+        entry.calls += counted
         try:
+            await self._touch(session_id, entry, headers=_headers(scope))
             status = await self._forward(scope, receive, send, entry.binding)
         finally:
             entry.in_flight -= 1
+            entry.calls -= counted
             entry.last_active = time.monotonic()
         if scope["method"] == "DELETE" and status is not None and status < 300:
             await self._forget(session_id, "deleted")
@@ -286,6 +331,13 @@ class McpGateway:
 
         refused = False
         opening = True
+        body = bytearray()
+
+        async def peeking_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and len(body) < CLIENT_INFO_MAX_BYTES:
+                body.extend(message.get("body", b"")[: CLIENT_INFO_MAX_BYTES - len(body)])
+            return message
 
         def opened() -> None:
             # The place this open held under the cap passes to its session (or is freed).
@@ -308,7 +360,9 @@ class McpGateway:
                 if sid is not None and sid not in self.sessions:
                     opened()  # `_remember` lists the session before its first await
                     try:
-                        await self._remember(scope, sid, principal, pid, target, resolved, config)
+                        await self._remember(
+                            scope, sid, principal, pid, target, resolved, config, client_info(bytes(body))
+                        )
                     except DatabaseBusy as exc:
                         # Unrecorded, the session is unknown to us (404 if used) and the
                         # SDK reaps it when idle.
@@ -321,7 +375,7 @@ class McpGateway:
         binding = self._binding(scope, principal, resolved, None, config)
         self._opens[fingerprint] += 1
         try:
-            await self._forward(scope, receive, bind_then_send, binding)
+            await self._forward(scope, peeking_receive, bind_then_send, binding)
         finally:
             opened()
 
@@ -465,6 +519,7 @@ class McpGateway:
         target: Target,
         resolved: Resolved,
         config: str | None,
+        client: tuple[str | None, str | None, str | None] = (None, None, None),
     ) -> None:
         binding = self._binding(scope, principal, resolved, sid, config)
         self.sessions[sid] = SessionEntry(
@@ -482,8 +537,13 @@ class McpGateway:
             project_id=pid,
             target=target.label,
             resolved=resolved.key,
+            key_id=principal.key_id,
+            client_name=client[0],
+            client_version=client[1],
+            protocol_version=client[2],
+            last_activity_at=utcnow(),
         )
-        client = scope.get("client")
+        peer = scope.get("client")
         ua = _headers(scope).get("user-agent")
 
         def audit(s: Session) -> None:
@@ -496,7 +556,7 @@ class McpGateway:
                 version=resolved.key,
                 session_id=sid,
                 outcome="ok",
-                client_address=client[0] if client else None,
+                client_address=peer[0] if peer else None,
                 user_agent=ua,
                 details={"config": config} if config is not None else None,
             )
@@ -521,6 +581,125 @@ class McpGateway:
             )
 
         await run_db(session_store.close_session, self.engine, session_id=sid, reason=reason, audit=audit)
+
+    async def _touch(self, sid: str, entry: SessionEntry, *, headers: dict[str, str]) -> None:
+        """Record the session's last activity, at most once per `touch_interval`; best
+        effort (a busy database skips it until a later request)."""
+        now = time.monotonic()
+        if now - entry.touched < self.touch_interval:
+            return
+        entry.touched = now
+        try:
+            await run_db(
+                session_store.touch_session,
+                self.engine,
+                session_id=sid,
+                now=utcnow(),
+                protocol_version=headers.get("mcp-protocol-version"),
+            )
+        except DatabaseBusy:
+            pass
+        except OperationalError as exc:
+            if not is_busy_error(exc):
+                raise
+
+    # ------------------------------------------------------------------ ending by order
+    def active_calls(self, sid: str) -> int | None:
+        """Requests under way in this session (the GET stream aside); None: this process
+        does not hold the session."""
+        entry = self.sessions.get(sid)
+        return entry.calls if entry is not None else None
+
+    async def end_session(self, sid: str, *, actor: str, reason: str) -> bool:
+        """End a session this gateway holds: cancel its runs (closing their pending
+        questions), terminate its transport, record it closed with `session.terminated`.
+        False: this gateway does not hold it."""
+        why = "an administrator terminated it" if reason == "terminated" else "its API key was revoked"
+        entry = await self._drop(sid, f"The MCP session ended: {why}.")
+        if entry is None:
+            return False
+
+        def audit(s: Session) -> None:
+            self.audit.record(
+                s,
+                "session.terminated",
+                actor=actor,
+                project_id=entry.project_id,
+                target=entry.target,
+                version=entry.resolved.key,
+                session_id=sid,
+                outcome=reason,
+                details={"sessionActor": entry.binding.actor},
+            )
+
+        with anyio.CancelScope(shield=True):
+            await run_db(session_store.close_session, self.engine, session_id=sid, reason=reason, audit=audit)
+        return True
+
+    async def _drop(self, sid: str, why: str) -> SessionEntry | None:
+        """Forget a session (its requests get 404 from here), cancel its runs and end its
+        transport; the row is left to the caller."""
+        entry = self.sessions.pop(sid, None)
+        if entry is None:
+            return None
+        with anyio.CancelScope(shield=True):
+            for run_id in self.runs.live_runs_of_session(sid):
+                await self.runs.cancel(run_id, reason=why)
+            transport = getattr(self.manager, "_server_instances", {}).get(sid)
+            if transport is not None and not transport.is_terminated:
+                await transport.terminate()
+        return entry
+
+    async def follow_orders(self) -> None:
+        """Act on `session_orders` from the hub for as long as the app runs."""
+        while True:
+            with self.hub.subscribe(session_orders.TOPIC) as sub:
+                async for event in sub:
+                    if event.kind == session_orders.ORDER_END:
+                        await self._obey(event)
+            # The subscription lagged behind the hub and ended: subscribe again.
+
+    async def _obey(self, event: Event) -> None:
+        actor = str(event.data.get("actor") or "admin")
+        reason = str(event.data.get("reason") or "terminated")
+        order_id = event.data.get("orderId")
+        for sid in event.data.get("sessionIds") or []:
+            try:
+                ended = await self.end_session(str(sid), actor=actor, reason=reason)
+            except Exception:
+                log.exception("ending MCP session %s failed", sid)
+                ended = False
+            kind = session_orders.ENDED if ended else session_orders.NOT_HELD
+            self.hub.publish(session_orders.TOPIC, kind, orderId=order_id, sessionId=str(sid))
+
+    async def watch_store(
+        self, interval: float = 2.0, sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    ) -> None:
+        """End sessions another process ended in the store: a row closed elsewhere, or a key
+        revoked from the CLI."""
+        while True:
+            await sleep(interval)
+            if not self.sessions:
+                continue
+            try:
+                found = await run_db(session_store.ended_among, self.engine, session_ids=list(self.sessions))
+            except DatabaseBusy:
+                continue
+            for sid, reason in found.items():
+                entry = self.sessions.get(sid)
+                if entry is None:
+                    continue
+                if reason == "revoked":
+                    await self.end_session(sid, actor=entry.binding.actor or "admin", reason="revoked")
+                else:  # already recorded closed elsewhere: end it here, recorded once
+                    await self._drop(sid, "The MCP session ended.")
+
+    def run_background(self, tg: TaskGroup) -> None:
+        """Start the gateway's long-lived tasks: the idle reaper, the order follower and
+        the store watcher."""
+        tg.start_soon(self.reap)
+        tg.start_soon(self.follow_orders)
+        tg.start_soon(self.watch_store)
 
     # ------------------------------------------------------------------ lifecycle
     async def reap(self, sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:

@@ -334,6 +334,10 @@ class RunService:
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
         return run_id
 
+    def live_runs_of_session(self, session_id: str) -> list[str]:
+        """Ids of the live runs an MCP session started."""
+        return [run_id for run_id, live in self._live.items() if live.request.session_id == session_id]
+
     def is_live(self, run_id: str) -> bool:
         return run_id in self._live
 

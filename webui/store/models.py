@@ -159,6 +159,13 @@ class McpSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     closed_at: datetime | None = None
     close_reason: str | None = None
+    # For the sessions console: the API key (None: the server admin key), what the client
+    # said in `initialize`, and the last request (written at most once per minute or so).
+    key_id: str | None = Field(default=None, index=True)
+    client_name: str | None = None
+    client_version: str | None = None
+    protocol_version: str | None = None
+    last_activity_at: datetime | None = None
 
 
 class Run(SQLModel, table=True):

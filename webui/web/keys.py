@@ -1,7 +1,8 @@
 """API keys: each person lists, creates and revokes their own.
 
 The raw key exists only in the response to the POST that created it (marked no-store);
-the list shows key ids and metadata, never secrets. Someone else's key is 404."""
+the list shows key ids and metadata, never secrets. Someone else's key is 404. Revoking a
+key ends its MCP sessions (and so their runs and pending questions) before answering."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from fastapi.responses import RedirectResponse, Response
 from webui import admin
 from webui.auth.keys import SCOPES
 from webui.auth.ui import UiUser
+from webui.blocking import run_db
 from webui.errors import NotFound
 from webui.services import Services
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
 from webui.store.models import ApiKey
+from webui.web.admin_sessions import end_key_sessions
 from webui.web.deps import RegistryDep, ServicesDep, UserDep
 from webui.web.templating import is_htmx, page
 
@@ -101,9 +104,14 @@ def create_key(
         errors["scopes"] = "Choose at least one scope."
     elif set(chosen_scopes) - set(SCOPES):
         errors["scopes"] = "Choose among the scopes listed."
-    known = {p.id for p in project_store.list_projects(services.engine)}
-    if any(p not in known or not user.may_use(p) for p in chosen_projects):
+    known = {p.id: p.name for p in project_store.list_projects(services.engine)}
+    if any(p not in known for p in chosen_projects):
         errors["projects"] = "Choose only projects you may use."
+    elif ungranted := [known[p] for p in chosen_projects if not user.may_use(p)]:
+        errors["projects"] = (
+            f"You have no run permission on {', '.join(ungranted)}: ask an administrator to grant it "
+            f"(Users page, or steamharness users grant {user.name} --project ID)."
+        )
     if errors:
         values = {"name": name, "scopes": chosen_scopes, "projects": chosen_projects}
         return _panel(request, user, services, values=values, errors=errors, status_code=422)
@@ -121,9 +129,12 @@ def create_key(
     return _panel(request, user, services, created=(raw, key), status_code=201)
 
 
-@router.post("/keys/{key_id}/revoke", summary="Revoke one of your API keys")
-def revoke_key(request: Request, key: OwnKeyDep, user: UserDep, services: ServicesDep) -> Response:
-    admin.revoke_key(services.engine, key_id=key.id, actor=user.actor, source="ui", audit=services.audit)
+@router.post("/keys/{key_id}/revoke", summary="Revoke one of your API keys (its MCP sessions end at once)")
+async def revoke_key(request: Request, key: OwnKeyDep, user: UserDep, services: ServicesDep) -> Response:
+    await run_db(
+        admin.revoke_key, services.engine, key_id=key.id, actor=user.actor, source="ui", audit=services.audit
+    )
+    await end_key_sessions(services, key.id, actor=user.actor)
     if not is_htmx(request):
         return RedirectResponse("/keys", status_code=303)
-    return _panel(request, user, services)
+    return await run_db(_panel, request, user, services)

@@ -1,0 +1,141 @@
+"""Administration: the live MCP sessions console and terminating a session.
+
+The list is the store's open session rows (every replica's); the active-call figure comes
+from this process's gateway (blank for a session another replica holds). Terminating
+goes through the event hub (`webui.mcp.session_orders`): the gateway holding the session
+ends it, and the page answers once it has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import RedirectResponse, Response
+from sqlmodel import Session
+
+from webui.blocking import run_db
+from webui.mcp import session_orders
+from webui.mcp.http import McpGateway
+from webui.services import Services
+from webui.store import sessions as session_store
+from webui.store.models import McpSession, as_utc
+from webui.web.deps import AdminDep, ServicesDep
+from webui.web.templating import is_htmx, page
+
+router = APIRouter(prefix="/admin", tags=["admin pages"])
+
+SessionIdPath = Annotated[str, Path(max_length=200)]
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """One row of the console."""
+
+    id: str
+    account: str
+    key_id: str | None
+    project_id: str
+    target: str
+    resolved: str
+    client: str
+    protocol_version: str | None
+    created_at: datetime
+    last_activity_at: datetime
+    active_calls: int | None  # None: held by another replica (or not yet bound here)
+
+
+def _view(row: McpSession, gateway: McpGateway) -> SessionView:
+    client = " ".join(p for p in (row.client_name, row.client_version) if p) or "unknown"
+    return SessionView(
+        id=row.id,
+        account=row.actor.removeprefix("user:") if row.actor.startswith("user:") else "server admin key",
+        key_id=row.key_id,
+        project_id=row.project_id,
+        target=row.target,
+        resolved=row.resolved,
+        client=client,
+        protocol_version=row.protocol_version,
+        created_at=as_utc(row.created_at),
+        last_activity_at=as_utc(row.last_activity_at or row.created_at),
+        active_calls=gateway.active_calls(row.id),
+    )
+
+
+async def _panel(
+    request: Request,
+    services: Services,
+    *,
+    notice: str | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    gateway: McpGateway = request.app.state.gateway
+    rows = await run_db(session_store.list_open, services.engine)
+    return page(
+        request,
+        "admin/sessions.html",
+        {"sessions": [_view(r, gateway) for r in rows], "notice": notice, "error": error},
+        block="sessions_panel",
+        status_code=status_code,
+    )
+
+
+@router.get("/sessions", summary="Live MCP sessions")
+async def sessions_page(request: Request, admin_user: AdminDep, services: ServicesDep) -> Response:
+    return await _panel(request, services)
+
+
+@router.post("/sessions/{session_id}/terminate", summary="End an MCP session, its calls and their runs")
+async def terminate_session(
+    request: Request, session_id: SessionIdPath, admin_user: AdminDep, services: ServicesDep
+) -> Response:
+    row = await run_db(session_store.get_session, services.engine, session_id=session_id)
+    if row is None:
+        return await _panel(request, services, error=f"MCP session {session_id} not found.", status_code=404)
+    if row.closed_at is not None:
+        when = as_utc(row.closed_at).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return await _panel(
+            request,
+            services,
+            error=f"MCP session {session_id} already ended ({row.close_reason or 'closed'}, {when}).",
+            status_code=409,
+        )
+    outcome = await session_orders.order_end(
+        services.hub, [session_id], actor=admin_user.actor, reason="terminated"
+    )
+    if session_id not in outcome.ended:
+        # No gateway holds it (its process is gone): the row alone is left to close.
+        await run_db(_close_stale, services, row, admin_user.actor, "terminated")
+    if not is_htmx(request):
+        return RedirectResponse("/admin/sessions", status_code=303)
+    return await _panel(request, services, notice=f"MCP session {session_id} terminated.")
+
+
+async def end_key_sessions(services: Services, key_id: str, *, actor: str) -> None:
+    """A revoked key's open sessions end now, wherever they are held; rows no gateway
+    holds are closed here."""
+    sids = await run_db(session_store.open_for_key, services.engine, key_id=key_id)
+    outcome = await session_orders.order_end(services.hub, sids, actor=actor, reason="revoked")
+    for sid in outcome.not_held | outcome.unanswered:
+        row = await run_db(session_store.get_session, services.engine, session_id=sid)
+        if row is not None:
+            await run_db(_close_stale, services, row, actor, "revoked")
+
+
+def _close_stale(services: Services, row: McpSession, actor: str, reason: str) -> None:
+    def audit(s: Session) -> None:
+        services.audit.record(
+            s,
+            "session.terminated",
+            actor=actor,
+            project_id=row.project_id,
+            target=row.target,
+            version=row.resolved,
+            session_id=row.id,
+            outcome=reason,
+            details={"sessionActor": row.actor, "held": False},
+        )
+
+    session_store.close_session(services.engine, session_id=row.id, reason=reason, audit=audit)
