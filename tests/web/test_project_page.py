@@ -81,12 +81,17 @@ def test_an_administrator_takes_a_version_offline_and_back_online_audited(pweb: 
     assert "Take 1.0.0 offline" in web.client.get(PAGE).text
     r = web.client.post(f"{PAGE}/versions/1.0.0/offline", data={"csrf_token": token})
     assert r.status_code == 200, r.text
+    [redirect] = r.history  # the page again: a reload does not repeat the change
+    assert redirect.status_code == 303
+    assert redirect.headers["location"] == f"{PAGE}?done=offline&version=1.0.0"
     ctx = rendered(r).context
     assert ctx["notice"] == "1.0.0 is offline."
     assert [(v.version, v.online, v.latest) for v in ctx["versions"]] == [("1.0.0", False, False)]
     assert "Bring 1.0.0 online" in r.text
     r = web.client.post(f"{PAGE}/versions/1.0.0/online", data={"csrf_token": token})
     assert [(v.online, v.latest) for v in rendered(r).context["versions"]] == [(True, True)]
+    forged = web.client.get(f"{PAGE}?done=offline&version=<b>1</b>")
+    assert rendered(forged).context["notice"] is None  # only a version label is ever echoed
     events = audit(web, "project.version_offline") + audit(web, "project.version_online")
     assert [(e.event, e.actor, e.source, e.project_id, e.version) for e in events] == [
         ("project.version_offline", "user:root", "ui", COPY, "1.0.0"),

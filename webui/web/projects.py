@@ -7,6 +7,9 @@
     POST /projects/{id}/publish                   publish the draft reviewed (its revision) as a version
     POST /projects/{id}/versions/{v}/online|offline   bring a version online or take it offline
 
+A change done answers 303 to the page (`?done=…&version=…` names it); a refusal renders the
+page with the error (409 or 422) and what was typed.
+
 Whoever may use the project sees the page; publishing and taking versions online or offline
 are for administrators (the CLI is the operator's tool, the page is its counterpart), each
 audited with the change. A project the person may not use is 404, never 403.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
@@ -31,6 +35,7 @@ from webui.web import project_views as views
 from webui.web.deps import RegistryDep, ServicesDep, UserDep
 from webui.web.mcp_page import visible_record
 from webui.web.templating import page
+from webui.workflows.targets import VERSION_RE
 
 router = APIRouter(tags=["pages"])
 
@@ -92,10 +97,28 @@ def _admin(user: UiUser) -> None:
         raise Forbidden("publishing and taking versions online or offline is for administrators")
 
 
+NOTICES = {"published": "Published {}.", "online": "{} is online.", "offline": "{} is offline."}
+
+
+def _done(project_id: str, what: str, version: str) -> Response:
+    """After a change, the page again (a reload does not repeat the change), saying what was done."""
+    return RedirectResponse(f"/projects/{project_id}?{urlencode({'done': what, 'version': version})}", 303)
+
+
 @router.get("/projects/{project_id}", summary="A project: description, versions, recent runs")
-def project_page(request: Request, project_id: str, user: UserDep, registry: RegistryDep) -> Response:
+def project_page(
+    request: Request,
+    project_id: str,
+    user: UserDep,
+    registry: RegistryDep,
+    done: str | None = None,
+    version: str | None = None,
+) -> Response:
     record = visible_record(registry, user, project_id)
-    return _render(request, user, registry, record)
+    notice = None
+    if done in NOTICES and version is not None and VERSION_RE.match(version):
+        notice = NOTICES[done].format(version)
+    return _render(request, user, registry, record, notice=notice)
 
 
 @router.get("/projects/{project_id}/publish", summary="Review what publishing the draft changes")
@@ -141,14 +164,14 @@ async def publish(request: Request, project_id: str, user: UserDep, registry: Re
         return await run_db(
             render, publish=preview, error=exc.message, version_value=version, status_code=status
         )
-    return await run_db(render, notice=f"Published {row.version}.")
+    return _done(project_id, "published", row.version)
 
 
 async def _set_online(
     request: Request, project_id: str, version: str, user: UiUser, online: bool
 ) -> Response:
     registry: ProjectRegistry = request.app.state.registry
-    record = await run_db(visible_record, registry, user, project_id)
+    await run_db(visible_record, registry, user, project_id)
     _admin(user)
     services = request.app.state.services
     await run_db(
@@ -162,8 +185,7 @@ async def _set_online(
             audit=services.audit,
         )
     )
-    notice = f"{version} is {'online' if online else 'offline'}."
-    return await run_db(functools.partial(_render, request, user, registry, record, notice=notice))
+    return _done(project_id, "online" if online else "offline", version)
 
 
 @router.post("/projects/{project_id}/versions/{version}/online", summary="Bring a version online")
