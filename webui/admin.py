@@ -4,6 +4,8 @@ the caller passes (the server's wakes the live audit tail)."""
 
 from __future__ import annotations
 
+import hmac
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from sqlmodel import Session
 
 from webui.account_rules import InvalidAccount, name_taken, new_account_errors
 from webui.audit.log import AuditLog
-from webui.auth.keys import DEFAULT_SCOPES, new_api_key
+from webui.auth.keys import DEFAULT_SCOPES, KEY_PREFIX, new_api_key, sha256_hex
 from webui.auth.passwords import hash_password
 from webui.errors import NotFound, NotGranted, SteamharnessError
 from webui.projects.registry import ProjectRegistry
@@ -239,10 +241,64 @@ def set_project_limits(
     return row
 
 
+DEMO_KEY_NAME = "demo"
+DEMO_KEY_FILE = "demo-api-key"  # in the data dir, mode 0600: the demo key's raw value
+
+
+def _live_demo_key(engine: Engine, account_id: int, raw: str) -> str | None:
+    """The id of the demo account's live key `raw` is, else None."""
+    public, sep, secret = raw.removeprefix(KEY_PREFIX).partition("_")
+    if not raw.startswith(KEY_PREFIX) or not sep:
+        return None
+    row = account_store.get_key(engine, key_id=f"key_{public}")
+    if row is None or row.account_id != account_id or row.revoked_at is not None:
+        return None
+    return row.id if hmac.compare_digest(sha256_hex(secret), row.secret_hash) else None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace `path` atomically with a file only its owner may read (0600)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def demo_key(engine: Engine, *, account_id: int, key_file: Path, audit: AuditLog = PLAIN_AUDIT) -> str:
+    """The demo account's one API key: the one kept in `key_file` while it is still live,
+    else a new one (written there). Every other live demo key is revoked, so exactly one
+    demo key works after each start."""
+    try:
+        raw: str | None = key_file.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raw = None
+    keep = _live_demo_key(engine, account_id, raw) if raw else None
+    if keep is None:
+        raw, row = create_key(
+            engine, user="demo", projects=None, scopes=None, name=DEMO_KEY_NAME, actor="demo", audit=audit
+        )
+        _write_private(key_file, raw + "\n")
+        keep = row.id
+    else:
+        os.chmod(key_file, 0o600)
+    for key, _ in account_store.list_keys(engine, account_id=account_id):
+        if key.id != keep and key.name == DEMO_KEY_NAME and key.revoked_at is None:
+            revoke_key(engine, key_id=key.id, actor="demo", audit=audit)
+    assert raw is not None
+    return raw
+
+
 def setup_demo(
-    engine: Engine, registry: ProjectRegistry, examples: Path, *, audit: AuditLog = PLAIN_AUDIT
+    engine: Engine,
+    registry: ProjectRegistry,
+    examples: Path,
+    *,
+    key_file: Path,
+    audit: AuditLog = PLAIN_AUDIT,
 ) -> tuple[str, str, str]:
-    """Register and publish the bundled examples; (re)issue a demo login and key."""
+    """Register and publish the bundled examples; issue a new demo login password; the demo
+    API key stays the same across starts (see `demo_key`)."""
     for folder in sorted(p for p in examples.iterdir() if (p / "package.json").is_file()):
         project, _ = registry.register(folder)
         if project.version and not registry.online_versions(project.id):
@@ -257,7 +313,5 @@ def setup_demo(
     else:
         assert account.id is not None
         account_store.set_password(engine, account_id=account.id, password_hash=hash_password(password))
-    raw, _ = create_key(
-        engine, user="demo", projects=None, scopes=None, name="demo", actor="demo", audit=audit
-    )
-    return "demo", password, raw
+    assert account.id is not None
+    return "demo", password, demo_key(engine, account_id=account.id, key_file=key_file, audit=audit)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, fail, open_store, server_settings
+from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
 
 app = typer.Typer(help="Register, publish and take offline workflow projects.", no_args_is_help=True)
 
@@ -58,7 +58,7 @@ def projects_publish(
 ) -> None:
     """Snapshot the draft as an immutable, online version."""
     _, registry = open_store(server_settings(data_dir, database_url))
-    row = registry.publish(project_id, version, actor="cli")
+    row = registry.publish(project_id, version, actor="cli", audit=cli_audit())
     typer.echo(f"published {project_id} {row.version} ({row.revision})", err=True)
     typer.echo(row.version)
 
@@ -67,7 +67,7 @@ def _set_online(
     project_id: str, version: str, online: bool, data_dir: Path | None, database_url: str | None
 ) -> None:
     _, registry = open_store(server_settings(data_dir, database_url))
-    registry.set_online(project_id, version, online)
+    registry.set_online(project_id, version, online, actor="cli", audit=cli_audit())
     typer.echo(f"{project_id} {version} is {'online' if online else 'offline'}", err=True)
 
 
@@ -125,3 +125,30 @@ def projects_limits(
         fail("give --max-running and/or --max-queued")
     registry.set_limits(project_id, **changes)
     typer.echo(f"{project_id}: {', '.join(f'{k}={v}' for k, v in changes.items())}", err=True)
+
+
+@app.command("diff")
+def projects_diff(
+    project_id: Annotated[str, typer.Argument(metavar="ID")],
+    against: Annotated[
+        str, typer.Option(help="The version to compare the draft with (default: latest).")
+    ] = "latest",
+    data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Show how the draft's tools differ from a published version's: what publishing the
+    draft changes for clients (breaking changes start with BREAKING)."""
+    from webui.mcp.catalog import contract_changes
+    from webui.workflows.targets import parse_target
+
+    _, registry = open_store(server_settings(data_dir, database_url))
+    draft = registry.draft(project_id)
+    old = None
+    if against != "latest" or registry.online_versions(project_id):
+        old = registry.resolve(project_id, parse_target(against)).project
+    changes = contract_changes(old, draft)
+    for change in changes:
+        typer.echo(change.line())
+    label = against if old is not None else "no online version"
+    breaking = sum(c.breaking for c in changes)
+    typer.echo(f"{len(changes)} change(s), {breaking} breaking, against {label}", err=True)

@@ -63,13 +63,18 @@ def serve_command(
         ),
     ] = None,
     demo: Annotated[
-        bool, typer.Option("--demo", help="Register the bundled examples; print a login and key.")
+        bool,
+        typer.Option(
+            "--demo",
+            help="Register the bundled examples; print a login (a new password each start) and the "
+            "demo API key (the same key each start while it is not revoked).",
+        ),
     ] = False,
 ) -> None:
     """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
     import uvicorn
 
-    from webui.admin import setup_demo
+    from webui.admin import DEMO_KEY_FILE, setup_demo
     from webui.app import create_app
     from webui.files import created
     from webui.runs.isolation import harden_process, worker_user
@@ -100,7 +105,13 @@ def serve_command(
     for d in dirs:
         registry.register_dir(d)
     if demo:
-        user, password, key = setup_demo(engine, registry, examples_dir(settings), audit=cli_audit())
+        user, password, key = setup_demo(
+            engine,
+            registry,
+            examples_dir(settings),
+            key_file=settings.data_dir / DEMO_KEY_FILE,
+            audit=cli_audit(),
+        )
         base = f"http://{host}:{port}"
         typer.echo(f"demo login: {user} / {password}")
         typer.echo(f"demo API key: {key}")

@@ -7,6 +7,7 @@ from typing import Any
 
 import mcp_types as types
 
+from webui.workflows.contract_diff import Change, ToolContract, diff_catalogs
 from webui.workflows.project import Entrypoint, Project
 from webui.workflows.schema import FileMode, input_schema
 
@@ -70,3 +71,23 @@ class Catalog:
 
     def entrypoint(self, name: str) -> Entrypoint | None:
         return self.project.entrypoint(name)
+
+    def contracts(self) -> list[ToolContract]:
+        """The tools as a client sees them, for comparing two catalogs."""
+        return [
+            ToolContract(
+                name=t.name,
+                input_schema=t.input_schema,
+                output_schema=t.output_schema,
+                title=t.title,
+                description=t.description,
+            )
+            for t in self.tools
+        ]
+
+
+def contract_changes(old: Project | None, new: Project) -> list[Change]:
+    """How the tools clients of `old` (None: no version yet) see change in `new`, as the
+    server lists them."""
+    before = Catalog.build(old, file_mode="server").contracts() if old is not None else []
+    return diff_catalogs(before, Catalog.build(new, file_mode="server").contracts())

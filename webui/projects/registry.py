@@ -13,8 +13,10 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from webui.audit.log import AuditLog
 from webui.errors import NotFound, ProjectError, SteamharnessError
 from webui.store import projects as project_store
+from webui.store.db import AuditWrite
 from webui.store.models import ProjectRecord, ProjectVersion
 from webui.workflows.project import Project, load_project
 from webui.workflows.related import RelatedProjectError, confirm_relation
@@ -95,8 +97,15 @@ class ProjectRegistry:
 
     # ------------------------------------------------------------------ versions
     def publish(
-        self, project_id: str, version: str | None = None, *, actor: str | None = None
+        self,
+        project_id: str,
+        version: str | None = None,
+        *,
+        actor: str | None = None,
+        source: str = "cli",
+        audit: AuditLog | None = None,
     ) -> ProjectVersion:
+        """With `audit`, a `project.published` event commits with the new version's row."""
         project = self.draft(project_id)
         label = check_version(version or project.version or "")
         self.check_relations(project)
@@ -118,7 +127,11 @@ class ProjectRegistry:
             snapshot_dir=str(dest),
             published_by=actor,
         )
-        return project_store.add_version(self.engine, row=row)
+        write = None
+        if audit is not None:
+            details = {"version": label, "revision": row.revision}
+            write = _audit_write(audit, "project.published", actor, source, project_id, label, details)
+        return project_store.add_version(self.engine, row=row, audit=write)
 
     def check_relations(self, project: Project) -> None:
         """Every project `project` names in relatedProjects is registered here and (in its
@@ -138,10 +151,26 @@ class ProjectRegistry:
                     f"{project.root}/package.json: relatedProjects: {exc.message}"
                 ) from None
 
-    def set_online(self, project_id: str, version: str, online: bool) -> ProjectVersion:
+    def set_online(
+        self,
+        project_id: str,
+        version: str,
+        online: bool,
+        *,
+        actor: str | None = None,
+        source: str = "cli",
+        audit: AuditLog | None = None,
+    ) -> ProjectVersion:
+        """With `audit`, a `project.version_online`/`_offline` event commits with the change
+        (none when the version already had that state)."""
         self.record(project_id)
+        status = "online" if online else "offline"
+        write = None
+        if audit is not None:
+            event = f"project.version_{status}"
+            write = _audit_write(audit, event, actor, source, project_id, version, {"version": version})
         row = project_store.set_version_status(
-            self.engine, project_id=project_id, version=version, status="online" if online else "offline"
+            self.engine, project_id=project_id, version=version, status=status, audit=write
         )
         if row is None:
             raise NotFound(f"project {project_id} has no version {version}")
@@ -183,3 +212,24 @@ class ProjectRegistry:
 
     def draft_revision(self, project_id: str) -> str:
         return self.hasher.revision(Path(self.record(project_id).root))
+
+
+def _audit_write(
+    audit: AuditLog,
+    event: str,
+    actor: str | None,
+    source: str,
+    project_id: str,
+    version: str,
+    details: dict[str, str],
+) -> AuditWrite:
+    return lambda s: audit.record(
+        s,
+        event,
+        actor=actor,
+        project_id=project_id,
+        version=version,
+        outcome="ok",
+        source=source,
+        details=details,
+    )

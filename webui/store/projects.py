@@ -10,7 +10,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.db import add_row, get_row
+from webui.store.db import AuditWrite, add_row, get_row
 from webui.store.models import ProjectRecord, ProjectVersion
 
 _PROJECTS = cast(Table, ProjectRecord.__table__)  # pyright: ignore[reportAttributeAccessIssue]
@@ -88,18 +88,22 @@ def get_version(engine: Engine, *, project_id: str, version: str) -> ProjectVers
     return get_row(engine, ProjectVersion, (project_id, version))
 
 
-def add_version(engine: Engine, *, row: ProjectVersion) -> ProjectVersion:
-    return add_row(engine, row)
+def add_version(engine: Engine, *, row: ProjectVersion, audit: AuditWrite | None = None) -> ProjectVersion:
+    return add_row(engine, row, audit=audit)
 
 
 def set_version_status(
-    engine: Engine, *, project_id: str, version: str, status: str
+    engine: Engine, *, project_id: str, version: str, status: str, audit: AuditWrite | None = None
 ) -> ProjectVersion | None:
+    """None if there is no such version; the audit write runs only when the status changes."""
     with Session(engine, expire_on_commit=False) as s:
         row = s.get(ProjectVersion, (project_id, version))
         if row is None:
             return None
-        row.status = status
-        s.add(row)
-        s.commit()
+        if row.status != status:
+            row.status = status
+            s.add(row)
+            if audit is not None:
+                audit(s)
+            s.commit()
         return row

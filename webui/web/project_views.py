@@ -1,0 +1,124 @@
+"""What the project pages show: a project's versions, its draft, the publish preview (the tool
+contract diff against latest), its recent runs, and the one-line summary on the projects list.
+
+Blocking (file and store reads): route handlers call these from a worker thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+
+from webui.errors import ProjectError, SteamharnessError
+from webui.mcp.catalog import contract_changes
+from webui.projects.registry import ProjectRegistry
+from webui.store import projects as project_store
+from webui.store import runs as run_store
+from webui.store.models import ProjectRecord, Run
+from webui.workflows.contract_diff import Change
+from webui.workflows.project import Project
+from webui.workflows.targets import Target, version_key
+
+RECENT_RUNS = 10
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: str
+    online: bool
+    latest: bool
+    revision: str
+    published_at: datetime
+    published_by: str | None
+
+
+@dataclass(frozen=True)
+class DraftView:
+    project: Project | None
+    revision: str | None
+    problem: str | None  # why the draft does not load
+
+
+@dataclass(frozen=True)
+class PublishPreview:
+    """The draft against latest, as a publish would change it for clients on `latest`."""
+
+    base: str | None  # the latest online version compared with; None: nothing online yet
+    version: str  # proposed: the draft's package.json version
+    revision: str | None  # the draft revision the diff was made from
+    changes: list[Change]
+    problem: str | None  # the draft cannot be published as it is
+
+    @property
+    def breaking(self) -> list[Change]:
+        return [c for c in self.changes if c.breaking]
+
+
+@dataclass(frozen=True)
+class ListSummary:
+    tools: int | None  # None: neither a version nor the draft loads
+    tools_of: str  # "latest 1.0.0" or "draft"
+    last_run: Run | None
+
+
+def versions(registry: ProjectRegistry, project_id: str) -> list[VersionRow]:
+    """Every published version, newest first."""
+    online = registry.online_versions(project_id)
+    latest = online[0].version if online else None
+    rows = project_store.list_versions(registry.engine, project_id=project_id)
+    rows.sort(key=lambda v: version_key(v.version), reverse=True)
+    return [
+        VersionRow(
+            version=v.version,
+            online=v.status == "online",
+            latest=v.version == latest,
+            revision=v.revision,
+            published_at=v.published_at,
+            published_by=v.published_by,
+        )
+        for v in rows
+    ]
+
+
+def draft(registry: ProjectRegistry, project_id: str) -> DraftView:
+    try:
+        return DraftView(registry.draft(project_id), registry.draft_revision(project_id), None)
+    except (OSError, ProjectError) as exc:
+        message = exc.message if isinstance(exc, ProjectError) else f"the draft folder cannot be read: {exc}"
+        return DraftView(None, None, message)
+
+
+def preview(registry: ProjectRegistry, project_id: str) -> PublishPreview:
+    """The publish preview; a draft that cannot be published gives `problem` and no changes."""
+    seen = draft(registry, project_id)
+    online = registry.online_versions(project_id)
+    base = online[0].version if online else None
+    if seen.project is None:
+        return PublishPreview(base, "", None, [], seen.problem)
+    project = seen.project
+    try:
+        registry.check_relations(project)
+        old = registry.resolve(project_id, Target("latest")).project if base else None
+    except SteamharnessError as exc:
+        return PublishPreview(base, project.version or "", seen.revision, [], exc.message)
+    return PublishPreview(base, project.version or "", seen.revision, contract_changes(old, project), None)
+
+
+def recent_runs(engine: Engine, project_id: str, limit: int = RECENT_RUNS) -> list[Run]:
+    """Newest first. Whoever may use a project sees its runs (the runs list's rule)."""
+    return run_store.list_runs(engine, project_ids=[project_id], limit=limit)
+
+
+def list_summary(registry: ProjectRegistry, record: ProjectRecord) -> ListSummary:
+    """Tool count of what `latest` serves (else the draft's), and the newest run."""
+    online = registry.online_versions(record.id)
+    tools: int | None = None
+    tools_of = f"latest {online[0].version}" if online else "draft"
+    try:
+        target = Target("latest") if online else Target("draft")
+        tools = len(registry.resolve(record.id, target).project.entrypoints)
+    except (OSError, SteamharnessError):
+        tools = None
+    runs = run_store.list_runs(registry.engine, project_ids=[record.id], limit=1)
+    return ListSummary(tools, tools_of, runs[0] if runs else None)
