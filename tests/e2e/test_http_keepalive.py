@@ -156,3 +156,27 @@ async def test_interaction_required_names_the_real_run_to_read_back(server: Live
         with anyio.fail_after(TIMEOUT):
             run = (await http.get(f"/api/runs/{body['runId']}")).json()["data"]
     assert run["status"] == "waiting_for_input"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_long_step_over_http_is_kept_alive_in_both_eras(server: LiveServer, mode: str) -> None:
+    key = server.create_key(f"omar-{mode}")
+    heard: list[tuple[float, str | None]] = []
+    three = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
+        if sum((m or "").startswith("running Sleep: worker=") for _, m in heard) >= 3:
+            three.set()
+
+    async with sdk_client(server.mcp_url(TORTURE), key, mode) as client, anyio.create_task_group() as tg:
+
+        async def sleep() -> None:
+            await client.call_tool("sleep", {"seconds": 3600}, progress_callback=on_progress)
+
+        tg.start_soon(sleep)
+        await three.wait()  # bounded by sdk_client's TIMEOUT
+        tg.cancel_scope.cancel()
+    assert strictly_increasing([p for p, _ in heard])
+    assert run_status_becomes(server, f"omar-{mode}", "cancelled")
