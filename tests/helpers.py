@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import anyio
@@ -11,6 +12,11 @@ from webui.services import Services
 from webui.workflows.project import Project
 
 RUN_WAIT_SECONDS = 60  # the bound on waiting for one update of a run
+
+
+def strictly_increasing(values: list[float]) -> bool:
+    """What MCP requires of the `progress` values of one request's notifications."""
+    return all(a < b for a, b in itertools.pairwise(values))
 
 
 def process_gone(pid: int) -> bool:

@@ -118,6 +118,22 @@ def run_client_script(
 
     A client that exits non-zero (a crash, or a call that did not end as its `expect` said)
     fails the test with both its outputs."""
+    proc = start_client_script(node, script, args, ops, elicitation=elicitation, answers=answers, env=env)
+    return finish_client_script(proc, script)
+
+
+def start_client_script(
+    node: str,
+    script: str,
+    args: list[str],
+    ops: list[dict[str, Any]],
+    *,
+    elicitation: bool = False,
+    answers: list[dict[str, Any]] | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """tests/node/`script` started in the background (for a test that acts while the client
+    waits); `finish_client_script` collects it."""
     argv = [
         node,
         str(NODE_DIR / script),
@@ -131,23 +147,44 @@ def run_client_script(
     ]
     if elicitation:
         argv.append("--elicitation")
-    proc = subprocess.run(
-        argv,
-        cwd=NODE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CLIENT_TIMEOUT_SECONDS,
-        check=False,
+    return subprocess.Popen(
+        argv, cwd=NODE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def finish_client_script(proc: subprocess.Popen[str], script: str) -> tuple[dict[str, Any], str]:
+    """The document and stderr of a client started by `start_client_script`, once it exits
+    (within CLIENT_TIMEOUT_SECONDS, else it is killed and the test fails)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=CLIENT_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"{script} did not exit within {CLIENT_TIMEOUT_SECONDS}s\nstderr:\n{stderr}")
     if proc.returncode != 0:
-        pytest.fail(f"{script} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return json.loads(proc.stdout), proc.stderr
+        pytest.fail(f"{script} exited {proc.returncode}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    return json.loads(stdout), stderr
 
 
-def call(name: str, arguments: dict[str, Any] | None = None, *, expect: str = "result") -> dict[str, Any]:
-    """A callTool operation for a client's --ops."""
-    return {"op": "callTool", "name": name, "arguments": arguments or {}, "expect": expect}
+def call(
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    expect: str = "result",
+    timeout_ms: int | None = None,
+    progress: bool = False,
+    reset_timeout_on_progress: bool = False,
+) -> dict[str, Any]:
+    """A callTool operation for a client's --ops: `timeout_ms` its own request time-out,
+    `progress` to send a progress token and record the notifications (the step's `progress`),
+    `reset_timeout_on_progress` the SDK's `resetTimeoutOnProgress`."""
+    op: dict[str, Any] = {"op": "callTool", "name": name, "arguments": arguments or {}, "expect": expect}
+    if timeout_ms is not None:
+        op["timeoutMs"] = timeout_ms
+    if progress:
+        op["progress"] = True
+        op["resetTimeoutOnProgress"] = reset_timeout_on_progress
+    return op
 
 
 def tool_payload(step: dict[str, Any]) -> dict[str, Any]:

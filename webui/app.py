@@ -167,6 +167,7 @@ def create_app(settings: Settings) -> FastAPI:
                 files=services.files,
                 audit=services.audit,
                 configs=services.configs,
+                progress_interval=settings.progress_interval_seconds,
             )
             server = build_server(
                 bridge=bridge,

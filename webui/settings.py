@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     kill_grace_seconds: float = Field(default=2.0, ge=0)
     max_file_bytes: int = 50 * 1024 * 1024
     request_state_ttl_seconds: float = 3600.0
+    # Seconds between the keep-alive progress notifications of an MCP tool call that carries a
+    # progress token while its run is not finished (waiting for a person, a child run, a long
+    # step); 0 sends none.
+    progress_interval_seconds: float = Field(default=10.0, ge=0)
     # How long a writer waits for another writer's database lock before the request
     # fails with 503 and Retry-After.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)

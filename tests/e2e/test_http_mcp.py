@@ -334,6 +334,7 @@ async def test_interaction_required_is_answered_through_the_api_and_the_run_read
     assert result.is_error is True and body["error"]["code"] == "interaction_required"
     assert "/api/interactions/" in body["error"]["message"]
     run_id = body["runId"]
+    assert body["error"]["message"].endswith(f"then read GET {server.base_url}/api/runs/{run_id}.")
     answers = iter([{"destination": "Kyiv", "nights": 1}, {"room": "single"}, {}])
     interaction_id = body["error"]["interactionId"]
     async with httpx2.AsyncClient(
@@ -500,6 +501,8 @@ async def _sleeping(server: LiveServer, key: str, sid: str) -> AsyncIterator[Sle
             async for line in response.aiter_lines():
                 if line.startswith("data:") and "notifications/progress" in line:
                     message = json.loads(line[5:])["params"]["message"]
+                    if not message.startswith("worker="):
+                        continue  # a keep-alive (webui.mcp.keepalive), not the workflow's report
                     pids = dict(part.split("=") for part in message.split())
                     break
             else:
@@ -682,6 +685,8 @@ async def test_cancelling_a_call_from_the_sdk_client_kills_its_worker_in_both_er
     started = anyio.Event()
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        if not (message or "").startswith("worker="):
+            return  # a keep-alive (webui.mcp.keepalive), not the workflow's report
         pids.update({k: int(v) for k, v in (part.split("=") for part in (message or "").split())})
         started.set()
 

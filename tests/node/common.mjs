@@ -7,8 +7,12 @@
 //
 // Operations run in order. `expect` ("result" or "error", default "result") says how a
 // callTool should end; a mismatch is reported on stderr and makes the exit code 1, after the
-// document is printed. Scripted answers are consumed in order, one per elicitation request;
-// once they run out the client answers "cancel" (the request is still recorded).
+// document is printed. A callTool may also set `timeoutMs` (its own request time-out),
+// `progress: true` (send a progress token and record each notification in the step's
+// `progress`) and `resetTimeoutOnProgress: true` (the SDK option of that name). Scripted
+// answers are consumed in order, one per elicitation request; once they run out the client
+// answers "cancel" (the request is still recorded). The answer `{"hold": true}` never
+// answers: the person answers elsewhere and the server cancels the request.
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -45,10 +49,17 @@ export function makeClient(name, opts, observed) {
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
   if (opts.elicitation) {
     const answers = [...opts.answers];
-    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
       const answer = answers.shift() ?? null;
       const { message, requestedSchema } = request.params;
-      observed.elicitations.push({ message, requestedSchema, answer });
+      const seen = { message, requestedSchema, answer };
+      observed.elicitations.push(seen);
+      if (answer?.hold) {
+        // Until the server cancels the request; the SDK sends nothing back for a cancelled one.
+        await new Promise((resolve) => extra.signal.addEventListener('abort', resolve, { once: true }));
+        seen.cancelledByServer = true;
+        return { action: 'cancel' };
+      }
       return answer ?? { action: 'cancel' };
     });
   }
@@ -67,7 +78,7 @@ export function observeConnected(client, observed) {
  * the op's `expect` is added to `mismatches`. */
 export async function runOps(client, opts, observed, mismatches) {
   for (const op of opts.ops) {
-    const request = { timeout: opts.timeout };
+    const request = { timeout: op.timeoutMs ?? opts.timeout };
     if (op.op === 'listTools') {
       const { tools } = await client.listTools(undefined, request);
       observed.steps.push({
@@ -76,6 +87,11 @@ export async function runOps(client, opts, observed, mismatches) {
       });
     } else if (op.op === 'callTool') {
       const step = { op: 'callTool', name: op.name, arguments: op.arguments ?? {} };
+      if (op.progress) {
+        step.progress = [];
+        request.onprogress = (p) => step.progress.push(p);
+        request.resetTimeoutOnProgress = op.resetTimeoutOnProgress ?? false;
+      }
       try {
         const { content, structuredContent, isError } = await client.callTool(
           { name: op.name, arguments: step.arguments }, undefined, request);

@@ -4,10 +4,12 @@
 //
 //   node stdio_client.mjs --command steamharness --project /abs/project --data-dir /abs/data \
 //     [--elicitation] [--answers '[{"action":"accept","content":{...}}]'] [--timeout-ms 30000] \
+//     [--server-env '{"STEAMHARNESS_PROGRESS_INTERVAL_SECONDS":"1"}'] \
 //     --ops '[{"op":"listTools"}, {"op":"callTool","name":"greet","arguments":{...},"expect":"result"}]'
 //
 // Every option may also come from the environment: MCP_COMMAND, MCP_PROJECT, MCP_DATA_DIR,
-// MCP_ELICITATION=1, MCP_ANSWERS, MCP_OPS, MCP_TIMEOUT_MS.
+// MCP_SERVER_ENV, MCP_ELICITATION=1, MCP_ANSWERS, MCP_OPS, MCP_TIMEOUT_MS.
+// The server gets the SDK's default environment plus --server-env (the transport merges them).
 //
 // Operations, `expect` and scripted answers work as common.mjs describes.
 // Output: {serverVersion, steps: [...], elicitations: [...], transportErrors}.
@@ -19,6 +21,7 @@ function options() {
     command: { type: 'string', default: process.env.MCP_COMMAND ?? 'steamharness' },
     project: { type: 'string', default: process.env.MCP_PROJECT },
     'data-dir': { type: 'string', default: process.env.MCP_DATA_DIR },
+    'server-env': { type: 'string', default: process.env.MCP_SERVER_ENV ?? '{}' },
   });
   if (!values.project || !values['data-dir']) {
     throw new Error('--project and --data-dir (or MCP_PROJECT, MCP_DATA_DIR) are required');
@@ -26,6 +29,7 @@ function options() {
   return {
     command: values.command,
     args: ['mcp', values.project, '--data-dir', values['data-dir']],
+    env: JSON.parse(values['server-env']),
     ...common,
   };
 }
@@ -36,7 +40,7 @@ async function main() {
   const mismatches = [];
   const client = makeClient('steamharness-ts-test-client', opts, observed);
 
-  const transport = new StdioClientTransport({ command: opts.command, args: opts.args });
+  const transport = new StdioClientTransport({ command: opts.command, args: opts.args, env: opts.env });
   try {
     await client.connect(transport);
     // Lines the client could not parse (e.g. stdout noise) surface after connecting.

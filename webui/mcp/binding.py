@@ -33,7 +33,10 @@ class Binding:
     related: Mapping[str, str] = field(default_factory=dict)
     # Where the project's related projects resolve (None: it may use none).
     relations: Relations | None = None
-    answer_hint: str | None = None  # where a person can answer; "{interactionId}" is filled in
+    # Where a person can answer; "{interactionId}" and "{runId}" are filled in.
+    answer_hint: str | None = None
+    # The server's address as the client reached it (HTTP), for links to its pages.
+    base_url: str | None = None
     # The configuration runs start with: this name, or (None) the scope's active one at call
     # time. The scope: stdio, the local operator's; HTTP, the account's (or the admin principal's).
     config_name: str | None = None

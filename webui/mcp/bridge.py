@@ -6,6 +6,8 @@ person it delivers the stored Interaction through the best channel the client ha
   - 2025-era sessions with form elicitation: inline `elicitation/create` on this call;
   - 2026-07-28: an `InputRequiredResult` whose (sealed) state names the run and question;
   - otherwise, or when the form cannot be an MCP form: the `interaction_required` result.
+A call that carries a progress token gets the workflow's progress and, while the run is not
+finished, a keep-alive (webui.mcp.keepalive) at `progress_interval` seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from webui.files.store import FileStore, worker_view
 from webui.interactions.owner import OverrideRequired, Party
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding
+from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.results import error_result, final_result, interaction_required_result
 from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
 from webui.store import runs as run_store
@@ -70,12 +73,15 @@ class CallBridge:
         files: FileStore,
         audit: AuditLog,
         configs: ConfigService,
+        progress_interval: float = DEFAULT_INTERVAL_SECONDS,
     ) -> None:
+        """`progress_interval`: seconds between keep-alive progress notifications (0: none)."""
         self.runs = runs
         self.interactions = interactions
         self.files = files
         self.audit = audit
         self.configs = configs
+        self.progress_interval = progress_interval
 
     async def _audit(
         self,
@@ -128,6 +134,8 @@ class CallBridge:
         ep: Entrypoint,
         params: types.CallToolRequestParams,
     ) -> types.CallToolResult | types.InputRequiredResult:
+        token = (params.meta or {}).get("progress_token")
+        stream = ProgressStream(ctx.session.report_progress) if token is not None else None
         if params.request_state:
             run_id = await self._resume_from_state(b, ep, params)
         else:
@@ -150,8 +158,8 @@ class CallBridge:
                 await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
             # Audited once following: the run's first updates must not pass while we write.
-            return await self._follow(ctx, b, ep, run_id, started=True)
-        return await self._follow(ctx, b, ep, run_id)
+            return await self._follow(ctx, b, ep, run_id, stream, started=True)
+        return await self._follow(ctx, b, ep, run_id, stream)
 
     async def _start(
         self,
@@ -198,13 +206,23 @@ class CallBridge:
         b: Binding,
         ep: Entrypoint,
         run_id: str,
+        stream: ProgressStream | None,
         *,
         started: bool = False,
     ) -> types.CallToolResult | types.InputRequiredResult:
         keep_run = False
         finished = False
+
+        def describe() -> str | None:
+            last = stream.message if stream is not None else None
+            state = self.runs.live_state(run_id)
+            return describe_wait(state, title=ep.title, last_message=last, base_url=b.base_url)
+
         try:
-            async with self.runs.watch(run_id) as updates:
+            async with (
+                keeping_alive(stream, self.progress_interval, describe),
+                self.runs.watch(run_id) as updates,
+            ):
                 if started:
                     await self._audit(ctx, b, "tool.called", ep, run_id, "started")
                 while True:
@@ -222,8 +240,8 @@ class CallBridge:
                             files=update.files,
                             local=b.catalog.file_mode == "local",
                         )
-                    if update.kind == "progress" and update.progress is not None:
-                        await self._progress(ctx, update.progress)
+                    if update.kind == "progress" and update.progress is not None and stream is not None:
+                        await _progress(stream, update.progress)
                     elif update.kind == "waiting" and update.interaction is not None:
                         delivered = await self._deliver(ctx, b, ep, run_id, update.interaction)
                         if delivered is not None:
@@ -243,27 +261,16 @@ class CallBridge:
                 with anyio.CancelScope(shield=True):
                     await self.runs.cancel(run_id, reason="The MCP client cancelled the tool call.")
 
-    async def _progress(self, ctx: ServerRequestContext[Any, Any], progress: dict[str, Any]) -> None:
-        done = progress.get("done")
-        if not isinstance(done, int | float):
-            return
-        total = progress.get("total")
-        message = progress.get("message")
-        try:
-            await ctx.session.report_progress(
-                float(done),
-                float(total) if isinstance(total, int | float) else None,
-                str(message) if message is not None else None,
-            )
-        except Exception:  # progress is best effort; it must never fail the call
-            log.debug("progress notification not delivered", exc_info=True)
-
     async def _deliver(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str, ia: Interaction
     ) -> types.CallToolResult | types.InputRequiredResult | None:
         """Deliver one question. Returns a result to end this call with, or None when the
         answer was taken inline and the run goes on."""
-        hint = b.answer_hint.replace("{interactionId}", ia.id) if b.answer_hint else None
+        hint = (
+            b.answer_hint.replace("{interactionId}", ia.id).replace("{runId}", run_id)
+            if b.answer_hint
+            else None
+        )
         if ia.blockers:
             return interaction_required_result(
                 run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=hint
@@ -445,6 +452,20 @@ def config_place(b: Binding, project: Project | None = None) -> ConfigPlace:
         return local_place_of(project.id, project.config_fields)
     return account_place(
         project.id, project.config_fields, account_id=b.account_id, account_name=b.account_name
+    )
+
+
+async def _progress(stream: ProgressStream, progress: dict[str, Any]) -> None:
+    """A workflow's `ctx.progress` report; one without a number for `done` is not sent."""
+    done = progress.get("done")
+    if not isinstance(done, int | float):
+        return
+    total = progress.get("total")
+    message = progress.get("message")
+    await stream.report(
+        float(done),
+        float(total) if isinstance(total, int | float) else None,
+        str(message) if message is not None else None,
     )
 
 

@@ -468,7 +468,7 @@ class McpGateway:
         base = _base_url(scope)
         hint = (
             f"Answer it in the browser at {base}/conversations, or POST the answer to "
-            f"{base}/api/interactions/{{interactionId}}/answer; then read GET {base}/api/runs/<runId>."
+            f"{base}/api/interactions/{{interactionId}}/answer; then read GET {base}/api/runs/{{runId}}."
         )
         return Binding(
             catalog=self._catalog(resolved),
@@ -481,6 +481,7 @@ class McpGateway:
             session_id=session_id,
             env=worker_env(resolved.project.root, self.env),
             answer_hint=hint,
+            base_url=base,
             preflight=lambda: self._preflight(resolved),
             relations=ServerRelations(
                 registry=self.registry,

@@ -61,6 +61,7 @@ async def serve_stdio(
             files=svc.files,
             audit=svc.audit,
             configs=svc.configs,
+            progress_interval=settings.progress_interval_seconds,
         )
         server = build_server(
             bridge=bridge,

@@ -172,6 +172,16 @@ class RunUpdate:
     files: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LiveState:
+    """Where a live run stands now: its status, the question it waits on (its own, or one a
+    child run it waits for asked), and the child runs it waits for."""
+
+    status: str
+    waiting_on: Interaction | None
+    children: tuple[str, ...]
+
+
 @dataclass
 class _Live:
     request: RunRequest
@@ -340,6 +350,13 @@ class RunService:
 
     def is_live(self, run_id: str) -> bool:
         return run_id in self._live
+
+    def live_state(self, run_id: str) -> LiveState | None:
+        """None once the run has ended (or is not driven by this process)."""
+        live = self._live.get(run_id)
+        if live is None or live.done.is_set():
+            return None
+        return LiveState(live.status, live.waiting_on, tuple(sorted(live.children)))
 
     def live_worker_pid(self, run_id: str) -> int | None:
         live = self._live.get(run_id)
