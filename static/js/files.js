@@ -6,6 +6,7 @@
   const units = ["bytes", "KB", "MB", "GB"];
 
   function size(bytes) {
+    if (bytes < 10240) return `${bytes} bytes`;
     let value = bytes;
     let unit = 0;
     while (value >= 1024 && unit < units.length - 1) {
