@@ -59,9 +59,9 @@ def file_ids_of(row: Interaction, content: dict[str, Any] | None) -> dict[str, l
     """The file ids an accepted answer names, per file field of the question."""
     found: dict[str, list[str]] = {}
     for f in row.fields or []:
-        name = f.get("name") if isinstance(f, dict) else None
-        if f.get("type") != "file" or not content or name not in content:
+        if not isinstance(f, dict) or f.get("type") != "file" or not content or f.get("name") not in content:
             continue
+        name = f["name"]
         value = content[name]
         values = value if isinstance(value, list) else [value]
         found[str(name)] = [str(v["id"]) for v in values if isinstance(v, dict) and "id" in v]
