@@ -239,7 +239,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.templates = make_templates()
+    app.state.templates = make_templates(settings.max_file_bytes)
     app.state.auth_throttle = AuthThrottle.from_settings(settings)
     app.state.refusals = RefusalAudit(max_keys=settings.throttle_max_tracked)
     # Outermost last: proxy headers fix the client address, then every response (refusals

@@ -25,6 +25,7 @@ from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
 from webui.events import EventHub
 from webui.interactions.owner import Party, check_answer
+from webui.store import files as file_store
 from webui.store import interactions as interaction_store
 from webui.store.db import unit_of_work
 from webui.store.models import Interaction, as_utc, utcnow
@@ -52,6 +53,34 @@ def answer_digest(action: str, content: dict[str, Any] | None) -> str:
 
 def new_interaction_id() -> str:
     return f"int_{secrets.token_hex(8)}"
+
+
+def file_ids_of(row: Interaction, content: dict[str, Any] | None) -> dict[str, list[str]]:
+    """The file ids an accepted answer names, per file field of the question."""
+    found: dict[str, list[str]] = {}
+    for f in row.fields or []:
+        if not isinstance(f, dict) or f.get("type") != "file" or not content or f.get("name") not in content:
+            continue
+        name = f["name"]
+        value = content[name]
+        values = value if isinstance(value, list) else [value]
+        found[str(name)] = [str(v["id"]) for v in values if isinstance(v, dict) and "id" in v]
+    return found
+
+
+def check_files(s: Session, row: Interaction, content: dict[str, Any] | None, project_id: str | None) -> None:
+    """Files in an answer must be uploads of the run's own project (unknown ids, and ids of
+    other projects, get the same refusal: nothing says another project's file exists)."""
+    wanted = file_ids_of(row, content)
+    known = file_store.projects_of(s, file_ids=[i for ids in wanted.values() for i in ids])
+    problems = [
+        f"{name}: unknown file id {file_id!r} for this project"
+        for name, ids in wanted.items()
+        for file_id in ids
+        if project_id is None or known.get(file_id) != project_id
+    ]
+    if problems:
+        raise InvalidAnswer("invalid answer: " + "; ".join(problems))
 
 
 class InteractionService:
@@ -233,6 +262,7 @@ class InteractionService:
                 else False
             )
             clean = self._validate(row, action, content)
+            check_files(s, row, clean, project_id)
             digest = answer_digest(action, clean)
             if row.status == "answered":
                 if row.answer_digest == digest:

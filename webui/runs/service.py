@@ -40,10 +40,10 @@ from webui.store.models import Interaction, KVEntry, ManagedFile, PersistentValu
 from webui.workflows.project import Entrypoint, Project, parse_params
 from webui.workflows.related import RelatedProjectError
 from webui.workflows.schema import (
-    elicitation_schema,
     field_summary,
     form_blockers,
     input_schema,
+    question_schema,
     validate_arguments,
 )
 
@@ -722,7 +722,7 @@ class RunService:
         if op == "ask":
             params = parse_params(args.get("fields") or [], where="ctx.ask() fields")
             title = str(args.get("title") or "Input needed")
-            schema = elicitation_schema(params)
+            schema = question_schema(params)
             fields = field_summary(params)
             blockers = form_blockers(params)
             kind = "form"

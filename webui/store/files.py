@@ -40,3 +40,11 @@ def usage(engine: Engine, *, project_id: str) -> tuple[int, int]:
             )
         ).one()
     return int(total), int(count)
+
+
+def projects_of(s: Session, *, file_ids: list[str]) -> dict[str, str]:
+    """The project of each known file among `file_ids` (unknown ids are left out)."""
+    if not file_ids:
+        return {}
+    rows = s.exec(select(ManagedFile.id, ManagedFile.project_id).where(col(ManagedFile.id).in_(file_ids)))
+    return {file_id: project_id for file_id, project_id in rows.all()}

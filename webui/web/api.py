@@ -8,14 +8,16 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from webui.auth.keys import Forbidden
+from webui.auth.keys import AuthError, Forbidden, Principal
 from webui.blocking import run_db
 from webui.errors import NotFound
 from webui.files.store import FileTooLarge, check_mime_type
 from webui.interactions.owner import Party
+from webui.projects.registry import ProjectRegistry
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
-from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep
+from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
+from webui.web.security import check_csrf
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -29,6 +31,25 @@ def file_json(row: ManagedFile) -> dict[str, Any]:
         "sha256": row.sha256,
         "createdAt": row.created_at.isoformat(),
     }
+
+
+async def uploader(request: Request, registry: ProjectRegistry, project_id: str) -> str:
+    """Who uploads: a Bearer key with run permission on the project (the guard has checked
+    the key), or the browser session (the file picker) of someone who may use the project,
+    with its CSRF token in `X-CSRF-Token`. Decided before a byte of the body is read."""
+    principal = getattr(request.state, "principal", None)
+    if isinstance(principal, Principal):
+        await run_db(registry.record, project_id)
+        principal.require_run(project_id)
+        return principal.actor
+    user = await run_db(get_ui_user, request)
+    if user is None:
+        raise AuthError("missing Authorization: Bearer <API key> (or log in to use the browser session)")
+    check_csrf(user.csrf_token, request.headers.get("x-csrf-token"))
+    if not user.may_use(project_id):
+        raise NotFound(f"project {project_id!r} is not registered")
+    await run_db(registry.record, project_id)
+    return user.actor
 
 
 @router.post(
@@ -48,14 +69,12 @@ def file_json(row: ManagedFile) -> dict[str, Any]:
 async def upload_file(
     project_id: str,
     request: Request,
-    principal: PrincipalDep,
     services: ServicesDep,
     registry: RegistryDep,
     file_name: str = Query(alias="fileName", min_length=1, max_length=1000),
     mime_type: str | None = Query(default=None, alias="mimeType"),
 ) -> JSONResponse:
-    await run_db(registry.record, project_id)
-    principal.require_run(project_id)
+    actor = await uploader(request, registry, project_id)
     if mime_type is not None:
         check_mime_type(mime_type)  # refused before a byte of the body is read
     limit = services.files.max_bytes
@@ -68,7 +87,7 @@ async def upload_file(
         chunks=request.stream(),
         name=file_name,
         mime_type=mime_type,
-        actor=principal.actor,
+        actor=actor,
         declared_size=size,
     )
     return JSONResponse({"data": [file_json(row)]}, status_code=201)

@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 
 import anyio
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from jinja2 import Environment
 from sqlalchemy.engine import Engine
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -158,12 +158,14 @@ def render_rows(env: Environment, engine: Engine, rows: Sequence[AuditRow]) -> l
 
 
 # ------------------------------------------------------------------------------ the page
-def _swappable(request: Request, context: dict[str, Any]) -> Response:
+def _swappable(request: Request, context: dict[str, Any], clean_url: str) -> Response:
     """htmx asks for the results block; a history restore asks for the whole page (with
-    HX-Request set), and caches must keep the answers apart."""
+    HX-Request set), and caches must keep the answers apart. A swap pushes `clean_url`."""
     restoring = request.headers.get("hx-history-restore-request") == "true"
     response = page(request, "admin/audit.html", context, block=None if restoring else "results")
     response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
+    if is_htmx(request):
+        response.headers["HX-Push-Url"] = clean_url
     return response
 
 
@@ -176,6 +178,13 @@ def audit_page(
     before: Annotated[str, Query(max_length=80, description="Cursor: show events older than this")] = "",
 ) -> Response:
     engine = services.engine
+    # Only the filters that say something go into the address: a plain form GET sends
+    # every field, so one with empty fields is sent on to the same page without them, and
+    # an htmx swap pushes the clean address (HX-Push-Url) instead of the request's.
+    clean_url = form.url(before=before or None)
+    restoring = request.headers.get("hx-history-restore-request") == "true"
+    if not is_htmx(request) and not restoring and any(v == "" for _, v in request.query_params.multi_items()):
+        return RedirectResponse(clean_url, status_code=303)
     cursor: Cursor | None = None
     if before:
         try:
@@ -193,7 +202,7 @@ def audit_page(
         }
     if form.errors:
         context.update(rows=[], older_url=None, newest_url=None, tail_url=None)
-        response = _swappable(request, context)
+        response = _swappable(request, context, clean_url)
         response.status_code = 422
         return response
     live = cursor is None and form.filters.until is None
@@ -208,7 +217,7 @@ def audit_page(
         export_csv=form.url("/admin/audit/export.csv"),
         export_jsonl=form.url("/admin/audit/export.jsonl"),
     )
-    return _swappable(request, context)
+    return _swappable(request, context, clean_url)
 
 
 # ------------------------------------------------------------------------------ exports

@@ -6,11 +6,16 @@ result again against the stored schema: this module only translates."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from starlette.datastructures import FormData
 
+MAX_OFFSET_MINUTES = 18 * 60  # what ISO 8601 and Python allow; real zones stay within ±14 h
+DATETIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?([Zz]|[+-]\d{2}:\d{2})?")
+KNOWN_MESSAGES = ("choose one of", "not a valid date-time", "not a valid time zone offset")
 FORMAT_INPUTS = {"date": "date", "date-time": "datetime-local", "email": "email", "uri": "url"}
 
 
@@ -102,9 +107,43 @@ def _coerce(prop: dict[str, Any], raw: str) -> Any:
     if kind == "number":
         number = float(raw)
         return int(number) if number.is_integer() and "." not in raw else number
-    if prop.get("format") == "date-time" and len(raw) == 16:  # datetime-local: minutes, no zone
-        return f"{raw}:00Z"
     return raw
+
+
+def offset_key(key: str) -> str:
+    """The hidden field beside a `datetime-local` control that carries the browser's UTC
+    offset at the chosen moment (filled by static/js/app.js)."""
+    return f"tzoffset:{key}"
+
+
+def local_to_utc(raw: str, offset_minutes: int | None) -> str:
+    """A `datetime-local` value (`YYYY-MM-DDTHH:MM[:SS]`, the browser's wall clock) as a UTC
+    instant `YYYY-MM-DDTHH:MM:SSZ`. `offset_minutes`: the browser's offset east of UTC at
+    that moment (+330 in India, -300 in New York in winter); None (no script ran) takes the
+    value as UTC. A value that already names its zone is only normalised to UTC."""
+    if DATETIME_RE.fullmatch(raw) is None:
+        raise ValueError("not a valid date-time")
+    try:
+        moment = datetime.fromisoformat(raw.replace("z", "Z"))
+    except ValueError:
+        raise ValueError("not a valid date-time") from None
+    if moment.tzinfo is None:
+        if offset_minutes is None:
+            offset_minutes = 0
+        if not -MAX_OFFSET_MINUTES <= offset_minutes <= MAX_OFFSET_MINUTES:
+            raise ValueError("not a valid time zone offset")
+        moment = moment.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _offset(form: FormData, key: str) -> int | None:
+    raw = str(form.get(offset_key(key)) or "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError("not a valid time zone offset") from None
 
 
 def parse(
@@ -139,7 +178,13 @@ def parse(
                 if name in required:
                     errors[name] = "required"
                 continue
-            values[name] = {"id": raw} if kind == "object" else _coerce(prop, raw)
+            if kind == "object":
+                values[name] = {"id": raw}
+            elif prop.get("format") == "date-time" and not _choices(prop):
+                values[name] = local_to_utc(raw, _offset(form, key))
+            else:
+                values[name] = _coerce(prop, raw)
         except ValueError as exc:
-            errors[name] = str(exc) if "option" in str(exc) else f"not a valid {kind or 'value'}"
+            message = str(exc)
+            errors[name] = message if message.startswith(KNOWN_MESSAGES) else f"not a valid {kind or 'value'}"
     return values, errors

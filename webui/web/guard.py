@@ -16,7 +16,7 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
      body before it has authenticated, and its 401s count as failures here. The
      configurations API also takes the browser session: a request there without an
      Authorization header goes on to the route, which resolves the session (and its CSRF
-     token) before it reads any body.
+     token) before it reads any body; so does a file upload (the browser's file picker).
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ class RequestGuard:
             await self._too_large(scope, send, declared=int(declared))
             return
 
-        if kind == "api" and not (authorization is None and SESSION_API_PATH.fullmatch(scope["path"])):
+        session_api = SESSION_API_PATH.fullmatch(scope["path"]) or UPLOAD_PATH.fullmatch(scope["path"])
+        if kind == "api" and not (authorization is None and session_api):
             principal = await self._authenticate(scope, send, authorization)
             if principal is None:
                 return

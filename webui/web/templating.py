@@ -24,10 +24,11 @@ HTMX = "vendor/htmx-2.0.11.min.js"
 HTMX_SSE = "vendor/htmx-ext-sse-2.2.4.min.js"
 
 
-def make_templates() -> Jinja2Blocks:
+def make_templates(max_file_bytes: int = 50 * 1024 * 1024) -> Jinja2Blocks:
+    """`max_file_bytes`: the per-file upload limit the file pickers check before uploading."""
     templates = Jinja2Blocks(directory=str(TEMPLATES_DIR))
     templates.env.autoescape = True
-    templates.env.globals.update(HTMX=HTMX, HTMX_SSE=HTMX_SSE)
+    templates.env.globals.update(HTMX=HTMX, HTMX_SSE=HTMX_SSE, MAX_FILE_BYTES=max_file_bytes)
     return templates
 
 

@@ -281,6 +281,20 @@ def elicitation_schema(params: Sequence[Param]) -> dict[str, Any]:
     return schema
 
 
+def question_schema(params: Sequence[Param]) -> dict[str, Any]:
+    """The stored schema of a `ctx.ask` question: the elicitation form, except that file
+    fields (never elicited: they are form blockers) ask for uploaded files of the project,
+    `{"id": "wf_..."}` or a list of them, as a tool's server-mode file params do."""
+    schema = elicitation_schema(params)
+    for p in params:
+        if p.type == "file":
+            prop = _param_input_schema(p, "server")
+            prop["title"] = p.title or p.name
+            prop.pop("default", None)
+            schema["properties"][p.name] = prop
+    return schema
+
+
 def field_summary(params: Sequence[Param]) -> list[dict[str, Any]]:
     """The `fields` of an `interaction_required` result: enough to know what is asked."""
     return [
