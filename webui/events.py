@@ -88,6 +88,10 @@ class EventHub:
     def subscriber_count(self) -> int:
         return len(self._subs)
 
+    def subscribers_of(self, topic: str) -> int:
+        """How many subscriptions follow `topic` (live pages, for tests and diagnostics)."""
+        return sum(1 for sub in self._subs if topic in sub.topics)
+
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:

@@ -171,8 +171,12 @@ async def test_revoking_a_key_from_the_cli_ends_the_sessions_a_running_server_ho
         run_id, interaction_id = await waiting_run(client)
         sid = session_row(server, key_id)["id"]
         server.cli("keys", "revoke", key_id)
-        with anyio.fail_after(TIMEOUT):  # the server notices the store's change on its own
-            while db_rows(server, "select status from runs where id = ?", run_id)[0]["status"] != "cancelled":
+        # The server notices the store's change on its own; closing the row is its last step.
+        with anyio.fail_after(TIMEOUT):
+            while (
+                db_rows(server, "select closed_at from mcp_sessions where id = ?", sid)[0]["closed_at"]
+                is None
+            ):
                 await anyio.sleep(0.05)
         assert_ended(server, sid, run_id, interaction_id, "revoked")
         with pytest.raises(MCPError, match=r"^HTTP 401: this API key has been revoked$"):

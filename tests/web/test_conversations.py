@@ -356,7 +356,7 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
             with anyio.fail_after(WAIT):
                 snapshot = await anext(stream)
                 assert snapshot.event == "snapshot" and "Nothing is waiting" in str(snapshot.data)
-                assert svc.hub.subscriber_count == 1
+                assert svc.hub.subscribers_of("runs") == 1
                 hidden = await begin(torture_project, "ask_once", {})
                 await helpers.next_update(svc, hidden, ("waiting",))
                 run_id = await begin(trip_project, "plan_trip", {"traveller": "Bo"})
@@ -385,7 +385,7 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
                 await svc.runs.cancel(hidden)
         finally:
             await stream.aclose()
-        assert svc.hub.subscriber_count == 0
+        assert svc.hub.subscribers_of("runs") == 0
         return seen
 
     assert web.client.portal is not None
@@ -419,7 +419,7 @@ def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
         stream = conversation_stream(feed, svc.hub, ann(web, frozenset()), lambda: logins.pop(0))
         with anyio.fail_after(WAIT):
             events = [event async for event in stream]
-        assert svc.hub.subscriber_count == 0
+        assert svc.hub.subscribers_of("runs") == 0
         return events
 
     assert web.client.portal is not None
@@ -440,7 +440,7 @@ def test_a_feed_that_falls_behind_ends_so_the_browser_reconnects_for_a_fresh_sna
             for n in range(10):  # nobody reads while these arrive
                 hub.publish("runs", "status", runId=f"run-{n}", projectId=INTERACTIVE, status="running")
             events += [event async for event in stream]
-        assert hub.subscriber_count == 0
+        assert hub.subscribers_of("runs") == 0
         return events
 
     assert web.client.portal is not None
