@@ -95,7 +95,11 @@ def make_engine(
     if check_schema:
         from webui.store.schema import check_schema as check
 
-        check(engine)
+        try:
+            check(engine)
+        except BaseException:
+            engine.dispose()
+            raise
     return engine
 
 

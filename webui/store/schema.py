@@ -62,14 +62,15 @@ def read_state(conn: Connection) -> SchemaState:
     try:
         revision = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     except DBAPIError:
-        conn.rollback()  # PostgreSQL refuses anything more in a failed transaction
-        tables = set(inspect(conn).get_table_names())
-        conn.rollback()
-        from webui.store.migrations.baseline import baseline_metadata
+        revision = None
+    conn.rollback()  # after a failed statement, PostgreSQL refuses anything more in its transaction
+    if revision is not None:
+        return SchemaState(str(revision), True)
+    from webui.store.migrations.baseline import baseline_metadata
 
-        return SchemaState(None, bool(tables & set(baseline_metadata().tables)))
+    tables = set(inspect(conn).get_table_names())
     conn.rollback()
-    return SchemaState(None if revision is None else str(revision), True)
+    return SchemaState(None, bool(tables & set(baseline_metadata().tables)))
 
 
 def check_schema(engine: Engine) -> None:
@@ -97,8 +98,12 @@ def refusal(state: SchemaState) -> str:
 
 def is_known(revision: str) -> bool:
     from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
 
-    return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
+    try:
+        return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 def alembic_config(conn: Connection | None = None) -> Config:

@@ -38,6 +38,10 @@ def bring_to_baseline(conn: Connection, baseline: MetaData) -> list[str]:
                     literal = repr(default) if isinstance(default, str) else str(default)
                 ddl += f" NOT NULL DEFAULT {literal}"
             conn.execute(text(ddl))
+            if not column.nullable and conn.dialect.name != "sqlite":
+                # The default only filled the old rows; the baseline column has none. (SQLite
+                # cannot drop it without rebuilding the table; there it stays, harmless.)
+                conn.execute(text(f"ALTER TABLE {table.name} ALTER COLUMN {column.name} DROP DEFAULT"))
             done.append(f"added column {table.name}.{column.name}")
         indexes = {i["name"] for i in inspector.get_indexes(table.name)}
         for index in table.indexes:
