@@ -64,7 +64,7 @@ def test_an_older_data_dir_gains_new_columns_and_indexes_without_losing_rows(tmp
     )
     con.commit()
     con.close()
-    with pytest.raises(SchemaOutOfDate, match="made before migrations"):
+    with pytest.raises(SchemaOutOfDate, match="was made before migrations"):
         make_engine(f"sqlite:///{path}")
     engine = make_engine(f"sqlite:///{path}", check_schema=False)
     done = upgrade_database(engine)

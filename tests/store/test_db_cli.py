@@ -23,7 +23,7 @@ from webui.store.migrations import HEAD
 TIMEOUT = 60
 DUMP = FIXTURES / "pre_migration" / "steamharness.sql"
 NEEDS_UPGRADE = (
-    f"steamharness: error: the database is made before migrations (no revision), this release needs "
+    f"steamharness: error: the database was made before migrations (it has no revision), this release needs "
     f"{HEAD}: run `steamharness db upgrade`"
 )
 
@@ -80,8 +80,15 @@ def test_a_data_dir_from_before_migrations_is_refused_then_upgraded_with_its_row
     assert current.stdout.strip().endswith(
         f"made before migrations (no revision); this release needs {HEAD}: run `steamharness db upgrade`"
     )
-    for command in (["users", "create", "bob"], ["keys", "list"], ["projects", "list"]):
-        refused = run(data, *command)
+    ordinary = (
+        ["users", "create", "bob"],
+        ["keys", "list"],
+        ["projects", "list"],
+        ["configs", "list", str(EXAMPLES / "hello")],
+        ["mcp", str(EXAMPLES / "hello")],  # the stdio server
+    )
+    for command in ordinary:
+        refused = run(data, *command, stdin="")
         assert refused.returncode == 2, command
         assert refused.stderr.strip() == NEEDS_UPGRADE, command
     assert schema(data) == before  # nothing was altered, nothing created

@@ -195,3 +195,19 @@ def test_a_postgresql_database_from_before_migrations_is_stamped_under_the_advis
         ]
         assert conn.exec_driver_sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").scalar() == 0
     engine.dispose()
+
+
+def test_a_database_behind_head_is_refused_with_the_command_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a later release sees a database at the baseline (its newest revision is later)."""
+    path = tmp_path / "x.db"
+    make_engine(sqlite_url(path)).dispose()
+    before = ddl(path)
+    monkeypatch.setattr("webui.store.schema.HEAD", "0002_later")
+    with pytest.raises(SchemaOutOfDate) as refused:
+        make_engine(sqlite_url(path))
+    assert refused.value.message == (
+        f"the database is at revision {HEAD}, this release needs 0002_later: run `steamharness db upgrade`"
+    )
+    assert ddl(path) == before

@@ -92,8 +92,13 @@ def refusal(state: SchemaState) -> str:
             f"the database is at revision {state.revision}, which this release does not know "
             f"(its newest is {HEAD}): a newer release migrated it; run that release"
         )
-    where = "empty" if state.empty else state.describe()
-    return f"the database is {where}, this release needs {HEAD}: {UPGRADE_HINT}"
+    if state.empty:
+        where = "is empty"
+    elif state.legacy:
+        where = "was made before migrations (it has no revision)"
+    else:
+        where = f"is at revision {state.revision}"
+    return f"the database {where}, this release needs {HEAD}: {UPGRADE_HINT}"
 
 
 def is_known(revision: str) -> bool:
@@ -113,6 +118,7 @@ def alembic_config(conn: Connection | None = None) -> Config:
 
     config = Config()
     config.set_main_option("script_location", str(SCRIPT_DIR).replace("%", "%%"))
+    config.set_main_option("file_template", "%%(rev)s")  # versions/<revision id>.py
     config.attributes["connection"] = conn
     return config
 
