@@ -133,3 +133,11 @@ class NotGranted(SteamharnessError):
 
     code = "not_granted"
     status = 403
+
+
+class SchemaOutOfDate(SteamharnessError):
+    """The database's schema is not the one this release needs (behind, made before
+    migrations, empty, or migrated by a newer release); the message says what to run."""
+
+    code = "schema_out_of_date"
+    status = 503

@@ -47,6 +47,21 @@ def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
     return make_engine(sqlite_url(directory / filename))
 
 
+def database_urls(settings: Settings) -> list[str]:
+    """Every database the services open: the store, then the kv and persistent-value stores
+    when they are kept apart (each is migrated like the store)."""
+    urls = [settings.resolved_database_url]
+    urls += [
+        sqlite_url(directory / filename)
+        for directory, filename in (
+            (settings.kv_store_dir, "kv.sqlite3"),
+            (settings.persistent_value_store_dir, "values.sqlite3"),
+        )
+        if directory is not None
+    ]
+    return urls
+
+
 def request_state_key(settings: Settings) -> bytes:
     """The AES key that seals 2026-07-28 request state, persisted so resumption survives a
     restart. Created on first use, readable by the owner only."""

@@ -1,4 +1,4 @@
-"""The store: SQLite pragmas, and data dirs from earlier versions brought up to date."""
+"""The store: SQLite pragmas, and data dirs from before migrations brought up to date."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import sqlalchemy
 from sqlalchemy import text
 
 from webui.blocking import is_busy_error
-from webui.store.db import make_engine, quick_write, upgrade_schema
+from webui.errors import SchemaOutOfDate
+from webui.store.db import make_engine, quick_write
+from webui.store.migrations import HEAD
+from webui.store.schema import upgrade_database
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
@@ -61,14 +64,20 @@ def test_an_older_data_dir_gains_new_columns_and_indexes_without_losing_rows(tmp
     )
     con.commit()
     con.close()
-    engine = make_engine(f"sqlite:///{path}")
+    with pytest.raises(SchemaOutOfDate, match="was made before migrations"):
+        make_engine(f"sqlite:///{path}")
+    engine = make_engine(f"sqlite:///{path}", check_schema=False)
+    done = upgrade_database(engine)
+    assert "added column projects.run_gate_open" in done and "added table runs" in done
+    assert "stamped 0001_baseline (a data dir made before migrations)" in done
     inspector = sqlalchemy.inspect(engine)
     columns = {c["name"] for c in inspector.get_columns("projects")}
     assert {"run_gate_open", "max_running", "max_queued"} <= columns
     assert "ix_audit_event_time" in {i["name"] for i in inspector.get_indexes("audit_events")}
     with engine.connect() as conn:
         assert conn.execute(text("select name, run_gate_open from projects")).all() == [("old", 1)]
-    assert upgrade_schema(engine) == []  # idempotent
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == HEAD
+    assert upgrade_database(engine) == []  # idempotent
     engine.dispose()
 
 

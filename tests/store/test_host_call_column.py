@@ -1,5 +1,5 @@
 """A data dir from before request cards named their tool call: `interactions.host_call_id`
-is added (nullable) and its older host requests read with no call."""
+is added (nullable) by `db upgrade` and its older host requests read with no call."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sqlalchemy
 from webui.store import interactions as interaction_store
 from webui.store.db import make_engine
 from webui.store.models import Interaction
+from webui.store.schema import upgrade_database
 
 
 def test_older_host_requests_gain_the_column_and_read_without_a_call(tmp_path: Path) -> None:
@@ -18,6 +19,7 @@ def test_older_host_requests_gain_the_column_and_read_without_a_call(tmp_path: P
     make_engine(f"sqlite:///{path}").dispose()
     con = sqlite3.connect(path)
     con.execute("alter table interactions drop column host_call_id")
+    con.execute("drop table alembic_version")  # as a data dir made before migrations
     con.execute(
         "insert into interactions (id, origin, kind, title, requested_schema, fields, blockers, status,"
         " server_id, created_at) values ('int_old', 'host', 'form', 'Old asks', '{}', '[]', '[]',"
@@ -26,7 +28,11 @@ def test_older_host_requests_gain_the_column_and_read_without_a_call(tmp_path: P
     con.commit()
     con.close()
 
-    engine = make_engine(f"sqlite:///{path}")
+    engine = make_engine(f"sqlite:///{path}", check_schema=False)
+    assert upgrade_database(engine)[:2] == [
+        "added column interactions.host_call_id",
+        "stamped 0001_baseline (a data dir made before migrations)",
+    ]
     columns = {c["name"] for c in sqlalchemy.inspect(engine).get_columns("interactions")}
     assert "host_call_id" in columns
     item = interaction_store.get_host(engine, interaction_id="int_old")

@@ -7,7 +7,7 @@ import typer
 from sqlalchemy.exc import OperationalError
 
 from webui.blocking import is_busy_error
-from webui.cli import config, configs, keys, login, logout, mcp, projects, serve, structure, users
+from webui.cli import config, configs, db, keys, login, logout, mcp, projects, serve, structure, users
 from webui.errors import SteamharnessError
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.add_typer(users.app, name="users")
 app.add_typer(keys.app, name="keys")
 app.add_typer(config.app, name="config")
 app.add_typer(configs.app, name="configs")
+app.add_typer(db.app, name="db")
 
 
 def main() -> None:

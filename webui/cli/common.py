@@ -103,6 +103,8 @@ def first_error(exc: ValueError) -> str:
 
 
 def open_store(settings: Settings) -> tuple[Engine, ProjectRegistry]:
+    """The store of the data dir, which must be at the newest schema revision (a new SQLite
+    database is created at it); this never alters a schema (`db upgrade` and `serve` do)."""
     from webui.projects.registry import ProjectRegistry
     from webui.store.db import make_engine, private_dir
 

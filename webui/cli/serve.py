@@ -76,6 +76,7 @@ def serve_command(
 
     from webui.admin import DEMO_KEY_FILE, setup_demo
     from webui.app import create_app
+    from webui.cli.db import upgrade_all
     from webui.files import created
     from webui.runs.isolation import harden_process, worker_user
     from webui.store.projects import list_projects
@@ -100,6 +101,9 @@ def serve_command(
             err=True,
         )
     worker_user(settings.worker_user)  # a missing worker user stops the server here
+    for where, done in upgrade_all(settings):  # under a lock: concurrent start-ups migrate once
+        for line in done:
+            typer.echo(f"steamharness: database {where}: {line}", err=True)
     engine, registry = open_store(settings)
     created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for d in dirs:

@@ -1,5 +1,6 @@
 """Engine construction. SQLite gets WAL and a busy timeout; any other SQLAlchemy URL is
-used as given, and nothing in the query modules is SQLite-specific."""
+used as given, and nothing in the query modules is SQLite-specific. The schema is Alembic's
+(webui.store.schema): opening an engine checks it, never changes it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, SQLModel, create_engine
 
@@ -68,9 +69,14 @@ def _private_sqlite_file(path: Path) -> None:
             os.chmod(f"{path}{suffix}", 0o600)
 
 
-def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Engine:
-    """Create the engine and the tables it needs. A writer waits at most `busy_timeout`
-    seconds for another writer's lock, then fails (the server answers 503)."""
+def make_engine(
+    url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS, check_schema: bool = True
+) -> Engine:
+    """Create the engine. A writer waits at most `busy_timeout` seconds for another writer's
+    lock, then fails (the server answers 503). With `check_schema` the database must be at the
+    newest revision (one query; an empty SQLite database is created at it), else
+    SchemaOutOfDate; without it nothing is read (`db` commands, and `serve` before it
+    upgrades: webui.store.schema)."""
     busy_ms = int(busy_timeout * 1000)
     if url.startswith("sqlite:///"):
         _private_sqlite_file(Path(url.removeprefix("sqlite:///")))
@@ -86,8 +92,14 @@ def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS)
             cur.close()
     else:
         engine = create_engine(url, pool_pre_ping=True)
-    SQLModel.metadata.create_all(engine)
-    upgrade_schema(engine)
+    if check_schema:
+        from webui.store.schema import check_schema as check
+
+        try:
+            check(engine)
+        except BaseException:
+            engine.dispose()
+            raise
     return engine
 
 
@@ -114,46 +126,6 @@ def unit_of_work(engine: Engine) -> Session:
     between a read and a write); it commits only where a store call says so. Rows stay
     readable after the commit."""
     return Session(engine, expire_on_commit=False)
-
-
-def upgrade_schema(engine: Engine) -> list[str]:
-    """Bring a data dir made by an earlier version up to date with additive changes: new
-    columns (nullable, or with a constant default) and new indexes. `create_all` only
-    creates missing tables. Returns what it did; anything non-additive is refused."""
-    inspector = inspect(engine)
-    existing = set(inspector.get_table_names())
-    done: list[str] = []
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if table.name not in existing:
-                continue
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                ddl = (
-                    f"ALTER TABLE {table.name} ADD COLUMN {column.name} {column.type.compile(engine.dialect)}"
-                )
-                default = getattr(column.default, "arg", None)
-                if not column.nullable:
-                    if not isinstance(default, bool | int | float | str):
-                        raise RuntimeError(
-                            f"cannot add required column {table.name}.{column.name} to old data"
-                        )
-                    literal = int(default) if isinstance(default, bool) else default
-                    ddl += (
-                        f" NOT NULL DEFAULT {literal!r}"
-                        if isinstance(literal, str)
-                        else f" NOT NULL DEFAULT {literal}"
-                    )
-                conn.execute(text(ddl))
-                done.append(f"added column {table.name}.{column.name}")
-            indexes = {i["name"] for i in inspector.get_indexes(table.name)}
-            for index in table.indexes:
-                if index.name not in indexes:
-                    index.create(conn)
-                    done.append(f"added index {index.name}")
-    return done
 
 
 def ping(engine: Engine) -> None:
