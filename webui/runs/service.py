@@ -17,12 +17,13 @@ import os
 import secrets
 import signal
 import stat
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+import anyio
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
@@ -94,6 +95,13 @@ def take_staged_file(create_dir: str, tmp_path: str, *, owner: int) -> Iterator[
             os.unlink(name, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
+
+
+async def _in_scope(scope: anyio.CancelScope, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` in `scope`: cancelling the scope stops it even while it waits in `run_db`
+    (whose shielded thread wait would swallow a plain `Task.cancel`)."""
+    with scope:
+        await work
 
 
 def new_run_id() -> str:
@@ -239,6 +247,7 @@ class RunService:
         self._live: dict[str, _Live] = {}
         self._tasks = TaskSet()
         self.accepting = True
+        self._watching = anyio.CancelScope()
         # Other replicas may share the database (PostgreSQL): limits are counted there,
         # answers given elsewhere reach a waiting run through the hub (and a re-check).
         self.shared = engine.dialect.name == "postgresql"
@@ -258,7 +267,7 @@ class RunService:
         if not self.shared:
             return
         self.hub.on_resync(lambda: self._tasks.spawn(self._recheck(), name="runs-resync"))
-        self._tasks.spawn(self._watch_hub(), name="runs-hub")
+        self._tasks.spawn(_in_scope(self._watching, self._watch_hub()), name="runs-hub")
 
     async def _watch_hub(self) -> None:
         while True:
@@ -308,6 +317,7 @@ class RunService:
 
     async def shutdown(self) -> None:
         """Stop every live run; nothing is left running or waiting forever."""
+        self._watching.cancel()
         for live in list(self._live.values()):
             await self._terminate(
                 live,
@@ -468,13 +478,15 @@ class RunService:
             if not self.shared:
                 raise NotFound(f"run {run_id!r} is not driven by this process")
             # Another replica drives it: follow it through the hub and the database.
-            follower = asyncio.create_task(self._follow_remote(run_id, queue), name=f"follow-{run_id}")
+            scope = anyio.CancelScope()
+            follower = asyncio.create_task(
+                _in_scope(scope, self._follow_remote(run_id, queue)), name=f"follow-{run_id}"
+            )
             try:
                 yield queue
             finally:
-                follower.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follower
+                scope.cancel()
+                await follower
             return
         if live.waiting_on is not None:
             queue.put_nowait(RunUpdate("waiting", run_id, live.status, interaction=live.waiting_on))

@@ -253,10 +253,11 @@ def create_run_within_limits(
     the (holding, queued) counts that refused it. Race-free across processes."""
     with engine.begin() as conn:
         _lock_project_runs(conn, run.project_id)
-        if max_queued is not None:
+        if max_queued is not None and max_running is not None:
             holding, queued = _project_counts(conn, run.project_id, exclude)
-            would_queue = max_running is not None and holding >= max_running
-            if would_queue and queued >= max_queued:
+            # A queued run may not have taken its free slot yet: queued runs beyond the
+            # free slots are the ones really waiting.
+            if holding + queued >= max_running and holding + queued - max_running >= max_queued:
                 return holding, queued
         conn.execute(_INSERT_RUN, run.model_dump())
         conn.execute(
