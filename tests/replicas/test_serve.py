@@ -23,6 +23,9 @@ from sqlalchemy.engine import Engine
 from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, free_port, make_server
 from tests.e2e.test_conversation_sse import login, tab, until
 from tests.replicas.conftest import PgServer
+from webui.audit.log import AuditLog
+from webui.events import EventHub
+from webui.interactions.service import InteractionService
 from webui.store import runs as run_store
 from webui.store.db import make_engine
 
@@ -295,3 +298,25 @@ async def test_a_run_queued_on_b_starts_when_the_run_on_a_ends(
             f"/api/interactions/{queued[0]['error']['interactionId']}/answer", json={"action": "cancel"}
         )
         assert r.status_code == 200, r.text
+
+
+async def test_an_answer_stored_without_any_notification_still_resumes_the_run(
+    replicas: tuple[LiveServer, LiveServer], engine: Engine
+) -> None:
+    """A missed notification loses nothing: the waiting run re-reads its question from the
+    database now and then. Here the answer is written by a process with no relay at all."""
+    a, _ = replicas
+    key = a.create_key("tess")
+    first = await call(a, key, TORTURE, "ask_once", {})
+    assert first["error"]["code"] == "interaction_required"
+    run_id = first["runId"]
+    silent = InteractionService(engine, AuditLog(), EventHub())  # publishes to nobody
+    answer = await silent.answer(
+        first["error"]["interactionId"], action="accept", content={"name": "Quiet"}, channel="api"
+    )
+    assert not answer.repeated
+    with anyio.fail_after(WAIT):
+        while (run := run_store.get_run(engine, run_id=run_id)) is None or run.status != "success":
+            await anyio.sleep(0.05)  # polling the record until A's re-check resumed the run, bounded
+    assert run.output == {"name": "Quiet"}
+    assert driven_by(engine, run_id, a)
