@@ -305,11 +305,10 @@ class RunService:
             return  # not ours, or already resumed by the answer given in this process
         try:
             row = await run_db(interaction_store.get_interaction, self.engine, interaction_id=interaction_id)
-        except Exception:
-            log.exception("interaction %s: reading its answer failed", interaction_id)
-            return
-        if row is not None and row.status == "answered":
-            await self._resume_with(row)
+            if row is not None and row.status == "answered":
+                await self._resume_with(row)
+        except Exception:  # the watcher goes on; a failed read is retried by the next re-check
+            log.exception("interaction %s: resuming its run with the answer failed", interaction_id)
 
     async def _resume_with(self, row: Interaction) -> None:
         """Resume the run with the answer stored in the database (given on another replica)."""
