@@ -1,17 +1,25 @@
-"""In-process event hub for live pages (SSE): run changes, interactions, audit tail.
+"""Event hub for live pages (SSE) and waiting runs: run changes, interactions, audit tail.
 
 One bounded queue per subscriber. A subscriber that falls behind is not allowed to grow
 memory or slow publishers: it is marked lagged and its stream ends, so the browser
 reconnects and re-renders the current state. Publishing never blocks and never fails.
-Replaceable by a database-backed hub (LISTEN/NOTIFY) for several replicas."""
+
+Alone, the hub is in-process (SQLite: one server process). With a `Relay` (several
+replicas on one PostgreSQL database, webui.store.notify), every event published here is
+also sent to the other replicas, and theirs are delivered here; when the relay may have
+missed events (its connection dropped), every subscriber is ended as lagged and the
+`on_resync` callbacks re-read what they wait for from the database."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 256
 
@@ -21,6 +29,18 @@ class Event:
     topic: str
     kind: str
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class Relay(Protocol):
+    """Carries events between the replicas sharing one database."""
+
+    async def start(self, hub: EventHub) -> None: ...
+
+    def send(self, event: Event) -> None:
+        """Hand one local event over; never blocks, never raises."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class Subscription:
@@ -35,10 +55,17 @@ class Subscription:
         try:
             self.queue.put_nowait(event)
         except asyncio.QueueFull:
-            self.lagged = True
-            with contextlib.suppress(asyncio.QueueEmpty):
+            self.end()
+
+    def end(self) -> None:
+        """Mark lagged and end the stream: the client reconnects and re-reads the state."""
+        if self.lagged:
+            return
+        self.lagged = True
+        with contextlib.suppress(asyncio.QueueEmpty):
+            while self.queue.full():
                 self.queue.get_nowait()
-            self.queue.put_nowait(None)  # end of stream: the client reconnects
+        self.queue.put_nowait(None)
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         while True:
@@ -52,12 +79,29 @@ class EventHub:
     """Subscribers live on one event loop; `publish` may be called from any thread (work
     done in a worker thread hands its events to the loop)."""
 
-    def __init__(self, queue_size: int = QUEUE_SIZE) -> None:
+    def __init__(self, queue_size: int = QUEUE_SIZE, *, relay: Relay | None = None) -> None:
         self._subs: set[Subscription] = set()
         self._queue_size = queue_size
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._relay = relay
+        self._resync: list[Callable[[], object]] = []
         with contextlib.suppress(RuntimeError):
             self._loop = asyncio.get_running_loop()
+
+    @property
+    def shared(self) -> bool:
+        """Whether events also reach (and come from) other replicas."""
+        return self._relay is not None
+
+    async def start(self) -> None:
+        """Bind to the running loop and start the relay, if any."""
+        self._loop = asyncio.get_running_loop()
+        if self._relay is not None:
+            await self._relay.start(self)
+
+    async def close(self) -> None:
+        if self._relay is not None:
+            await self._relay.close()
 
     @contextlib.contextmanager
     def subscribe(self, *topics: str) -> Iterator[Subscription]:
@@ -72,12 +116,42 @@ class EventHub:
 
     def publish(self, topic: str, kind: str, **data: Any) -> None:
         event = Event(topic, kind, data)
+        self._on_loop(self._deliver, event)
+        if self._relay is not None:
+            try:
+                self._relay.send(event)
+            except Exception:  # publishing never fails; the others re-read state anyway
+                log.exception("event %s/%s not relayed", topic, kind)
+
+    def deliver_remote(self, event: Event) -> None:
+        """An event another replica published (called by the relay, from any thread)."""
+        self._on_loop(self._deliver, event)
+
+    def on_resync(self, callback: Callable[[], object]) -> None:
+        """`callback` runs (on the loop) whenever remote events may have been missed."""
+        self._resync.append(callback)
+
+    def resync(self) -> None:
+        """Remote events may have been missed: end every subscriber as lagged (views
+        re-render) and tell the resync callbacks (waiting runs re-check the database)."""
+        self._on_loop(self._resync_now)
+
+    def _resync_now(self) -> None:
+        for sub in list(self._subs):
+            sub.end()
+        for callback in list(self._resync):
+            try:
+                callback()
+            except Exception:
+                log.exception("a resync callback failed")
+
+    def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         loop = self._loop
         if loop is not None and not _on_loop(loop):
             with contextlib.suppress(RuntimeError):  # the loop already closed: nobody listens
-                loop.call_soon_threadsafe(self._deliver, event)
+                loop.call_soon_threadsafe(fn, *args)
             return
-        self._deliver(event)
+        fn(*args)
 
     def _deliver(self, event: Event) -> None:
         for sub in list(self._subs):

@@ -26,6 +26,7 @@ from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
 from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
+from webui.store.notify import PgRelay, is_postgres
 
 
 @dataclass
@@ -60,6 +61,14 @@ def database_urls(settings: Settings) -> list[str]:
         if directory is not None
     ]
     return urls
+
+
+def event_hub(database_url: str) -> EventHub:
+    """In-process on SQLite (one server process); on PostgreSQL the replicas sharing the
+    database also exchange events over LISTEN/NOTIFY."""
+    if is_postgres(database_url):
+        return EventHub(relay=PgRelay(database_url))
+    return EventHub()
 
 
 def request_state_key(settings: Settings) -> bytes:
@@ -104,7 +113,8 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
     private_dir(settings.data_dir)
     created_dir = prepare_dir(settings.resolved_file_create_store_dir, CREATED_FILES_SETTING)
     engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
-    hub = EventHub()
+    hub = event_hub(settings.resolved_database_url)
+    await hub.start()
     audit = AuditLog(hub)
     files = FileStore(
         engine,
@@ -130,12 +140,16 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         hub=hub,
         echo=echo,
     )
-    await run_db(runs.recover)
-    await pool.start()
     try:
-        configs = config_service(settings, engine, audit)
-        yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs)
+        await run_db(runs.recover)
+        await pool.start()
+        runs.start_watching()
+        try:
+            configs = config_service(settings, engine, audit)
+            yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs)
+        finally:
+            await runs.shutdown()
+            await pool.close()
     finally:
-        await runs.shutdown()
-        await pool.close()
+        await hub.close()
         engine.dispose()

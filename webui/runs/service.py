@@ -17,23 +17,25 @@ import os
 import secrets
 import signal
 import stat
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+import anyio
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, TaskSet, run_db
 from webui.configs.service import ConfigSnapshot
 from webui.errors import InvalidArguments, NotFound, SteamharnessError
-from webui.events import EventHub
+from webui.events import EventHub, Subscription
 from webui.files.store import FileStore, output_view, worker_view
 from webui.interactions.service import Answer, InteractionService
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.related import MAX_CHILD_DEPTH, RelatedTarget, Relations
+from webui.store import interactions as interaction_store
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
 from webui.store.models import Interaction, KVEntry, ManagedFile, PersistentValue, Run, utcnow
@@ -54,6 +56,10 @@ EXIT_WAIT_SECONDS = 10.0
 # A run's own records (status, timeline, outcome) are retried while the database is
 # locked by someone else, each attempt bounded by the driver's busy timeout.
 WRITE_ATTEMPTS = 5
+# Several replicas on one database: how often a waiting run re-reads its question (in
+# case the event of an answer given on another replica was missed), a queued run re-tries
+# its admission, and a run followed from another replica is re-read.
+SHARED_POLL_SECONDS = 5.0
 
 
 @contextlib.contextmanager
@@ -89,6 +95,13 @@ def take_staged_file(create_dir: str, tmp_path: str, *, owner: int) -> Iterator[
             os.unlink(name, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
+
+
+async def _in_scope(scope: anyio.CancelScope, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` in `scope`: cancelling the scope stops it even while it waits in `run_db`
+    (whose shielded thread wait would swallow a plain `Task.cancel`)."""
+    with scope:
+        await work
 
 
 def new_run_id() -> str:
@@ -244,6 +257,10 @@ class RunService:
         self._live: dict[str, _Live] = {}
         self._tasks = TaskSet()
         self.accepting = True
+        self._watching = anyio.CancelScope()
+        # Other replicas may share the database (PostgreSQL): limits are counted there,
+        # answers given elsewhere reach a waiting run through the hub (and a re-check).
+        self.shared = engine.dialect.name == "postgresql"
         interactions.on_answer(self._on_answer)
 
     # ----------------------------------------------------------------- lifecycle
@@ -254,8 +271,62 @@ class RunService:
             self.interactions.close_for_run(run_id)
         return ids
 
+    def start_watching(self) -> None:
+        """On a shared database: follow the other replicas' events (answers to this
+        process's questions, runs ending elsewhere) and re-check the database now and then."""
+        if not self.shared:
+            return
+        self.hub.on_resync(lambda: self._tasks.spawn(self._recheck(), name="runs-resync"))
+        self._tasks.spawn(_in_scope(self._watching, self._watch_hub()), name="runs-hub")
+
+    async def _watch_hub(self) -> None:
+        while True:
+            with self.hub.subscribe("interactions", "runs") as sub:
+                while True:
+                    try:
+                        event = await asyncio.wait_for(sub.queue.get(), SHARED_POLL_SECONDS)
+                    except TimeoutError:
+                        await self._recheck()
+                        continue
+                    if event is None:
+                        break  # lagged: events were lost; re-check, then listen again
+                    if event.topic == "interactions" and event.kind == "answered":
+                        await self._resume_if_waiting(str(event.data.get("interactionId")))
+                    elif event.topic == "runs" and self._counts()[1]:
+                        await self._wake_queue()
+            await self._recheck()
+
+    async def _recheck(self) -> None:
+        """Questions of this process's runs answered elsewhere resume their runs; queued
+        runs try again for a slot freed elsewhere."""
+        try:
+            asked = [iid for live in list(self._live.values()) for iid in live.pending]
+            if asked:
+                rows = await run_db(interaction_store.answered_among, self.engine, interaction_ids=asked)
+                for row in rows:
+                    await self._resume_with(row)
+            if self._counts()[1]:
+                await self._wake_queue()
+        except Exception:
+            log.exception("re-checking the waiting runs failed")
+
+    async def _resume_if_waiting(self, interaction_id: str) -> None:
+        if not any(interaction_id in live.pending for live in self._live.values()):
+            return  # not ours, or already resumed by the answer given in this process
+        try:
+            row = await run_db(interaction_store.get_interaction, self.engine, interaction_id=interaction_id)
+            if row is not None and row.status == "answered":
+                await self._resume_with(row)
+        except Exception:  # the watcher goes on; a failed read is retried by the next re-check
+            log.exception("interaction %s: resuming its run with the answer failed", interaction_id)
+
+    async def _resume_with(self, row: Interaction) -> None:
+        """Resume the run with the answer stored in the database (given on another replica)."""
+        await self._on_answer(row, Answer(row.id, row.run_id, row.action or "cancel", row.answer))
+
     async def shutdown(self) -> None:
         """Stop every live run; nothing is left running or waiting forever."""
+        self._watching.cancel()
         for live in list(self._live.values()):
             await self._terminate(
                 live,
@@ -293,7 +364,7 @@ class RunService:
             raise RunRefused("shutting_down", "The server is shutting down; try again once it is back.")
         if not limits.gate_open:
             raise RunRefused("run_gate_closed", "The project's run gate is closed; no new runs are accepted.")
-        if limits.max_queued is not None:
+        if limits.max_queued is not None and not self.shared:  # shared: counted as the run is inserted
             holding, queued = self._counts(request.project.id)
             would_queue = limits.max_running is not None and holding >= limits.max_running
             if would_queue and queued >= limits.max_queued:
@@ -301,6 +372,37 @@ class RunService:
                     "queue_limit",
                     f"The project already has {holding} active and {queued} queued runs; try again later.",
                 )
+
+    def _slotless(self) -> list[str]:
+        """This process's runs whose slot their child run holds (the database may still
+        say `running`)."""
+        return [live.run_id for live in self._live.values() if live.status == "waiting_for_child"]
+
+    async def _admit_shared(self, live: _Live) -> None:
+        """Wait for a worker slot in this process and for the project's running limit,
+        counted in the database shared with the other replicas."""
+        req = live.request
+        async with self._admission:
+            while True:
+                await self._admission.wait_for(
+                    lambda: live.terminating is not None or self._counts()[0] < self.max_concurrent_runs
+                )
+                if live.terminating is not None:
+                    return
+                admitted = await run_db(
+                    run_store.admit_queued,
+                    self.engine,
+                    run_id=live.run_id,
+                    project_id=req.project.id,
+                    max_running=req.limits.max_running,
+                    exclude=self._slotless(),
+                )
+                if admitted:
+                    live.status = "running"  # holds its slot from here
+                    return
+                # A slot freed here or elsewhere wakes us; the poll covers a missed event.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._admission.wait(), SHARED_POLL_SECONDS)
 
     def _may_run_now(self, live: _Live) -> bool:
         if self._counts()[0] >= self.max_concurrent_runs:
@@ -335,7 +437,24 @@ class RunService:
         def audit(s: Any) -> None:
             self.audit.record(s, "run.created", **request.audit_fields(run_id), outcome="queued")
 
-        await run_db(run_store.create_run, self.engine, run=run, audit=audit)
+        if self.shared:
+            refused = await run_db(
+                run_store.create_run_within_limits,
+                self.engine,
+                run=run,
+                max_running=request.limits.max_running,
+                max_queued=request.limits.max_queued,
+                exclude=self._slotless(),
+                audit=audit,
+            )
+            if refused is not None:
+                holding, queued = refused
+                raise RunRefused(
+                    "queue_limit",
+                    f"The project already has {holding} active and {queued} queued runs; try again later.",
+                )
+        else:
+            await run_db(run_store.create_run, self.engine, run=run, audit=audit)
         live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         self._live[run_id] = live
@@ -371,11 +490,23 @@ class RunService:
             run = await run_db(run_store.get_run, self.engine, run_id=run_id)
             if run is None:
                 raise NotFound(f"run {run_id!r} not found")
-            if run.status not in run_store.FINAL_STATUSES:
+            if run.status in run_store.FINAL_STATUSES:
+                files = await run_db(self.files.outputs_of_run, run_id)
+                queue.put_nowait(self._final_update(run, files))
+                yield queue
+                return
+            if not self.shared:
                 raise NotFound(f"run {run_id!r} is not driven by this process")
-            files = await run_db(self.files.outputs_of_run, run_id)
-            queue.put_nowait(self._final_update(run, files))
-            yield queue
+            # Another replica drives it: follow it through the hub and the database.
+            scope = anyio.CancelScope()
+            follower = asyncio.create_task(
+                _in_scope(scope, self._follow_remote(run_id, queue)), name=f"follow-{run_id}"
+            )
+            try:
+                yield queue
+            finally:
+                scope.cancel()
+                await follower
             return
         if live.waiting_on is not None:
             queue.put_nowait(RunUpdate("waiting", run_id, live.status, interaction=live.waiting_on))
@@ -394,12 +525,15 @@ class RunService:
     # ----------------------------------------------------------------- driving
     async def _drive(self, live: _Live) -> None:
         try:
-            async with self._admission:
-                await self._admission.wait_for(
-                    lambda: live.terminating is not None or self._may_run_now(live)
-                )
-                if live.terminating is None:
-                    live.status = "running"  # holds its slot from here
+            if self.shared and live.request.limits.max_running is not None:
+                await self._admit_shared(live)
+            else:
+                async with self._admission:
+                    await self._admission.wait_for(
+                        lambda: live.terminating is not None or self._may_run_now(live)
+                    )
+                    if live.terminating is None:
+                        live.status = "running"  # holds its slot from here
             if live.terminating is None:
                 await self._run_worker(live)
         except Exception:
@@ -936,6 +1070,49 @@ class RunService:
         await worker.send({"type": "reply", "id": rid, "ok": True, "result": result})
 
     # ----------------------------------------------------------------- watchers
+    async def _follow_remote(self, run_id: str, queue: asyncio.Queue[RunUpdate]) -> None:
+        """The updates of a run another replica drives, read back from the database each
+        time the hub says something about it (or its questions), and now and then."""
+        shown: str | None = None
+        while True:
+            with self.hub.subscribe("runs", "interactions") as sub:
+                while True:
+                    try:
+                        run, question = await run_db(self._remote_state, run_id)
+                    except Exception:
+                        log.exception("run %s: reading its state failed", run_id)
+                        run, question = None, None
+                    if run is not None and run.status in run_store.FINAL_STATUSES:
+                        files = await run_db(self.files.outputs_of_run, run_id)
+                        queue.put_nowait(self._final_update(run, files))
+                        return
+                    if question is not None and question.id != shown:
+                        shown = question.id
+                        status = run.status if run is not None else "waiting_for_input"
+                        queue.put_nowait(RunUpdate("waiting", run_id, status, interaction=question))
+                    if not await self._next_event(sub):
+                        break  # lagged: re-read, then listen again
+
+    def _remote_state(self, run_id: str) -> tuple[Run | None, Interaction | None]:
+        """A run and the question it waits on (its own, or a child run's)."""
+        run = run_store.get_run(self.engine, run_id=run_id)
+        if run is None or run.status in run_store.FINAL_STATUSES:
+            return run, None
+        question = self.interactions.pending_for_run(run_id)
+        if question is None and run.status == "waiting_for_child":
+            child = run_store.waiting_descendant(self.engine, run_id=run_id)
+            question = self.interactions.pending_for_run(child) if child else None
+        return run, question
+
+    @staticmethod
+    async def _next_event(sub: Subscription) -> bool:
+        """Wait for any run or interaction event, or the poll interval: False when lagged."""
+        try:
+            event = await asyncio.wait_for(sub.queue.get(), SHARED_POLL_SECONDS)
+        except TimeoutError:
+            return True
+        return event is not None
+
     def _publish(self, live: _Live, update: RunUpdate) -> None:
         for queue in list(live.watchers):
             queue.put_nowait(update)

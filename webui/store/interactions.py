@@ -259,3 +259,14 @@ def list_for_conversation(
     )
     with Session(engine, expire_on_commit=False) as s:
         return list(s.exec(stmt))
+
+
+def answered_among(engine: Engine, *, interaction_ids: Collection[str]) -> list[Interaction]:
+    """Those of these interactions that have an answer (a waiting run re-checks its own)."""
+    if not interaction_ids:
+        return []
+    with Session(engine, expire_on_commit=False) as s:
+        stmt = select(Interaction).where(
+            col(Interaction.id).in_(list(interaction_ids)), Interaction.status == "answered"
+        )
+        return list(s.exec(stmt))

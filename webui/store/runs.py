@@ -7,8 +7,9 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, insert, or_, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import Table, and_, bindparam, func, insert, or_, text, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
 from webui.store.models import Run, RunEvent, utcnow
@@ -211,3 +212,72 @@ def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_al
             interrupted.append(run.id)
         s.commit()
     return interrupted
+
+
+# Run gate and queue limits across replicas (PostgreSQL): counted in the database, under a
+# per-project lock, in the transaction that inserts or admits the run.
+HOLDING_STATUSES = ("running", "waiting_for_input")
+
+
+def _lock_project_runs(conn: Connection, project_id: str) -> None:
+    """Serialize limit decisions about one project's runs (until the transaction ends)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"runs:{project_id}"})
+
+
+def _project_counts(conn: Connection, project_id: str, exclude: Collection[str]) -> tuple[int, int]:
+    """(holding a worker, queued) among the project's active runs, minus `exclude` (runs
+    whose slot is held by a child run they wait on)."""
+    stmt = (
+        sa_select(_RUNS.c.status, func.count())
+        .where(_RUNS.c.project_id == project_id, _RUNS.c.status.in_(("queued", *HOLDING_STATUSES)))
+        .group_by(_RUNS.c.status)
+    )
+    if exclude:
+        stmt = stmt.where(_RUNS.c.id.not_in(list(exclude)))
+    counts = {str(status): int(n) for status, n in conn.execute(stmt)}
+    holding = sum(counts.get(s, 0) for s in HOLDING_STATUSES)
+    return holding, counts.get("queued", 0)
+
+
+def create_run_within_limits(
+    engine: Engine,
+    *,
+    run: Run,
+    max_running: int | None,
+    max_queued: int | None,
+    exclude: Collection[str] = (),
+    audit: Callable[[Any], Any] | None = None,
+) -> tuple[int, int] | None:
+    """Insert the run unless the project's queue limit refuses it: None when inserted, else
+    the (holding, queued) counts that refused it. Race-free across processes."""
+    with engine.begin() as conn:
+        _lock_project_runs(conn, run.project_id)
+        if max_queued is not None and max_running is not None:
+            holding, queued = _project_counts(conn, run.project_id, exclude)
+            # A queued run may not have taken its free slot yet: queued runs beyond the
+            # free slots are the ones really waiting.
+            if holding + queued >= max_running and holding + queued - max_running >= max_queued:
+                return holding, queued
+        conn.execute(_INSERT_RUN, run.model_dump())
+        conn.execute(
+            _INSERT_EVENT, {"run_id": run.id, "kind": "state", "text": "queued", "source": run.source}
+        )
+        if audit is not None:
+            audit(conn)
+    return None
+
+
+def admit_queued(
+    engine: Engine, *, run_id: str, project_id: str, max_running: int | None, exclude: Collection[str] = ()
+) -> bool:
+    """Move a queued run to running if the project has a free slot (counted in the database
+    under the project's lock); False when it must keep waiting or is no longer queued."""
+    with engine.begin() as conn:
+        _lock_project_runs(conn, project_id)
+        if max_running is not None and _project_counts(conn, project_id, exclude)[0] >= max_running:
+            return False
+        moved = conn.execute(
+            update(_RUNS).where(_RUNS.c.id == run_id, _RUNS.c.status == "queued").values(status="running")
+        )
+        return moved.rowcount == 1

@@ -1,0 +1,82 @@
+"""Run limits counted in a real PostgreSQL database: the insert and the admission decide
+under the project's lock, so racing processes cannot both take the last place."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.engine import Engine
+
+from webui.store import runs as run_store
+from webui.store.db import make_engine
+from webui.store.models import Run
+
+PROJECT = "p-limits"
+
+
+@pytest.fixture
+def engine(pg_url: str) -> Iterator[Engine]:
+    engine = make_engine(pg_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def new_run(run_id: str, project: str = PROJECT) -> Run:
+    return Run(id=run_id, project_id=project, entrypoint_id="e", entrypoint_title="E", status="queued")
+
+
+def create(engine: Engine, run_id: str, *, max_running: int, max_queued: int, **kw: object) -> bool:
+    refused = run_store.create_run_within_limits(
+        engine, run=new_run(run_id), max_running=max_running, max_queued=max_queued, **kw
+    )
+    return refused is None
+
+
+def test_racing_inserts_never_exceed_the_limits(engine: Engine) -> None:
+    created: list[str] = []
+    start = threading.Barrier(12)
+
+    def one(i: int) -> None:
+        start.wait()
+        if create(engine, f"r{i}", max_running=1, max_queued=1):
+            created.append(f"r{i}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(created) == 2  # one that runs, one queued behind it
+    assert len(run_store.list_runs(engine, project_ids=[PROJECT])) == 2
+
+
+def test_a_refusal_names_the_counts_and_other_projects_do_not_count(engine: Engine) -> None:
+    assert create(engine, "a1", max_running=1, max_queued=0)
+    assert run_store.admit_queued(engine, run_id="a1", project_id=PROJECT, max_running=1)
+    refused = run_store.create_run_within_limits(engine, run=new_run("a2"), max_running=1, max_queued=0)
+    assert refused == (1, 0)
+    assert run_store.get_run(engine, run_id="a2") is None  # nothing created
+    other = run_store.create_run_within_limits(
+        engine, run=new_run("b1", "p-other"), max_running=1, max_queued=0
+    )
+    assert other is None
+
+
+def test_admission_waits_for_a_free_slot_and_only_moves_queued_runs(engine: Engine) -> None:
+    assert create(engine, "c1", max_running=1, max_queued=5)
+    assert create(engine, "c2", max_running=1, max_queued=5)
+    assert run_store.admit_queued(engine, run_id="c1", project_id=PROJECT, max_running=1)
+    assert not run_store.admit_queued(engine, run_id="c2", project_id=PROJECT, max_running=1)
+    assert not run_store.admit_queued(engine, run_id="c1", project_id=PROJECT, max_running=5)  # not queued
+    # A run whose child holds its slot does not count.
+    assert run_store.admit_queued(engine, run_id="c2", project_id=PROJECT, max_running=1, exclude=["c1"])
+    run = run_store.get_run(engine, run_id="c2")
+    assert run is not None and run.status == "running"
+    run_store.update_run(engine, run_id="c1", status="success")
+    assert create(engine, "c3", max_running=1, max_queued=0) is False  # c2 holds the one slot
+    run_store.update_run(engine, run_id="c2", status="waiting_for_input")  # still holds it
+    assert create(engine, "c4", max_running=2, max_queued=0)
