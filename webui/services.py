@@ -24,6 +24,7 @@ from webui.interactions.service import InteractionService
 from webui.runs.isolation import worker_user
 from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
+from webui.secret_keys import derive_key
 from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
 
@@ -54,12 +55,21 @@ def request_state_key(settings: Settings) -> bytes:
 
 
 def config_service(settings: Settings, engine: Engine, audit: AuditLog) -> ConfigService:
-    """The configuration service; secret values are sealed with the data dir's configuration key."""
-    return ConfigService(engine, box=SecretBox(persistent_secret(settings, "config.key")), audit=audit)
+    """The configuration service; secret values are sealed with the configuration key. Under
+    a secret key, values sealed earlier with this data dir's own key file still open."""
+    fallbacks: list[bytes] = []
+    if settings.secret_key is not None:
+        with contextlib.suppress(FileNotFoundError):
+            fallbacks.append((settings.keys_dir / "config.key").read_bytes())
+    box = SecretBox(persistent_secret(settings, "config.key"), fallbacks=fallbacks)
+    return ConfigService(engine, box=box, audit=audit)
 
 
 def persistent_secret(settings: Settings, name: str) -> bytes:
-    """32 random bytes kept under the data dir's keys folder (mode 0600)."""
+    """The key named `name`: derived from the secret key when one is set (the same on every
+    replica), else 32 random bytes kept under the data dir's keys folder (mode 0600)."""
+    if settings.secret_key is not None:
+        return derive_key(settings.secret_key.get_secret_value(), name)
     path = settings.keys_dir / name
     try:
         key = path.read_bytes()
