@@ -27,6 +27,7 @@ from webui.runs.service import RunService
 from webui.secret_keys import derive_key
 from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
+from webui.store.paths import relativize_paths
 
 
 @dataclass
@@ -108,6 +109,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         audit=audit,
         quota_bytes=settings.project_file_quota_bytes,
         quota_files=settings.project_file_quota_count,
+        root=settings.resolved_shared_dir,
     )
     interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool(user=user)
@@ -125,6 +127,8 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         hub=hub,
         echo=echo,
     )
+    # Rows written when stored paths were absolute (a no-op once they are relative).
+    await run_db(relativize_paths, engine, settings.resolved_shared_dir)
     await run_db(runs.recover)
     await pool.start()
     try:
