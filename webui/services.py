@@ -13,7 +13,7 @@ from typing import TextIO
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
-from webui.blocking import run_db
+from webui.blocking import TaskSet, run_db
 from webui.configs.secrets import SecretBox
 from webui.configs.service import ConfigService
 from webui.events import EventHub
@@ -21,6 +21,7 @@ from webui.files.created import SETTING as CREATED_FILES_SETTING
 from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
+from webui.replicas import ReplicaLease
 from webui.runs.isolation import worker_user
 from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
@@ -41,6 +42,8 @@ class Services:
     runs: RunService
     hub: EventHub
     configs: ConfigService
+    # This process's lease as a serve replica (webui.replicas); None in a local process.
+    replica: ReplicaLease | None = None
 
 
 def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
@@ -95,7 +98,11 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
+async def open_services(
+    settings: Settings, *, echo: TextIO | None = None, replica_id: str | None = None
+) -> AsyncIterator[Services]:
+    """`replica_id`: this process serves as that replica of the server (webui.replicas): its
+    runs are recorded as the replica's, judged by its lease, which it keeps while open."""
     user = worker_user(settings.worker_user)  # fails before anything is created
     private_dir(settings.data_dir)
     created_dir = prepare_dir(settings.resolved_file_create_store_dir, CREATED_FILES_SETTING)
@@ -126,15 +133,32 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         kill_grace_seconds=settings.kill_grace_seconds,
         hub=hub,
         echo=echo,
+        replica_id=replica_id,
     )
     # Rows written when stored paths were absolute (a no-op once they are relative).
     await run_db(relativize_paths, engine, settings.resolved_shared_dir)
     await run_db(runs.recover)
+    replica: ReplicaLease | None = None
+    if replica_id is not None:
+        replica = ReplicaLease(
+            engine,
+            replica_id=replica_id,
+            ttl=settings.replica_lease_ttl_seconds,
+            interactions=interactions,
+            audit=audit,
+        )
+        await run_db(replica.claim)
+    tasks = TaskSet()
     await pool.start()
     try:
         configs = config_service(settings, engine, audit)
-        yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs)
+        if replica is not None:
+            tasks.spawn(replica.keep(), name=f"lease {replica_id}")
+        yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs, replica)
     finally:
+        await tasks.cancel_all()
         await runs.shutdown()
+        if replica is not None:
+            await replica.stop()
         await pool.close()
         engine.dispose()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -69,6 +71,7 @@ def serve_command(
     """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
     import uvicorn
 
+    from webui import replicas
     from webui.admin import setup_demo
     from webui.app import create_app
     from webui.files import created
@@ -96,6 +99,16 @@ def serve_command(
         )
     worker_user(settings.worker_user)  # a missing worker user stops the server here
     engine, registry = open_store(settings)
+    # One data dir served twice would have both processes end each other's runs.
+    replica_id = replicas.replica_id_for(settings.data_dir)
+    replicas.check_free(
+        engine,
+        replica_id=replica_id,
+        ttl=settings.replica_lease_ttl_seconds,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+    typer.echo(f"steamharness: replica {replica_id}", err=True)
     created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for d in dirs:
         registry.register_dir(d)

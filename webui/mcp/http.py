@@ -482,6 +482,7 @@ class McpGateway:
             project_id=pid,
             target=target.label,
             resolved=resolved.key,
+            replica_id=self.runs.replica_id,
         )
         client = scope.get("client")
         ua = _headers(scope).get("user-agent")

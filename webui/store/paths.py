@@ -51,7 +51,7 @@ def _relative(stored: str, root: Path, tail: PurePosixPath) -> str | None:
     return None
 
 
-def _file_tail(row: Mapping[str, Any]) -> PurePosixPath:
+def _file_tail(row: Mapping[Any, Any]) -> PurePosixPath:
     """Where the default layout keeps a managed file under the shared dir."""
     storage = Path(row["storage"])
     if row["origin"] == "output" and storage.parent.name == row["id"]:
