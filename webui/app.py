@@ -151,7 +151,6 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_redaction(admin_key=admin_secret)  # after the server configured logging
         replica_id = replica_id_for(settings.data_dir)
-        log.info("steamharness replica %s (pid %d)", replica_id, os.getpid())
         async with open_services(settings, replica_id=replica_id) as services:
             registry = ProjectRegistry(services.engine, settings.versions_dir)
             for projects_dir in settings.projects_dirs:

@@ -108,7 +108,6 @@ def serve_command(
         host=socket.gethostname(),
         pid=os.getpid(),
     )
-    typer.echo(f"steamharness: replica {replica_id}", err=True)
     created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for d in dirs:
         registry.register_dir(d)
@@ -120,6 +119,7 @@ def serve_command(
         for record in list_projects(engine):
             typer.echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
     engine.dispose()
+    typer.echo(f"steamharness: replica {replica_id}", err=True)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     harden_process()
     from uvicorn.config import STARTUP_FAILURE
