@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from webui.audit.log import AuditLog
 from webui.configs.secrets import SecretBox
 from webui.secret_keys import WeakSecret, derive_key
-from webui.services import persistent_secret
+from webui.services import config_service, persistent_secret
 from webui.settings import Settings
+from webui.store.db import make_engine, sqlite_url
 
 SECRET = secrets.token_urlsafe(32)
 LABELS = ("ui-session.key", "request-state.key", "config.key", "fingerprint.key")
@@ -70,10 +72,6 @@ def test_without_a_secret_each_data_dir_keeps_its_own_key_files(tmp_path: Path) 
 
 
 def test_config_secrets_sealed_under_the_old_key_file_still_open_under_the_secret(tmp_path: Path) -> None:
-    from webui.audit.log import AuditLog
-    from webui.services import config_service
-    from webui.store.db import make_engine, sqlite_url
-
     engine = make_engine(sqlite_url(tmp_path / "db.sqlite3"))
     before = Settings(data_dir=tmp_path / "d")
     old = SecretBox(persistent_secret(before, "config.key")).seal("hunter2", binding="p/0/token")
