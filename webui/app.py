@@ -41,6 +41,7 @@ from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
 from webui.mcp.server import build_server
 from webui.projects.registry import ProjectRegistry
+from webui.replicas import replica_id_for
 from webui.runs.env import server_base_env
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
@@ -150,12 +151,13 @@ def create_app(settings: Settings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_redaction(admin_key=admin_secret)  # after the server configured logging
-        async with open_services(settings) as services:
+        replica_id = replica_id_for(settings.data_dir)
+        async with open_services(settings, replica_id=replica_id) as services:
             registry = ProjectRegistry(services.engine, settings.versions_dir)
             for projects_dir in settings.projects_dirs:
                 for folder, reason in registry.register_dir(projects_dir):
                     log.warning("not serving %s: %s", folder, reason)
-            session_store.close_all_open(services.engine, reason="server restarted")
+            session_store.close_all_open(services.engine, reason="server restarted", replica_id=replica_id)
             authenticator = Authenticator(
                 services.engine,
                 admin_key=admin_secret,
@@ -307,9 +309,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
-        """Liveness plus a database read (reads go on while another process writes)."""
-        await run_db(ping, app.state.services.engine)
-        return {"status": "ok"}
+        """Liveness plus a database read (reads go on while another process writes), and
+        which replica answered."""
+        services = app.state.services
+        await run_db(ping, services.engine)
+        return {"status": "ok", "replica": services.replica.replica_id if services.replica else ""}
 
     @app.exception_handler(LoginRequired)
     async def _login_required(request: Request, exc: LoginRequired) -> Response:

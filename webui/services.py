@@ -13,7 +13,7 @@ from typing import TextIO
 from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
-from webui.blocking import run_db
+from webui.blocking import TaskSet, run_db
 from webui.configs.secrets import SecretBox
 from webui.configs.service import ConfigService
 from webui.events import EventHub
@@ -21,12 +21,15 @@ from webui.files.created import SETTING as CREATED_FILES_SETTING
 from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
+from webui.replicas import ReplicaLease
 from webui.runs.isolation import worker_user
 from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
+from webui.secret_keys import derive_key
 from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
 from webui.store.notify import PgRelay, is_postgres
+from webui.store.paths import relativize_paths
 
 
 @dataclass
@@ -40,6 +43,8 @@ class Services:
     runs: RunService
     hub: EventHub
     configs: ConfigService
+    # This process's lease as a serve replica (webui.replicas); None in a local process.
+    replica: ReplicaLease | None = None
 
 
 def _side_engine(main: Engine, directory: Path | None, filename: str) -> Engine:
@@ -78,12 +83,21 @@ def request_state_key(settings: Settings) -> bytes:
 
 
 def config_service(settings: Settings, engine: Engine, audit: AuditLog) -> ConfigService:
-    """The configuration service; secret values are sealed with the data dir's configuration key."""
-    return ConfigService(engine, box=SecretBox(persistent_secret(settings, "config.key")), audit=audit)
+    """The configuration service; secret values are sealed with the configuration key. Under
+    a secret key, values sealed earlier with this data dir's own key file still open."""
+    fallbacks: list[bytes] = []
+    if settings.secret_key is not None:
+        with contextlib.suppress(FileNotFoundError):
+            fallbacks.append((settings.keys_dir / "config.key").read_bytes())
+    box = SecretBox(persistent_secret(settings, "config.key"), fallbacks=fallbacks)
+    return ConfigService(engine, box=box, audit=audit)
 
 
 def persistent_secret(settings: Settings, name: str) -> bytes:
-    """32 random bytes kept under the data dir's keys folder (mode 0600)."""
+    """The key named `name`: derived from the secret key when one is set (the same on every
+    replica), else 32 random bytes kept under the data dir's keys folder (mode 0600)."""
+    if settings.secret_key is not None:
+        return derive_key(settings.secret_key.get_secret_value(), name)
     path = settings.keys_dir / name
     try:
         key = path.read_bytes()
@@ -108,7 +122,11 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def open_services(settings: Settings, *, echo: TextIO | None = None) -> AsyncIterator[Services]:
+async def open_services(
+    settings: Settings, *, echo: TextIO | None = None, replica_id: str | None = None
+) -> AsyncIterator[Services]:
+    """`replica_id`: this process serves as that replica of the server (webui.replicas): its
+    runs are recorded as the replica's, judged by its lease, which it keeps while open."""
     user = worker_user(settings.worker_user)  # fails before anything is created
     private_dir(settings.data_dir)
     created_dir = prepare_dir(settings.resolved_file_create_store_dir, CREATED_FILES_SETTING)
@@ -123,6 +141,7 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         audit=audit,
         quota_bytes=settings.project_file_quota_bytes,
         quota_files=settings.project_file_quota_count,
+        root=settings.resolved_shared_dir,
     )
     interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool(user=user)
@@ -139,16 +158,35 @@ async def open_services(settings: Settings, *, echo: TextIO | None = None) -> As
         kill_grace_seconds=settings.kill_grace_seconds,
         hub=hub,
         echo=echo,
+        replica_id=replica_id,
     )
     try:
+        # Rows written when stored paths were absolute (a no-op once they are relative).
+        await run_db(relativize_paths, engine, settings.resolved_shared_dir)
         await run_db(runs.recover)
+        replica: ReplicaLease | None = None
+        if replica_id is not None:
+            replica = ReplicaLease(
+                engine,
+                replica_id=replica_id,
+                ttl=settings.replica_lease_ttl_seconds,
+                interactions=interactions,
+                audit=audit,
+            )
+            await run_db(replica.claim)
+        tasks = TaskSet()
         await pool.start()
         runs.start_watching()
         try:
             configs = config_service(settings, engine, audit)
-            yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs)
+            if replica is not None:
+                tasks.spawn(replica.keep(), name=f"lease {replica_id}")
+            yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs, replica)
         finally:
+            await tasks.cancel_all()
             await runs.shutdown()
+            if replica is not None:
+                await replica.stop()
             await pool.close()
     finally:
         await hub.close()

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webui.secret_keys import check_secret
+
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "admin", "test"})
 
 
@@ -37,6 +39,15 @@ class Settings(BaseSettings):
     )
 
     server_admin_key: SecretStr | None = None
+    # One secret for every replica of a server: the cookie, request-state, API-key
+    # fingerprint and configuration-secret keys derive from it (webui/secret_keys.py).
+    # Unset: each data dir keeps its own random key files under keys/.
+    secret_key: SecretStr | None = None
+    # Published version snapshots and managed files; replicas of one server share it.
+    shared_dir: Path | None = None
+    # A serve replica's lease in the database: heartbeat every TTL/3; a replica silent for
+    # longer than the TTL is gone, and its active runs are marked interrupted.
+    replica_lease_ttl_seconds: float = Field(default=15.0, gt=0)
 
     # The example projects `serve --demo` registers (default: the checkout's or the working
     # directory's examples/).
@@ -138,18 +149,27 @@ class Settings(BaseSettings):
             )
         return value
 
-    # Derived locations: each one an option of its own, defaulting under the data dir.
+    @field_validator("secret_key")
+    @classmethod
+    def _refuse_weak_secret_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        check_secret(value.get_secret_value())
+        return value
+
+    # Derived locations: each one an option of its own, defaulting under the data dir
+    # (shared ones under the shared dir, which defaults to the data dir).
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'steamharness.sqlite3'}"
 
     @property
     def resolved_file_store_dir(self) -> Path:
-        return self.file_store_dir or self.data_dir / "files"
+        return self.file_store_dir or self.resolved_shared_dir / "files"
 
     @property
     def resolved_file_create_store_dir(self) -> Path:
-        return self.file_create_store_dir or self.data_dir / "created-files"
+        return self.file_create_store_dir or self.resolved_shared_dir / "created-files"
 
     @property
     def resolved_auth_dir(self) -> Path:
@@ -164,5 +184,9 @@ class Settings(BaseSettings):
         return self.data_dir / "keys"
 
     @property
+    def resolved_shared_dir(self) -> Path:
+        return self.shared_dir or self.data_dir
+
+    @property
     def versions_dir(self) -> Path:
-        return self.data_dir / "versions"
+        return self.resolved_shared_dir / "versions"

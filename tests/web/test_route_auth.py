@@ -22,7 +22,10 @@ from webui.settings import Settings
 PUBLIC = {
     "/login": "the login form itself",
     "/": "a redirect to /projects, which is checked like every other page",
-    "/healthz": "a load balancer's health check: says only that the server and database answer",
+    "/healthz": (
+        "a load balancer's health check: says only that the server and database answer, and which"
+        " replica answered (a random id)"
+    ),
 }
 PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -74,6 +76,7 @@ def serve_command(
     """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
     import uvicorn
 
+    from webui import replicas
     from webui.admin import DEMO_KEY_FILE, setup_demo
     from webui.app import create_app
     from webui.cli.db import upgrade_all
@@ -105,6 +108,15 @@ def serve_command(
         for line in done:
             typer.echo(f"steamharness: database {where}: {line}", err=True)
     engine, registry = open_store(settings)
+    # One data dir served twice would have both processes end each other's runs.
+    replica_id = replicas.replica_id_for(settings.data_dir)
+    replicas.check_free(
+        engine,
+        replica_id=replica_id,
+        ttl=settings.replica_lease_ttl_seconds,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
     created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for d in dirs:
         registry.register_dir(d)
@@ -122,6 +134,7 @@ def serve_command(
         for record in list_projects(engine):
             typer.echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
     engine.dispose()
+    typer.echo(f"steamharness: replica {replica_id}", err=True)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     harden_process()
     from uvicorn.config import STARTUP_FAILURE

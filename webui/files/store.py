@@ -30,6 +30,7 @@ from webui.files.created import created_path
 from webui.files.quota import ProjectQuotaExceeded, QuotaBook, Reservation
 from webui.store import files as file_store
 from webui.store.models import ManagedFile
+from webui.store.paths import resolve, to_stored
 
 CHUNK = 1024 * 1024
 UPLOAD_BATCH = 1024 * 1024  # bytes gathered from the network before a thread writes them
@@ -128,8 +129,12 @@ class FileStore:
         audit: AuditLog | None = None,
         quota_bytes: int = 5 * 1024**3,
         quota_files: int = 10_000,
+        root: Path | None = None,
     ) -> None:
+        """`root`: the folder file paths are stored relative to (the shared dir; by default
+        the one `blob_dir` is in)."""
         self.engine = engine
+        self.root = blob_dir.parent if root is None else root
         self.audit = audit
         self.blob_dir = blob_dir
         self.max_bytes = max_bytes
@@ -225,10 +230,11 @@ class FileStore:
         self, *, uploaded_by: str | None = None, file_id: str | None = None, **fields: Any
     ) -> ManagedFile:
         """The metadata row; an upload is audited in the same transaction."""
+        fields["storage"] = to_stored(Path(fields["storage"]), self.root)
         row = ManagedFile(id=file_id or new_file_id(), **fields)
         log = self.audit if row.origin == "upload" else None
         if log is None:
-            return file_store.add_file(self.engine, row=row)
+            return self._resolved(file_store.add_file(self.engine, row=row))
 
         def audit(s: Session) -> None:
             log.record(
@@ -240,7 +246,12 @@ class FileStore:
                 details={"fileId": row.id, "size": row.size},
             )
 
-        return file_store.add_file(self.engine, row=row, audit=audit)
+        return self._resolved(file_store.add_file(self.engine, row=row, audit=audit))
+
+    def _resolved(self, row: ManagedFile) -> ManagedFile:
+        """`row` with its storage as the absolute path it names now (rows store it relative)."""
+        row.storage = str(resolve(row.storage, self.root))
+        return row
 
     def import_path(self, *, project_id: str, path: Path, origin: str = "local-import") -> ManagedFile:
         reservation = self._reserve(project_id, path.stat().st_size)
@@ -303,12 +314,13 @@ class FileStore:
                 reservation.release()
 
     def outputs_of_run(self, run_id: str) -> list[ManagedFile]:
-        return file_store.outputs_of_run(self.engine, run_id=run_id)
+        return [self._resolved(row) for row in file_store.outputs_of_run(self.engine, run_id=run_id)]
 
     def get(self, file_id: str) -> ManagedFile | None:
         if not FILE_ID_RE.match(file_id):
             return None
-        return file_store.get_file(self.engine, file_id=file_id)
+        row = file_store.get_file(self.engine, file_id=file_id)
+        return None if row is None else self._resolved(row)
 
 
 def worker_view(row: ManagedFile) -> dict[str, Any]:

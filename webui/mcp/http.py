@@ -543,6 +543,7 @@ class McpGateway:
             client_version=client[1],
             protocol_version=client[2],
             last_activity_at=utcnow(),
+            replica_id=self.runs.replica_id,
         )
         peer = scope.get("client")
         ua = _headers(scope).get("user-agent")

@@ -1,8 +1,9 @@
 """Registered projects, published versions and target resolution.
 
-A project's working tree is its draft; publishing copies the draft into the data dir as
-an immutable version snapshot. Resolving a target gives the exact thing a session is
-pinned to: a version number, or the draft's content revision at that moment.
+A project's working tree is its draft; publishing copies the draft into the shared dir as
+an immutable version snapshot (its path stored relative to that dir, so the dir may move).
+Resolving a target gives the exact thing a session is pinned to: a version number, or the
+draft's content revision at that moment.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from webui.errors import NotFound, ProjectError, SteamharnessError
 from webui.store import projects as project_store
 from webui.store.db import AuditWrite
 from webui.store.models import ProjectRecord, ProjectVersion
+from webui.store.paths import resolve, to_stored
 from webui.workflows.project import Project, load_project
 from webui.workflows.related import RelatedProjectError, confirm_relation
 from webui.workflows.targets import SKIP_DIRS, RevisionHasher, Target, check_version, version_key
@@ -43,9 +45,12 @@ class Resolved:
 
 
 class ProjectRegistry:
-    def __init__(self, engine: Engine, versions_dir: Path) -> None:
+    def __init__(self, engine: Engine, versions_dir: Path, *, root: Path | None = None) -> None:
+        """`root`: the folder snapshot paths are stored relative to (the shared dir; by
+        default the one `versions_dir` is in)."""
         self.engine = engine
         self.versions_dir = versions_dir
+        self.root = versions_dir.parent if root is None else root
         self.hasher = RevisionHasher()
         self._loaded: dict[tuple[str, str], Project] = {}
 
@@ -124,7 +129,7 @@ class ProjectRegistry:
             project_id=project_id,
             version=label,
             revision=self.hasher.revision(dest),
-            snapshot_dir=str(dest),
+            snapshot_dir=to_stored(dest, self.root),
             published_by=actor,
         )
         write = None
@@ -207,7 +212,7 @@ class ProjectRegistry:
     def _load_version(self, row: ProjectVersion) -> Project:
         key = (row.project_id, row.version)
         if key not in self._loaded:  # snapshots are immutable: load each once
-            self._loaded[key] = load_project(Path(row.snapshot_dir))
+            self._loaded[key] = load_project(resolve(row.snapshot_dir, self.root))
         return self._loaded[key]
 
     def draft_revision(self, project_id: str) -> str:

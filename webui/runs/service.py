@@ -239,8 +239,12 @@ class RunService:
         kill_grace_seconds: float,
         hub: EventHub,
         echo: TextIO | None = None,
+        replica_id: str | None = None,
     ) -> None:
+        """`replica_id`: the serve replica recording its runs (webui.replicas); None in a
+        local process, whose runs are judged by `owner` (the process) instead."""
         self.engine = engine
+        self.replica_id = replica_id
         self.hub = hub
         self.pool = pool
         self.interactions = interactions
@@ -427,6 +431,7 @@ class RunService:
             status="queued",
             params=request.stored_params,
             owner=self.owner,
+            replica_id=self.replica_id,
             account_id=request.account_id,
             parent_run_id=request.parent_run_id,
             config_name=request.config.name if request.config else None,

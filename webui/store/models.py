@@ -166,6 +166,9 @@ class McpSession(SQLModel, table=True):
     client_version: str | None = None
     protocol_version: str | None = None
     last_activity_at: datetime | None = None
+    # The serve replica holding the session (its in-memory state lives there); None: a
+    # session recorded before replicas were.
+    replica_id: str | None = Field(default=None, index=True)
 
 
 class Run(SQLModel, table=True):
@@ -192,6 +195,10 @@ class Run(SQLModel, table=True):
     # Which process drives this run ("pid:starttime"), so a restart can tell an orphaned
     # run from one that another live process still drives on the same data dir.
     owner: str | None = None
+    # The serve replica driving this run: its lease (table `replicas`) says whether it still
+    # can. None: a run of a local (stdio, CLI) process or one recorded before replicas were;
+    # `owner` judges those.
+    replica_id: str | None = Field(default=None, index=True)
     # Whose run it is: the account whose API key (or browser session, through Try it)
     # started it. Its questions belong to that account. None: the admin principal (the
     # server admin key, a local stdio operator) or a run recorded before owners were.
@@ -206,6 +213,19 @@ class Run(SQLModel, table=True):
     config_name: str | None = None
     config_revision: int | None = None
     config_values: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+
+
+class Replica(SQLModel, table=True):
+    """A `serve` process of the server and its lease: it renews `heartbeat_at` every few
+    seconds; one silent for longer than the lease TTL is gone, and its runs with it."""
+
+    __tablename__ = "replicas"  # pyright: ignore[reportAssignmentType]
+
+    id: str = Field(primary_key=True)  # kept in the replica's data dir (replica-id)
+    host: str
+    pid: int
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)
 
 
 class RunEvent(SQLModel, table=True):
@@ -339,6 +359,7 @@ __all__ = [
     "ProjectPermission",
     "ProjectRecord",
     "ProjectVersion",
+    "Replica",
     "Run",
     "RunEvent",
     "UiSession",

@@ -194,10 +194,11 @@ def waiting_descendant(engine: Engine, *, run_id: str, max_depth: int = 8) -> st
 
 
 def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_alive) -> list[str]:
-    """Runs whose driving process is gone can never finish: mark them, with the reason."""
+    """Runs whose driving process is gone can never finish: mark them, with the reason.
+    Runs a serve replica drives are judged by its lease instead (webui.store.replicas)."""
     interrupted: list[str] = []
     with Session(engine) as s:
-        stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES))
+        stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES), col(Run.replica_id).is_(None))
         for run in s.exec(stmt):
             if run.owner and alive(run.owner):
                 continue

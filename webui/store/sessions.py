@@ -10,7 +10,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Table, func, update
+from sqlalchemy import Table, func, or_, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -99,10 +99,14 @@ def close_session(engine: Engine, *, session_id: str, reason: str, audit: AuditW
         return closed
 
 
-def close_all_open(engine: Engine, *, reason: str) -> int:
-    """At start-up: sessions of a previous process are gone with it."""
+def close_all_open(engine: Engine, *, reason: str, replica_id: str | None = None) -> int:
+    """At start-up: sessions of a previous process are gone with it. With `replica_id`, only
+    that replica's (and those recorded before replicas were): other replicas' sessions live on."""
+    stmt = select(McpSession).where(col(McpSession.closed_at).is_(None))
+    if replica_id is not None:
+        stmt = stmt.where(or_(col(McpSession.replica_id) == replica_id, col(McpSession.replica_id).is_(None)))
     with Session(engine) as s:
-        rows = list(s.exec(select(McpSession).where(col(McpSession.closed_at).is_(None))))
+        rows = list(s.exec(stmt))
         for row in rows:
             row.closed_at = utcnow()
             row.close_reason = reason
