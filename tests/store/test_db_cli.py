@@ -181,7 +181,13 @@ def test_two_concurrent_upgrades_both_succeed_and_migrate_once(tmp_path: Path) -
 def test_two_servers_starting_at_once_on_an_old_data_dir_migrate_it_once(tmp_path: Path) -> None:
     data = old_data_dir(tmp_path)
     ports = [free_port(), free_port()]
-    commands = [[STEAMHARNESS, "serve", "--port", str(port), "--data-dir", str(data)] for port in ports]
+    # Two replicas of one server: each its own data dir, one database (the old data dir's).
+    database = f"sqlite:///{data / 'steamharness.sqlite3'}"
+    dirs = [data, tmp_path / "second"]
+    commands = [
+        [STEAMHARNESS, "serve", "--port", str(port), "--data-dir", str(d), "--database-url", database]
+        for port, d in zip(ports, dirs, strict=True)
+    ]
     with started(*commands, logs=tmp_path) as procs:
         deadline = time.monotonic() + TIMEOUT
         waiting = set(ports)
