@@ -10,7 +10,8 @@ COPY webui ./webui
 COPY templates ./templates
 COPY static ./static
 COPY examples ./examples
-RUN pip install --no-cache-dir -e . && useradd --create-home steamharness && mkdir -p /data && chown steamharness /data
+RUN pip install --no-cache-dir -e ".[postgres]" && useradd --create-home steamharness \
+    && mkdir -p /data /shared && chown steamharness /data /shared
 USER steamharness
 VOLUME ["/data"]
 ENTRYPOINT ["steamharness"]
