@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.workflows.test_project import SPEC_EXAMPLE
+from tests.workflows.test_project import DOCUMENTED_EXAMPLE
 from webui.workflows.contract_diff import Change, ToolContract, diff_catalogs, is_breaking, type_of
 from webui.workflows.project import parse_params
 from webui.workflows.schema import input_schema
@@ -36,7 +36,7 @@ def diff(old: list[ToolContract], new: list[ToolContract]) -> list[tuple[str, st
 
 
 def test_the_same_catalog_has_no_changes() -> None:
-    params = copy.deepcopy(SPEC_EXAMPLE["entrypoints"][0]["params"])
+    params = copy.deepcopy(DOCUMENTED_EXAMPLE["entrypoints"][0]["params"])
     assert diff_catalogs([tool("a", *params)], [tool("a", *params)]) == []
     assert diff_catalogs([], []) == []
 

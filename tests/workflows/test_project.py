@@ -23,8 +23,8 @@ from webui.workflows.project import (
 
 PROJECT_ID = "11111111-1111-4111-8111-111111111111"
 
-# The documented package.json example, verbatim: the normative format.
-SPEC_EXAMPLE: dict[str, Any] = {
+# A complete package.json in the documented format (every field the format knows).
+DOCUMENTED_EXAMPLE: dict[str, Any] = {
     "id": PROJECT_ID,
     "name": "invoice-checker",
     "version": "1.2.0",
@@ -60,9 +60,9 @@ SPEC_EXAMPLE: dict[str, Any] = {
 Package = dict[str, Any]
 
 
-def spec_example() -> Package:
-    """A fresh deep copy of the SPEC example, safe to mutate."""
-    return copy.deepcopy(SPEC_EXAMPLE)
+def documented_example() -> Package:
+    """A fresh deep copy of the documented example, safe to mutate."""
+    return copy.deepcopy(DOCUMENTED_EXAMPLE)
 
 
 def minimal_package(params: list[Any] | None = None) -> Package:
@@ -106,8 +106,8 @@ def package_path(root: Path) -> str:
 # --------------------------------------------------------------------------- valid projects
 
 
-def test_the_spec_example_loads_with_every_field_normalized(tmp_path: Path) -> None:
-    project = load_project(write_project(tmp_path / "p", spec_example()))
+def test_the_documented_example_loads_with_every_field_normalized(tmp_path: Path) -> None:
+    project = load_project(write_project(tmp_path / "p", documented_example()))
 
     assert project.id == PROJECT_ID
     assert project.name == "invoice-checker"
@@ -126,7 +126,7 @@ def test_the_spec_example_loads_with_every_field_normalized(tmp_path: Path) -> N
     assert ep.handler_file == "validate.py"
     assert ep.handler_function == "run"
     by_name = {p.name: p for p in ep.params}
-    assert [p.name for p in ep.params] == [p["name"] for p in SPEC_EXAMPLE["entrypoints"][0]["params"]]
+    assert [p.name for p in ep.params] == [p["name"] for p in DOCUMENTED_EXAMPLE["entrypoints"][0]["params"]]
     assert by_name["prompt"] == Param(
         name="prompt", type="string", required=True, description="What to check"
     )
@@ -679,8 +679,8 @@ def test_option_title_falls_back_to_the_value_as_json() -> None:
 # --------------------------------------------------------------------------- structure report
 
 
-def test_the_structure_report_of_the_spec_example(tmp_path: Path) -> None:
-    report = structure_report(load_project(write_project(tmp_path / "p", spec_example())))
+def test_the_structure_report_of_the_documented_example(tmp_path: Path) -> None:
+    report = structure_report(load_project(write_project(tmp_path / "p", documented_example())))
 
     def param(name: str, ptype: str, **extra: Any) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -697,8 +697,8 @@ def test_the_structure_report_of_the_spec_example(tmp_path: Path) -> None:
         return doc
 
     # The package's and the entrypoint's own fields as written (the handler is never shown).
-    package = {key: value for key, value in SPEC_EXAMPLE.items() if key != "entrypoints"}
-    (entrypoint,) = SPEC_EXAMPLE["entrypoints"]
+    package = {key: value for key, value in DOCUMENTED_EXAMPLE.items() if key != "entrypoints"}
+    (entrypoint,) = DOCUMENTED_EXAMPLE["entrypoints"]
     shown = {key: entrypoint[key] for key in ("id", "title", "description", "timeoutSeconds")}
     assert report == {
         **package,

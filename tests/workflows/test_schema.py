@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from mcp_types._v2025_11_25 import PrimitiveSchemaDefinition
 from pydantic import TypeAdapter
 
-from tests.workflows.test_project import SPEC_EXAMPLE
+from tests.workflows.test_project import DOCUMENTED_EXAMPLE
 from webui.errors import InvalidArguments
 from webui.workflows.project import Param, parse_params
 from webui.workflows.schema import (
@@ -42,7 +42,7 @@ def one(**raw: Any) -> tuple[Param, ...]:
 
 
 def spec_params() -> tuple[Param, ...]:
-    return parse_params(copy.deepcopy(SPEC_EXAMPLE["entrypoints"][0]["params"]), where="spec")
+    return parse_params(copy.deepcopy(DOCUMENTED_EXAMPLE["entrypoints"][0]["params"]), where="spec")
 
 
 def prop(params: tuple[Param, ...], file_mode: FileMode = "local", name: str = "p") -> dict[str, Any]:
@@ -117,7 +117,7 @@ def test_the_input_schema_is_a_closed_object_with_required_params_in_order(file_
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["prompt", "document"]
-    assert list(schema["properties"]) == [p["name"] for p in SPEC_EXAMPLE["entrypoints"][0]["params"]]
+    assert list(schema["properties"]) == [p["name"] for p in DOCUMENTED_EXAMPLE["entrypoints"][0]["params"]]
 
 
 def test_required_is_omitted_when_nothing_is_required() -> None:
@@ -178,7 +178,7 @@ def test_date_formats_go_into_the_schema(fmt: str) -> None:
     }
 
 
-def test_the_spec_example_server_schema_in_full() -> None:
+def test_the_documented_example_server_schema_in_full() -> None:
     schema = input_schema(spec_params(), file_mode="server")
     for name in ("document", "attachments"):
         del schema["properties"][name]["description"]
@@ -205,7 +205,7 @@ def test_the_spec_example_server_schema_in_full() -> None:
 
 
 ALL_SHAPES: list[dict[str, Any]] = [
-    *copy.deepcopy(SPEC_EXAMPLE["entrypoints"][0]["params"]),
+    *copy.deepcopy(DOCUMENTED_EXAMPLE["entrypoints"][0]["params"]),
     {"name": "n_opts", "type": "number", "options": [{"value": 1, "label": "One"}, 2], "multiple": True},
     {"name": "b_opts", "type": "boolean", "options": [True, False], "default": True},
     {"name": "when", "type": "string", "format": "date-time", "multiple": True, "default": []},
@@ -534,7 +534,7 @@ def test_fields_that_standard_elicitation_cannot_carry_are_blockers(raw: dict[st
     assert form_blockers(one(**raw)) == [reason]
 
 
-def test_the_spec_example_form_lists_every_blocker() -> None:
+def test_the_documented_example_form_lists_every_blocker() -> None:
     assert form_blockers(spec_params()) == [
         "'names' is a multi-value field without static options",
         "'document' is a file field",
