@@ -1,21 +1,30 @@
-"""Engine construction. SQLite gets WAL and a busy timeout; any other SQLAlchemy URL is
-used as given, and nothing in the query modules is SQLite-specific."""
+"""Engine construction. SQLite gets WAL and a busy timeout; PostgreSQL (psycopg 3, the
+`postgres` extra) gets UTC sessions, a lock timeout and a connection pool as large as the
+database threads; any other SQLAlchemy URL is used as given. Nothing in the query modules
+is specific to one database."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import event, inspect, text
+from sqlalchemy import Boolean, event, inspect, literal, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, SQLModel, create_engine
 
+from webui.errors import ConfigError
 from webui.store import models  # noqa: F401  (registers the tables)
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
+# PostgreSQL connections: one per database thread (webui.blocking.DB_THREADS) plus the
+# threads that write outside that limiter (run bookkeeping, audit tail), with headroom.
+PG_POOL_SIZE = 16
+PG_POOL_OVERFLOW = 16
+PG_DRIVER = "postgresql+psycopg"
 
 # Writes the audit event about a change with the change's own open session, so both commit
 # together (webui.audit.log.AuditLog.record).
@@ -68,10 +77,36 @@ def _private_sqlite_file(path: Path) -> None:
             os.chmod(f"{path}{suffix}", 0o600)
 
 
+def engine_url(url: str) -> str:
+    """The URL SQLAlchemy is given: a plain `postgresql://` (or `postgres://`) URL uses psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return f"{PG_DRIVER}://{url.removeprefix(prefix)}"
+    return url
+
+
+def _postgres_engine(url: str, busy_ms: int) -> Engine:
+    if importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(
+            "database URL: PostgreSQL needs the psycopg driver: pip install 'steamharness[postgres]'"
+        )
+    # Stored times are UTC: the session time zone makes `timestamp` columns read and write
+    # UTC whatever the server's default. `lock_timeout` is the busy timeout's counterpart.
+    options = f"-c timezone=UTC -c lock_timeout={busy_ms}"
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=PG_POOL_SIZE,
+        max_overflow=PG_POOL_OVERFLOW,
+        connect_args={"options": options},
+    )
+
+
 def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Engine:
     """Create the engine and the tables it needs. A writer waits at most `busy_timeout`
     seconds for another writer's lock, then fails (the server answers 503)."""
     busy_ms = int(busy_timeout * 1000)
+    url = engine_url(url)
     if url.startswith("sqlite:///"):
         _private_sqlite_file(Path(url.removeprefix("sqlite:///")))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
@@ -84,6 +119,8 @@ def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS)
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
+    elif url.startswith(f"{PG_DRIVER}://"):
+        engine = _postgres_engine(url, busy_ms)
     else:
         engine = create_engine(url, pool_pre_ping=True)
     SQLModel.metadata.create_all(engine)
@@ -140,12 +177,7 @@ def upgrade_schema(engine: Engine) -> list[str]:
                         raise RuntimeError(
                             f"cannot add required column {table.name}.{column.name} to old data"
                         )
-                    literal = int(default) if isinstance(default, bool) else default
-                    ddl += (
-                        f" NOT NULL DEFAULT {literal!r}"
-                        if isinstance(literal, str)
-                        else f" NOT NULL DEFAULT {literal}"
-                    )
+                    ddl += f" NOT NULL DEFAULT {_sql_literal(engine, default)}"
                 conn.execute(text(ddl))
                 done.append(f"added column {table.name}.{column.name}")
             indexes = {i["name"] for i in inspector.get_indexes(table.name)}
@@ -154,6 +186,15 @@ def upgrade_schema(engine: Engine) -> list[str]:
                     index.create(conn)
                     done.append(f"added index {index.name}")
     return done
+
+
+def _sql_literal(engine: Engine, value: bool | int | float | str) -> str:
+    """A constant as the dialect writes it (a boolean is 1/0 on SQLite, true/false on PostgreSQL)."""
+    if isinstance(value, bool):
+        return literal(value, Boolean()).compile(engine, compile_kwargs={"literal_binds": True}).string
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
 
 
 def ping(engine: Engine) -> None:
