@@ -215,3 +215,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     cluster: PgCluster = request.getfixturevalue("pg_cluster")
     with fresh_database(cluster) as url:
         yield url
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server_database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The store of a module's live server: None for the server's default (SQLite in its
+    data dir), or a fresh PostgreSQL database for the module."""
+    if request.param == "sqlite":
+        yield None
+        return
+    cluster: PgCluster = request.getfixturevalue("pg_cluster")
+    with fresh_database(cluster) as url:
+        yield url

@@ -6,7 +6,6 @@ is specific to one database."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Boolean, event, inspect, literal, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine
 
 from webui.errors import ConfigError
@@ -86,10 +86,12 @@ def engine_url(url: str) -> str:
 
 
 def _postgres_engine(url: str, busy_ms: int) -> Engine:
-    if importlib.util.find_spec("psycopg") is None:
+    try:
+        import psycopg  # noqa: F401  (the driver SQLAlchemy loads for postgresql+psycopg)
+    except ImportError:
         raise ConfigError(
             "database URL: PostgreSQL needs the psycopg driver: pip install 'steamharness[postgres]'"
-        )
+        ) from None
     # Stored times are UTC: the session time zone makes `timestamp` columns read and write
     # UTC whatever the server's default. `lock_timeout` is the busy timeout's counterpart.
     options = f"-c timezone=UTC -c lock_timeout={busy_ms}"
@@ -123,8 +125,16 @@ def make_engine(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS)
         engine = _postgres_engine(url, busy_ms)
     else:
         engine = create_engine(url, pool_pre_ping=True)
-    SQLModel.metadata.create_all(engine)
-    upgrade_schema(engine)
+    try:
+        SQLModel.metadata.create_all(engine)
+        upgrade_schema(engine)
+    except OperationalError as exc:
+        engine.dispose()
+        if engine.dialect.name == "sqlite":
+            raise
+        where = engine.url.render_as_string(hide_password=True)
+        first = str(exc.orig or exc).strip().splitlines()[0]
+        raise ConfigError(f"database {where}: {first}") from None
     return engine
 
 
