@@ -227,3 +227,10 @@ def server_database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     cluster: PgCluster = request.getfixturevalue("pg_cluster")
     with fresh_database(cluster) as url:
         yield url
+
+
+@pytest.fixture
+def postgresql_url(pg_cluster: PgCluster) -> Iterator[str]:
+    """A fresh PostgreSQL database, for what only PostgreSQL does (its locks, its errors)."""
+    with fresh_database(pg_cluster) as url:
+        yield url

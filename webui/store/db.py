@@ -14,6 +14,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Boolean, event, inspect, literal, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 from sqlmodel import Session, SQLModel, create_engine
 
 from webui.errors import ConfigError
@@ -47,6 +50,36 @@ def get_row(engine: Engine, model: type[RowT], key: Any) -> RowT | None:
     """One row by primary key, usable after its session closed."""
     with Session(engine, expire_on_commit=False) as s:
         return s.get(model, key)
+
+
+class bytewise(FunctionElement[Any]):
+    """A text column ordered byte by byte, the way SQLite orders it. PostgreSQL would use the
+    database's collation, in which, for one, case and punctuation weigh less than letters."""
+
+    inherit_cache = True
+    name = "bytewise"
+
+    def __init__(self, column: Any) -> None:
+        super().__init__(column)
+        self.type = column.type
+
+
+@compiles(bytewise)
+def _bytewise(element: bytewise, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(bytewise, "postgresql")
+def _bytewise_postgresql(element: bytewise, compiler: SQLCompiler, **kw: Any) -> str:
+    return f'{compiler.process(element.clauses, **kw)} COLLATE "C"'
+
+
+def storable_text(engine: Engine, value: str | None) -> str | None:
+    """Text as the database can keep it: PostgreSQL text cannot hold NUL characters, so
+    there each becomes U+FFFD (SQLite keeps them)."""
+    if value is None or engine.dialect.name != "postgresql" or "\x00" not in value:
+        return value
+    return value.replace("\x00", "\ufffd")
 
 
 def sqlite_url(path: Path) -> str:
