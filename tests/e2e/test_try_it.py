@@ -13,7 +13,6 @@ import contextlib
 import html
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,8 +50,8 @@ def add_user(server: LiveServer) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("try-it")) as live:
+def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+    with running_server(tmp_path_factory.mktemp("try-it"), server_database_url) as live:
         add_user(live)
         yield live
     assert "Traceback" not in live.log()  # background calls and shutdown left no errors
@@ -82,12 +81,7 @@ def run_tool(
 
 
 def db_rows(server: LiveServer, table: str) -> list[dict[str, Any]]:
-    con = sqlite3.connect(server.data_dir / "steamharness.sqlite3")
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(f"select * from {table}").fetchall()]
-    finally:
-        con.close()
+    return server.query(f"select * from {table}")
 
 
 def test_try_it_runs_greet_through_the_endpoint_and_shows_its_output(
