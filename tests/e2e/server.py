@@ -176,6 +176,15 @@ class LiveServer:
         finally:
             engine.dispose()
 
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of one table of the server's store, JSON columns decoded."""
+        engine = create_engine(engine_url(self.store_url), poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                return [dict(r) for r in conn.execute(SQLModel.metadata.tables[table].select()).mappings()]
+        finally:
+            engine.dispose()
+
     def dump(self) -> str:
         """Every row of every table of the store, as text (to search for what must not be stored)."""
         engine = create_engine(engine_url(self.store_url), poolclass=NullPool)

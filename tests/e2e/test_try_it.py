@@ -81,7 +81,7 @@ def run_tool(
 
 
 def db_rows(server: LiveServer, table: str) -> list[dict[str, Any]]:
-    return server.query(f"select * from {table}")
+    return server.rows(table)
 
 
 def test_try_it_runs_greet_through_the_endpoint_and_shows_its_output(
@@ -155,7 +155,7 @@ def test_the_server_side_key_is_made_once_and_never_reaches_the_browser(
     keys = db_rows(server, "api_keys")
     try_it = [k for k in keys if k["name"] == "try-it (server-side)"]
     assert len(try_it) == 1 and try_it[0]["revoked_at"] is None
-    assert json.loads(try_it[0]["scopes"]) == ["runs.create"]
+    assert try_it[0]["scopes"] == ["runs.create"]
     for text in pages:
         for key in keys:
             public = "shk_" + key["id"].removeprefix("key_") + "_"
@@ -184,4 +184,4 @@ def test_the_server_side_key_is_revoked_when_the_server_stops(tmp_path: Path) ->
     (key,) = [k for k in db_rows(live, "api_keys") if k["id"] == key["id"]]
     assert key["revoked_at"] is not None
     revoked = [row for row in db_rows(live, "audit_events") if row["event"] == "key.revoked"]
-    assert [json.loads(row["details"])["keyId"] for row in revoked] == [key["id"]]
+    assert [row["details"]["keyId"] for row in revoked] == [key["id"]]
