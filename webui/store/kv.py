@@ -39,7 +39,7 @@ def set_value(engine: Engine, table: Table, *, project_id: str, key: str, value:
     upsert = insert(columns).values(project_id=project_id, key=key, value=value, updated_at=now)
     stmt = upsert.on_conflict_do_update(
         index_elements=[columns.c.project_id, columns.c.key],
-        set_={"value": upsert.excluded.value, "updated_at": now},
+        set_={"value": upsert.excluded["value"], "updated_at": now},
     )
     with engine.begin() as conn:
         conn.execute(stmt)
