@@ -6,6 +6,8 @@ import pytest
 
 from tests.node_client import node_executable
 
+pytest_plugins = ["tests.pg"]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

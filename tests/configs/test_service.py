@@ -1,9 +1,10 @@
-"""The configuration service over a real SQLite store: scopes, revisions, secrets, export/import."""
+"""The configuration service over a real store (SQLite and PostgreSQL): scopes, revisions,
+secrets, export/import."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,8 +20,8 @@ from webui.errors import (
     ConfigurationRefused,
 )
 from webui.store.configs import Scope
-from webui.store.db import make_engine, sqlite_url
-from webui.store.models import AuditEvent, ProjectConfig, SQLModel
+from webui.store.db import make_engine
+from webui.store.models import AuditEvent, ProjectConfig
 from webui.workflows.configuration import parse_config_fields
 
 PROJECT = "5f0c8a52-3a55-4f7b-9d0e-0a1b2c3d4e5f"
@@ -44,10 +45,10 @@ WHO = Who(actor="tester")
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> ConfigService:
-    engine = make_engine(sqlite_url(tmp_path / "db.sqlite3"))
-    SQLModel.metadata.create_all(engine)
-    return ConfigService(engine, box=SecretBox(os.urandom(32)), audit=AuditLog())
+def service(database_url: str) -> Iterator[ConfigService]:
+    engine = make_engine(database_url)
+    yield ConfigService(engine, box=SecretBox(os.urandom(32)), audit=AuditLog())
+    engine.dispose()
 
 
 def place(owner_id: int = 1, fields: Any = FIELDS) -> ConfigPlace:

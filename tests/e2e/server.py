@@ -17,10 +17,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx2
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+from sqlmodel import SQLModel
 
 from tests.conftest import EXAMPLES
+from webui.store.db import engine_url
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 START_TIMEOUT = 30.0
@@ -62,6 +67,14 @@ class LiveServer:
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     extra_args: list[str] = field(default_factory=list)
+    # None: the default store, SQLite in the data dir; otherwise the server and the CLI get
+    # this URL through STEAMHARNESS_DATABASE_URL.
+    database_url: str | None = None
+
+    @property
+    def store_url(self) -> str:
+        """The URL of the store the server uses, for a test to read or change it directly."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'steamharness.sqlite3'}"
 
     @property
     def base_url(self) -> str:
@@ -154,22 +167,56 @@ class LiveServer:
                 return proc.wait(timeout=10)
         return proc.returncode
 
+    def query(self, sql: str, **params: Any) -> list[dict[str, Any]]:
+        """The rows of a read-only SQL query on the server's store, whichever database it is."""
+        engine = create_engine(engine_url(self.store_url), poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+        finally:
+            engine.dispose()
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of one table of the server's store, JSON columns decoded."""
+        engine = create_engine(engine_url(self.store_url), poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                return [dict(r) for r in conn.execute(SQLModel.metadata.tables[table].select()).mappings()]
+        finally:
+            engine.dispose()
+
+    def dump(self) -> str:
+        """Every row of every table of the store, as text (to search for what must not be stored)."""
+        engine = create_engine(engine_url(self.store_url), poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                return "\n".join(
+                    f"{table.name}: {tuple(row)}"
+                    for table in SQLModel.metadata.sorted_tables
+                    for row in conn.execute(table.select())
+                )
+        finally:
+            engine.dispose()
+
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path else ""
 
 
-def make_server(tmp_path: Path, **env: str) -> LiveServer:
+def make_server(tmp_path: Path, database_url: str | None = None, **env: str) -> LiveServer:
     projects = tmp_path / "projects"
     shutil.copytree(EXAMPLES, projects, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "torture", projects / "torture")
     admin_key = secrets.token_urlsafe(32)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    if database_url is not None:
+        env = {"STEAMHARNESS_DATABASE_URL": database_url, **env}
     server = LiveServer(
         data_dir=tmp_path / "data",
         projects=projects,
         port=free_port(),
         admin_key=admin_key,
         env={**base_env, "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key, **env},
+        database_url=database_url,
     )
     for folder in sorted(projects.iterdir()):
         server.cli("projects", "add", str(folder))
@@ -179,6 +226,6 @@ def make_server(tmp_path: Path, **env: str) -> LiveServer:
 
 
 @contextlib.contextmanager
-def running_server(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
-    with make_server(tmp_path, **env).running() as server:
+def running_server(tmp_path: Path, database_url: str | None = None, **env: str) -> Iterator[LiveServer]:
+    with make_server(tmp_path, database_url, **env).running() as server:
         yield server

@@ -37,8 +37,8 @@ class Api:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = make_server(tmp_path_factory.mktemp("configs-api"))
+def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+    server = make_server(tmp_path_factory.mktemp("configs-api"), server_database_url)
     server.add_project(write_settings_project(server.projects / "settings"), SETTINGS_PROJECT)
     with server.running():
         yield server
@@ -70,7 +70,7 @@ def admin(server: LiveServer) -> Iterator[Api]:
 
 
 def audit_rows(server: LiveServer, prefix: str = "config.") -> list[AuditEvent]:
-    engine = make_engine(f"sqlite:///{server.data_dir / 'steamharness.sqlite3'}")
+    engine = make_engine(server.store_url)
     try:
         with Session(engine) as s:
             rows = s.exec(select(AuditEvent).order_by(col(AuditEvent.id))).all()

@@ -102,14 +102,14 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("http-config")
-    server = make_server(tmp)
+    server = make_server(tmp, server_database_url)
     folder = server.projects / "configured"
     write_project(folder)
     server.add_project(folder, PROJECT)
     alice, bob = server.create_key("alice"), server.create_key("bob")
-    settings = Settings(data_dir=server.data_dir)
+    settings = Settings(data_dir=server.data_dir, database_url=server.store_url)
     engine = make_engine(settings.resolved_database_url)
     _, fields = load_config_fields(folder)
 

@@ -5,7 +5,6 @@ answered through the API, cancellation by DELETE, run gate, draft changes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,8 +43,8 @@ TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("http")) as live:
+def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+    with running_server(tmp_path_factory.mktemp("http"), server_database_url) as live:
         yield live
 
 
@@ -121,7 +120,7 @@ def test_the_auth_matrix_answers_exact_statuses(server: LiveServer) -> None:
     good = server.create_key("alice")
     other_project = server.create_key("bob", projects=[LEDGER])
     read_only = server.create_key("carol", scopes=["runs.read"])
-    engine = make_engine(f"sqlite:///{server.data_dir / 'steamharness.sqlite3'}")
+    engine = make_engine(server.store_url)
     embed_raw, embed = new_project_credential(project_id=HELLO, kind="embed_token")
     hook_raw, hook = new_project_credential(project_id=HELLO, kind="webhook_secret")
     account_store.add_project_credential(engine, row=embed)
@@ -228,13 +227,8 @@ async def _idle_wait(seconds: float) -> None:
 
 
 def _audit(live: LiveServer, event: str | None = None) -> list[dict[str, Any]]:
-    con = sqlite3.connect(live.data_dir / "steamharness.sqlite3")
-    con.row_factory = sqlite3.Row
-    try:
-        rows = con.execute("select * from audit_events order by id").fetchall()
-    finally:
-        con.close()
-    return [dict(r) for r in rows if event is None or r["event"] == event]
+    rows = live.query("select * from audit_events order by id")
+    return [r for r in rows if event is None or r["event"] == event]
 
 
 def test_a_draft_session_refuses_calls_once_the_draft_changed(server: LiveServer) -> None:
@@ -532,15 +526,7 @@ async def test_a_client_that_drops_its_post_mid_call_cancels_the_run(server: Liv
 
 
 def _runs(live: LiveServer, entrypoint: str) -> list[dict[str, Any]]:
-    con = sqlite3.connect(live.data_dir / "steamharness.sqlite3")
-    con.row_factory = sqlite3.Row
-    try:
-        rows = con.execute(
-            "select * from runs where entrypoint_id = ? order by created_at", (entrypoint,)
-        ).fetchall()
-    finally:
-        con.close()
-    return [dict(r) for r in rows]
+    return live.query("select * from runs where entrypoint_id = :ep order by created_at, id", ep=entrypoint)
 
 
 async def test_a_closed_run_gate_refuses_calls_without_creating_a_run(server: LiveServer) -> None:
@@ -648,13 +634,8 @@ def test_no_raw_key_or_authorization_value_reaches_the_audit_log_logs_or_respons
         httpx2.get(f"{server.base_url}/openapi.json").text,
     ]
     secrets = [key, key.split("_", 2)[2], server.admin_key]
-    con = sqlite3.connect(server.data_dir / "steamharness.sqlite3")
-    try:
-        dump = "\n".join(con.iterdump())
-    finally:
-        con.close()
     haystacks = {
-        "database": dump,
+        "database": server.dump(),
         "server log": server.log(),
         **{f"response {i}": r for i, r in enumerate(responses)},
     }

@@ -22,8 +22,8 @@ SERVER_CLIENT = FIXTURES / "server_client"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("login")) as live:
+def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+    with running_server(tmp_path_factory.mktemp("login"), server_database_url) as live:
         yield live
 
 

@@ -13,7 +13,6 @@ import contextlib
 import html
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,8 +50,8 @@ def add_user(server: LiveServer) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("try-it")) as live:
+def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+    with running_server(tmp_path_factory.mktemp("try-it"), server_database_url) as live:
         add_user(live)
         yield live
     assert "Traceback" not in live.log()  # background calls and shutdown left no errors
@@ -82,12 +81,7 @@ def run_tool(
 
 
 def db_rows(server: LiveServer, table: str) -> list[dict[str, Any]]:
-    con = sqlite3.connect(server.data_dir / "steamharness.sqlite3")
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(f"select * from {table}").fetchall()]
-    finally:
-        con.close()
+    return server.rows(table)
 
 
 def test_try_it_runs_greet_through_the_endpoint_and_shows_its_output(
@@ -161,7 +155,7 @@ def test_the_server_side_key_is_made_once_and_never_reaches_the_browser(
     keys = db_rows(server, "api_keys")
     try_it = [k for k in keys if k["name"] == "try-it (server-side)"]
     assert len(try_it) == 1 and try_it[0]["revoked_at"] is None
-    assert json.loads(try_it[0]["scopes"]) == ["runs.create"]
+    assert try_it[0]["scopes"] == ["runs.create"]
     for text in pages:
         for key in keys:
             public = "shk_" + key["id"].removeprefix("key_") + "_"
@@ -190,4 +184,4 @@ def test_the_server_side_key_is_revoked_when_the_server_stops(tmp_path: Path) ->
     (key,) = [k for k in db_rows(live, "api_keys") if k["id"] == key["id"]]
     assert key["revoked_at"] is not None
     revoked = [row for row in db_rows(live, "audit_events") if row["event"] == "key.revoked"]
-    assert [json.loads(row["details"])["keyId"] for row in revoked] == [key["id"]]
+    assert [row["details"]["keyId"] for row in revoked] == [key["id"]]

@@ -13,7 +13,7 @@ import pytest
 from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, connect, payload, scripted
 from tests.related_projects import HELPER, MAIN, STRANGER, write_projects
 from webui.store import runs as run_store
-from webui.store.db import make_engine, sqlite_url
+from webui.store.db import make_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +69,9 @@ def related_args(f: dict[str, Path]) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: Path, mode: str) -> None:
+async def test_a_child_run_asks_its_question_through_the_parents_call(
+    tmp_path: Path, mode: str, database_url: str
+) -> None:
     f = write_projects(tmp_path / "p")
     seen: list[types.ElicitRequestParams] = []
     answer = types.ElicitResult(action="accept", content={"greeting": "Hej"})
@@ -85,8 +87,11 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: 
         "--revision",
         "1",
     ]
-    subprocess.run([*configs, "--data-dir", str(data)], check=True, timeout=60, capture_output=True)
-    async with connect(f["main"], data, mode, *related_args(f), elicit=scripted(answer, seen=seen)) as client:
+    store = ("--database-url", database_url)
+    subprocess.run([*configs, "--data-dir", str(data), *store], check=True, timeout=60, capture_output=True)
+    async with connect(
+        f["main"], data, mode, *store, *related_args(f), elicit=scripted(answer, seen=seen)
+    ) as client:
         result = await client.call_tool("delegate", {"name": "Ann"})
     body = payload(result)
     assert body["status"] == "success", body
@@ -99,7 +104,7 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: 
     assert [p.message.splitlines()[0] for p in seen] == ["Confirm the greeting"]
 
     # Persisted, isolated and linked both ways in the timelines.
-    engine = make_engine(sqlite_url(data / "steamharness.sqlite3"))
+    engine = make_engine(database_url)
     parent = run_store.get_run(engine, run_id=body["runId"])
     child = run_store.get_run(engine, run_id=out["child"]["run"])
     assert parent is not None and child is not None
@@ -118,6 +123,7 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(tmp_path: 
     states = [e.text for e in parent_events if e.kind == "state"]
     assert states == ["queued", "running", "waiting_for_child", "running", "success"]
     assert "waiting_for_input" in [e.text for e in child_events if e.kind == "state"]
+    engine.dispose()
 
 
 async def test_every_refusal_reaches_the_handler_as_a_clear_exception(tmp_path: Path) -> None:

@@ -68,14 +68,20 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def configs(data_dir: Path) -> Iterator[ConfigService]:
-    """The local scope's service in this process, on the same data dir as the `mcp` process."""
-    settings = Settings(data_dir=data_dir)
+def configs(data_dir: Path, database_url: str) -> Iterator[ConfigService]:
+    """The local scope's service in this process, on the same store as the `mcp` process
+    (started with `store(configs)`)."""
+    settings = Settings(data_dir=data_dir, database_url=database_url)
     engine = make_engine(settings.resolved_database_url)
     try:
         yield config_service(settings, engine, AuditLog())
     finally:
         engine.dispose()
+
+
+def store(configs: ConfigService) -> tuple[str, ...]:
+    """The `mcp` process's options for the store `configs` uses."""
+    return ("--database-url", configs.engine.url.render_as_string(hide_password=False))
 
 
 def runs_of(configs: ConfigService) -> list[Run]:
@@ -98,7 +104,7 @@ async def test_calls_use_the_active_configuration_at_call_time(
     project: Path, data_dir: Path, configs: ConfigService
 ) -> None:
     place = local_place(project)
-    async with connect(project, data_dir, "auto") as client:
+    async with connect(project, data_dir, "auto", *store(configs)) as client:
         first = payload(await client.call_tool("show", {}))
         configs.create(place, "prod", {"threshold": 9, "token": SECRET}, WHO)
         configs.activate(place, "prod", WHO)
@@ -121,8 +127,10 @@ async def test_config_option_picks_a_configuration_other_than_the_active_one(
     place = local_place(project)
     configs.create(place, "prod", {"threshold": 9}, WHO)
     configs.activate(place, "prod", WHO)
-    assert (await call_show(project, data_dir, "--config", "default"))[1]["output"] == DEFAULTS
-    picked = (await call_show(project, data_dir, "--config", "prod"))[1]["output"]
+    assert (await call_show(project, data_dir, *store(configs), "--config", "default"))[1][
+        "output"
+    ] == DEFAULTS
+    picked = (await call_show(project, data_dir, *store(configs), "--config", "prod"))[1]["output"]
     assert picked == {**DEFAULTS, "threshold": 9}
 
 
@@ -131,7 +139,7 @@ async def test_a_picked_configuration_deleted_meanwhile_fails_the_call_clearly(
 ) -> None:
     place = local_place(project)
     configs.create(place, "prod", {"threshold": 9}, WHO)
-    async with connect(project, data_dir, "auto", "--config", "prod") as client:
+    async with connect(project, data_dir, "auto", *store(configs), "--config", "prod") as client:
         configs.delete(place, "prod", revision=1, who=WHO)
         result = await client.call_tool("show", {})
     body = payload(result)
@@ -164,11 +172,11 @@ def test_an_unknown_or_malformed_config_option_fails_at_start_in_one_line(
 async def test_a_configuration_the_fields_outgrew_refuses_the_call_naming_the_field(
     project: Path, data_dir: Path, configs: ConfigService
 ) -> None:
-    assert (await call_show(project, data_dir))[1]["output"] == DEFAULTS
+    assert (await call_show(project, data_dir, *store(configs)))[1]["output"] == DEFAULTS
     write_project(
         project, [*FIELDS, {"name": "region", "type": "select", "options": ["eu"], "required": True}]
     )
-    is_error, body = await call_show(project, data_dir)
+    is_error, body = await call_show(project, data_dir, *store(configs))
     assert is_error and body["status"] == "failed" and "runId" not in body
     assert body["error"]["code"] == "config_invalid"
     assert body["error"]["fields"] == {"region": "is required"}
@@ -180,4 +188,4 @@ async def test_a_configuration_the_fields_outgrew_refuses_the_call_naming_the_fi
     # Fixing the configuration lets calls run again.
     place: ConfigPlace = local_place(project)
     configs.set(place, "default", revision=1, values={"region": "eu"}, who=WHO)
-    assert (await call_show(project, data_dir))[1]["output"] == {**DEFAULTS, "region": "eu"}
+    assert (await call_show(project, data_dir, *store(configs)))[1]["output"] == {**DEFAULTS, "region": "eu"}

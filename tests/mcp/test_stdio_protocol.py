@@ -115,14 +115,19 @@ async def test_the_catalog_names_the_server_after_the_project_and_lists_strict_s
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_two_questions_and_an_approval_are_answered_on_one_run(tmp_path: Path, mode: str) -> None:
+async def test_two_questions_and_an_approval_are_answered_on_one_run(
+    tmp_path: Path, mode: str, database_url: str
+) -> None:
     seen: list[types.ElicitRequestParams] = []
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, total, message))
 
-    async with connect(EXAMPLES / "interactive", tmp_path, mode, elicit=scripted(*TRIP, seen=seen)) as client:
+    store = ("--database-url", database_url)
+    async with connect(
+        EXAMPLES / "interactive", tmp_path, mode, *store, elicit=scripted(*TRIP, seen=seen)
+    ) as client:
         result = await client.call_tool("plan_trip", {"traveller": "Ann"}, progress_callback=on_progress)
     body = payload(result)
     assert result.is_error is False
@@ -148,21 +153,22 @@ async def test_two_questions_and_an_approval_are_answered_on_one_run(tmp_path: P
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_every_example_returns_its_result_object(tmp_path: Path, mode: str) -> None:
+async def test_every_example_returns_its_result_object(tmp_path: Path, mode: str, database_url: str) -> None:
+    store = ("--database-url", database_url)
     doc = tmp_path / "notes.md"
     doc.write_text("one\ntwo\nthree\n", encoding="utf-8")
-    async with connect(EXAMPLES / "hello", tmp_path / "d", mode) as client:
+    async with connect(EXAMPLES / "hello", tmp_path / "d", mode, *store) as client:
         hello = payload(await client.call_tool("greet", {"name": "Bo", "shout": True}))
     assert hello["output"] == {"greeting": "HELLO, BO!"}
     assert set(hello) == {"runId", "status", "entrypointId", "entrypointTitle", "output"}
-    async with connect(EXAMPLES / "files", tmp_path / "d", mode) as client:
+    async with connect(EXAMPLES / "files", tmp_path / "d", mode, *store) as client:
         files = payload(
             await client.call_tool("summarize", {"document": str(doc), "attachments": [str(doc)]})
         )
     assert files["output"]["lines"] == 3 and files["output"]["name"] == "notes.md"
     assert files["output"]["attachments"] == 1
     assert files["output"]["summaryFile"]["name"] == "summary.txt"
-    async with connect(EXAMPLES / "ledger", tmp_path / "d", mode) as client:
+    async with connect(EXAMPLES / "ledger", tmp_path / "d", mode, *store) as client:
         await client.call_tool("close_period", {})
         failed = await client.call_tool("post_entry", {"amount": 10})
     body = payload(failed)
@@ -359,16 +365,17 @@ async def test_the_worker_environment_layers_saved_auth_dotenv_and_explicit_vari
     assert saved["related"] == {}
 
 
-async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Path) -> None:
+async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Path, database_url: str) -> None:
     """A retry after the server restarted is recognised (not 'invalid state'): the run it
     names was interrupted, and the client is told so."""
-    async with connect(TORTURE, tmp_path, "2026-07-28", elicit=scripted()) as client:
+    store = ("--database-url", database_url)
+    async with connect(TORTURE, tmp_path, "2026-07-28", *store, elicit=scripted()) as client:
         first = await client.session.call_tool("ask_once", {}, allow_input_required=True)
     assert isinstance(first, types.InputRequiredResult)
     assert first.request_state and first.request_state.startswith("v1.")
     (key,) = (first.input_requests or {}).keys()
     answer = {key: types.ElicitResult(action="accept", content={"name": "late"})}
-    async with connect(TORTURE, tmp_path, "2026-07-28", elicit=scripted()) as client:
+    async with connect(TORTURE, tmp_path, "2026-07-28", *store, elicit=scripted()) as client:
         with pytest.raises(MCPError) as err:
             await client.session.call_tool(
                 "ask_once", {}, input_responses=answer, request_state=first.request_state[:-4] + "AAAA"

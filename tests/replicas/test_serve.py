@@ -2,11 +2,13 @@
 a question asked by a run on replica A is seen and answered on replica B, a 2026-07-28
 round started on A is retried on B, and queue limits hold with calls on both.
 
-Both replicas use the same data dir (keys, files), as replicas on a shared volume do."""
+Each replica has its own data dir; they share the database, `STEAMHARNESS_SECRET_KEY` and
+`STEAMHARNESS_SHARED_DIR`, as replicas of one deployment do."""
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,11 +42,17 @@ def replicas(
     tmp_path_factory: pytest.TempPathFactory, pg_server: PgServer
 ) -> Iterator[tuple[LiveServer, LiveServer]]:
     url = pg_server.url(pg_server.new_database())
-    a = make_server(tmp_path_factory.mktemp("replicas"), STEAMHARNESS_DATABASE_URL=url)
+    tmp = tmp_path_factory.mktemp("replicas")
+    a = make_server(
+        tmp,
+        STEAMHARNESS_DATABASE_URL=url,
+        STEAMHARNESS_SECRET_KEY=secrets.token_urlsafe(48),
+        STEAMHARNESS_SHARED_DIR=str(tmp / "shared"),
+    )
     a.cli("users", "create", "ann", "--password-stdin", stdin=f"{PASSWORD}\n")
     a.cli("users", "grant", "ann", "--all")
     b = LiveServer(
-        data_dir=a.data_dir, projects=a.projects, port=free_port(), admin_key=a.admin_key, env=a.env
+        data_dir=tmp / "data-b", projects=a.projects, port=free_port(), admin_key=a.admin_key, env=a.env
     )
     with a.running(), b.running():
         yield a, b
@@ -61,8 +69,8 @@ def engine(replicas: tuple[LiveServer, LiveServer]) -> Iterator[Engine]:
 
 def driven_by(engine: Engine, run_id: str, server: LiveServer) -> bool:
     run = run_store.get_run(engine, run_id=run_id)
-    assert run is not None and server.proc is not None
-    return (run.owner or "").startswith(f"{server.proc.pid}:")
+    assert run is not None
+    return run.replica_id == httpx2.get(f"{server.base_url}/healthz", timeout=10).json()["replica"]
 
 
 @asynccontextmanager

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def svc(tmp_path: Path) -> AsyncIterator[Services]:
-    settings = Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)
+async def svc(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
+    settings = Settings(data_dir=tmp_path / "data", database_url=database_url, kill_grace_seconds=0.5)
     async with open_services(settings) as services:
         yield services
 
@@ -270,9 +270,14 @@ async def test_kv_and_values_persist_across_runs(svc: Services) -> None:
     assert locked.error == {"code": "business_error", "errCode": 7, "message": "ledger is locked"}
 
 
-async def test_separate_kv_and_value_store_dirs_hold_their_own_databases(tmp_path: Path) -> None:
+async def test_separate_kv_and_value_store_dirs_hold_their_own_databases(
+    tmp_path: Path, database_url: str
+) -> None:
     settings = Settings(
-        data_dir=tmp_path / "d", kv_store_dir=tmp_path / "kv", persistent_value_store_dir=tmp_path / "pv"
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        kv_store_dir=tmp_path / "kv",
+        persistent_value_store_dir=tmp_path / "pv",
     )
     ledger = load_project(EXAMPLES / "ledger")
     async with open_services(settings) as services:
@@ -284,8 +289,12 @@ async def test_separate_kv_and_value_store_dirs_hold_their_own_databases(tmp_pat
     assert (tmp_path / "pv" / "values.sqlite3").is_file()
 
 
-async def test_a_queued_run_waits_for_a_slot_and_can_be_cancelled(tmp_path: Path, torture: Project) -> None:
-    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
+async def test_a_queued_run_waits_for_a_slot_and_can_be_cancelled(
+    tmp_path: Path, database_url: str, torture: Project
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data", database_url=database_url, max_concurrent_runs=1, kill_grace_seconds=0.2
+    )
     async with open_services(settings) as services:
         busy = await start_run(services, torture, "sleep")
         await next_update(services, busy, ("progress",))
@@ -298,8 +307,10 @@ async def test_a_queued_run_waits_for_a_slot_and_can_be_cancelled(tmp_path: Path
         await services.runs.cancel(busy)
 
 
-async def test_runs_orphaned_by_a_dead_process_are_marked_interrupted_at_start(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "d")
+async def test_runs_orphaned_by_a_dead_process_are_marked_interrupted_at_start(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", database_url=database_url)
     async with open_services(settings) as services:
         with Session(services.engine) as s:
             s.add(

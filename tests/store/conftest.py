@@ -1,24 +1,24 @@
-"""A real SQLite file per test, and rows the queries under test refer to."""
+"""A real database per test (a SQLite file, and a fresh PostgreSQL database), and rows the
+queries under test refer to."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.db import make_engine, sqlite_url
+from webui.store.db import make_engine
 from webui.store.models import Account, AuditEvent
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(sqlite_url(tmp_path / "store.db"))
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
     yield engine
     engine.dispose()
 

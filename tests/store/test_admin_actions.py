@@ -30,8 +30,8 @@ class AuditDown(AuditLog):
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[Engine, ProjectRegistry, str]]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite3'}")
+def store(tmp_path: Path, database_url: str) -> Iterator[tuple[Engine, ProjectRegistry, str]]:
+    engine = make_engine(database_url)
     registry = ProjectRegistry(engine, tmp_path / "versions")
     project, _ = registry.register(EXAMPLES / "hello")
     admin.create_user(engine, name="ann", admin=False, password=None)

@@ -10,16 +10,18 @@ import sqlalchemy
 
 from webui.store import interactions as interaction_store
 from webui.store.db import make_engine
+from webui.store.migrations.baseline import baseline_metadata
 from webui.store.models import Interaction
 from webui.store.schema import upgrade_database
 
 
 def test_older_host_requests_gain_the_column_and_read_without_a_call(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    make_engine(f"sqlite:///{path}").dispose()
+    old = sqlalchemy.create_engine(f"sqlite:///{path}")
+    baseline_metadata().create_all(old)  # as a data dir made before migrations
+    old.dispose()
     con = sqlite3.connect(path)
     con.execute("alter table interactions drop column host_call_id")
-    con.execute("drop table alembic_version")  # as a data dir made before migrations
     con.execute(
         "insert into interactions (id, origin, kind, title, requested_schema, fields, blockers, status,"
         " server_id, created_at) values ('int_old', 'host', 'form', 'Old asks', '{}', '[]', '[]',"

@@ -4,15 +4,7 @@ revisions, and the states a database can be in are told apart."""
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
-import pwd
-import shutil
 import sqlite3
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +16,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel, create_engine
 
-from tests.e2e.server import free_port
+from tests.pg import PgCluster
 from webui.errors import SchemaOutOfDate
 from webui.store import models  # noqa: F401  (registers the tables)
 from webui.store.db import make_engine, sqlite_url
@@ -121,43 +113,10 @@ def test_opening_the_store_refuses_what_it_cannot_use_and_changes_nothing(tmp_pa
 # ------------------------------------------------------------------------- PostgreSQL
 
 
-def postgres_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return None
-    return Path(found[-1]).parent if found else None
-
-
 @pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a loopback port, run as the postgres user and stopped
-    when the module ends."""
-    bindir = postgres_bin()
-    if bindir is None or os.geteuid() != 0:
-        pytest.skip("needs root, Debian's PostgreSQL binaries and psycopg")
-    user = pwd.getpwnam("postgres")
-    root = Path(tempfile.mkdtemp(prefix="sh-pg-"))
-    os.chown(root, user.pw_uid, user.pw_gid)
-    port = free_port()
-
-    def as_postgres(*args: str) -> None:
-        subprocess.run(
-            ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=60
-        )
-
-    try:
-        as_postgres(str(bindir / "initdb"), "-D", str(root / "data"), "-A", "trust", "-U", "postgres")
-        as_postgres(
-            str(bindir / "pg_ctl"), "-D", str(root / "data"), "-w", "-t", "30", "-l", str(root / "log"),
-            "-o", f"-h 127.0.0.1 -p {port} -k {root}", "start",
-        )  # fmt: skip
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            as_postgres(str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "fast", "-w", "stop")
-        shutil.rmtree(root, ignore_errors=True)
+def postgres_url(pg_cluster: PgCluster) -> str:
+    """The throwaway cluster's maintenance database (tests make their own beside it)."""
+    return pg_cluster.url("postgres")
 
 
 def fresh_database(url: str, name: str) -> str:

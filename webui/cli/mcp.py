@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from webui.cli.common import DataDirOpt, absolute, fail, first_error, load_settings, setting_help
+from webui.cli.common import DatabaseOpt, DataDirOpt, absolute, fail, first_error, load_settings, setting_help
 from webui.errors import ConfigError, SteamharnessError
 from webui.files.created import prepare_dir
 from webui.workflows.project import load_project
@@ -49,6 +49,7 @@ def _dir_option(field: str) -> Any:
 def mcp_command(
     workflow_dir: Annotated[Path, typer.Argument(help="The workflow project folder.")],
     data_dir: DataDirOpt = None,
+    database_url: DatabaseOpt = None,
     file_store_dir: Annotated[Path | None, _dir_option("file_store_dir")] = None,
     kv_store_dir: Annotated[Path | None, _dir_option("kv_store_dir")] = None,
     persistent_value_store_dir: Annotated[Path | None, _dir_option("persistent_value_store_dir")] = None,
@@ -78,6 +79,7 @@ def mcp_command(
     # host itself never accepts it, so it is not validated as a server secret.
     options: dict[str, object] = {
         "data_dir": data_dir,
+        "database_url": database_url,
         "file_store_dir": file_store_dir,
         "kv_store_dir": kv_store_dir,
         "persistent_value_store_dir": persistent_value_store_dir,

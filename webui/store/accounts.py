@@ -11,7 +11,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.db import AuditWrite, add_row, get_row
+from webui.store.db import AuditWrite, add_row, bytewise, get_row
 from webui.store.models import Account, ApiKey, ProjectCredential, ProjectPermission, utcnow
 
 
@@ -133,7 +133,7 @@ def list_keys(engine: Engine, *, account_id: int | None = None) -> list[tuple[Ap
         stmt = select(ApiKey, Account).join(Account, col(Account.id) == col(ApiKey.account_id))
         if account_id is not None:
             stmt = stmt.where(ApiKey.account_id == account_id)
-        return [(k, a) for k, a in s.exec(stmt.order_by(col(ApiKey.created_at)))]
+        return [(k, a) for k, a in s.exec(stmt.order_by(col(ApiKey.created_at), col(ApiKey.id)))]
 
 
 def revoke_key(engine: Engine, *, key_id: str, audit: AuditWrite | None = None) -> ApiKey | None:
@@ -215,4 +215,4 @@ def set_grants(
 
 def list_accounts(engine: Engine) -> list[Account]:
     with Session(engine, expire_on_commit=False) as s:
-        return list(s.exec(select(Account).order_by(col(Account.name))))
+        return list(s.exec(select(Account).order_by(bytewise(col(Account.name)))))

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from webui.store.db import AuditWrite
+from webui.store.db import AuditWrite, bytewise
 from webui.store.models import ProjectConfig, utcnow
 
 DEFAULT_NAME = "default"
@@ -53,7 +53,7 @@ def _scope_query(scope: Scope) -> Any:
 def list_configs(engine: Engine, scope: Scope) -> list[ProjectConfig]:
     """The scope's configurations by name."""
     with Session(engine, expire_on_commit=False) as s:
-        return list(s.exec(_scope_query(scope).order_by(col(ProjectConfig.name))).all())
+        return list(s.exec(_scope_query(scope).order_by(bytewise(col(ProjectConfig.name)))).all())
 
 
 def ensure_default(engine: Engine, scope: Scope, values: dict[str, Any]) -> None:
@@ -265,4 +265,4 @@ def import_configs(
             _activate(s, scope, DEFAULT_NAME)
         audit(s)
         s.commit()
-        return list(s.exec(_scope_query(scope).order_by(col(ProjectConfig.name))).all())
+        return list(s.exec(_scope_query(scope).order_by(bytewise(col(ProjectConfig.name)))).all())

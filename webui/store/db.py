@@ -1,6 +1,8 @@
-"""Engine construction. SQLite gets WAL and a busy timeout; any other SQLAlchemy URL is
-used as given, and nothing in the query modules is SQLite-specific. The schema is Alembic's
-(webui.store.schema): opening an engine checks it, never changes it."""
+"""Engine construction. SQLite gets WAL and a busy timeout; PostgreSQL (psycopg 3, the
+`postgres` extra) gets UTC sessions, a lock timeout and a connection pool as large as the
+database threads; any other SQLAlchemy URL is used as given. Nothing in the query modules
+is specific to one database. The schema is Alembic's (webui.store.schema): opening an
+engine checks it, never changes it."""
 
 from __future__ import annotations
 
@@ -12,11 +14,21 @@ from typing import Any, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 from sqlmodel import Session, SQLModel, create_engine
 
+from webui.errors import ConfigError
 from webui.store import models  # noqa: F401  (registers the tables)
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
+# PostgreSQL connections: one per database thread (webui.blocking.DB_THREADS) plus the
+# threads that write outside that limiter (run bookkeeping, audit tail), with headroom.
+PG_POOL_SIZE = 16
+PG_POOL_OVERFLOW = 16
+PG_DRIVER = "postgresql+psycopg"
 
 # Writes the audit event about a change with the change's own open session, so both commit
 # together (webui.audit.log.AuditLog.record).
@@ -39,6 +51,36 @@ def get_row(engine: Engine, model: type[RowT], key: Any) -> RowT | None:
     """One row by primary key, usable after its session closed."""
     with Session(engine, expire_on_commit=False) as s:
         return s.get(model, key)
+
+
+class bytewise(FunctionElement[Any]):
+    """A text column ordered byte by byte, the way SQLite orders it. PostgreSQL would use the
+    database's collation, in which, for one, case and punctuation weigh less than letters."""
+
+    inherit_cache = True
+    name = "bytewise"
+
+    def __init__(self, column: Any) -> None:
+        super().__init__(column)
+        self.type = column.type
+
+
+@compiles(bytewise)
+def _bytewise(element: bytewise, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(bytewise, "postgresql")
+def _bytewise_postgresql(element: bytewise, compiler: SQLCompiler, **kw: Any) -> str:
+    return f'{compiler.process(element.clauses, **kw)} COLLATE "C"'
+
+
+def storable_text(engine: Engine, value: str | None) -> str | None:
+    """Text as the database can keep it: PostgreSQL text cannot hold NUL characters, so
+    there each becomes U+FFFD (SQLite keeps them)."""
+    if value is None or engine.dialect.name != "postgresql" or "\x00" not in value:
+        return value
+    return value.replace("\x00", "\ufffd")
 
 
 def sqlite_url(path: Path) -> str:
@@ -69,6 +111,33 @@ def _private_sqlite_file(path: Path) -> None:
             os.chmod(f"{path}{suffix}", 0o600)
 
 
+def engine_url(url: str) -> str:
+    """The URL SQLAlchemy is given: a plain `postgresql://` (or `postgres://`) URL uses psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return f"{PG_DRIVER}://{url.removeprefix(prefix)}"
+    return url
+
+
+def _postgres_engine(url: str, busy_ms: int) -> Engine:
+    try:
+        import psycopg  # noqa: F401  (the driver SQLAlchemy loads for postgresql+psycopg)
+    except ImportError:
+        raise ConfigError(
+            "database URL: PostgreSQL needs the psycopg driver: pip install 'steamharness[postgres]'"
+        ) from None
+    # Stored times are UTC: the session time zone makes `timestamp` columns read and write
+    # UTC whatever the server's default. `lock_timeout` is the busy timeout's counterpart.
+    options = f"-c timezone=UTC -c lock_timeout={busy_ms}"
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=PG_POOL_SIZE,
+        max_overflow=PG_POOL_OVERFLOW,
+        connect_args={"options": options},
+    )
+
+
 def make_engine(
     url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS, check_schema: bool = True
 ) -> Engine:
@@ -78,6 +147,7 @@ def make_engine(
     SchemaOutOfDate; without it nothing is read (`db` commands, and `serve` before it
     upgrades: webui.store.schema)."""
     busy_ms = int(busy_timeout * 1000)
+    url = engine_url(url)
     if url.startswith("sqlite:///"):
         _private_sqlite_file(Path(url.removeprefix("sqlite:///")))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout})
@@ -90,6 +160,8 @@ def make_engine(
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
+    elif url.startswith(f"{PG_DRIVER}://"):
+        engine = _postgres_engine(url, busy_ms)
     else:
         engine = create_engine(url, pool_pre_ping=True)
     if check_schema:
@@ -97,6 +169,13 @@ def make_engine(
 
         try:
             check(engine)
+        except OperationalError as exc:
+            engine.dispose()
+            if engine.dialect.name == "sqlite":
+                raise
+            where = engine.url.render_as_string(hide_password=True)
+            first = str(exc.orig or exc).strip().splitlines()[0]
+            raise ConfigError(f"database {where}: {first}") from None
         except BaseException:
             engine.dispose()
             raise

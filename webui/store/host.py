@@ -26,7 +26,7 @@ def recover(engine: Engine, *, error: str) -> list[str]:
             call.status, call.error, call.finished_at = "failed", error, utcnow()
             s.add(call)
         pending = select(Interaction.id).where(Interaction.origin == "host", Interaction.status == "pending")
-        stale = list(s.exec(pending))
+        stale = list(s.exec(pending.order_by(col(Interaction.created_at), col(Interaction.id))))
         s.commit()
     return stale
 
@@ -46,7 +46,9 @@ def list_conversations(
 ) -> list[HostConversation]:
     """`account_id`'s conversations (None: everyone's), newest first."""
     with Session(engine, expire_on_commit=False) as s:
-        stmt = select(HostConversation).order_by(col(HostConversation.created_at).desc())
+        stmt = select(HostConversation).order_by(
+            col(HostConversation.created_at).desc(), col(HostConversation.id).desc()
+        )
         if account_id is not None:
             stmt = stmt.where(HostConversation.account_id == account_id)
         return list(s.exec(stmt.limit(limit)))
@@ -66,7 +68,7 @@ def list_calls(engine: Engine, *, conversation_id: str) -> list[HostCall]:
     """The conversation's tool calls, oldest first."""
     with Session(engine, expire_on_commit=False) as s:
         stmt = select(HostCall).where(HostCall.conversation_id == conversation_id)
-        return list(s.exec(stmt.order_by(col(HostCall.created_at))))
+        return list(s.exec(stmt.order_by(col(HostCall.created_at), col(HostCall.id))))
 
 
 def save_call(engine: Engine, *, row: HostCall, audit: AuditWrite | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.db import AuditWrite, add_row, get_row
+from webui.store.db import AuditWrite, add_row, get_row, storable_text
 from webui.store.models import HostCall, HostConversation, Interaction, ProjectRecord, Run, utcnow
 
 PENDING_LIMIT = 200
@@ -63,6 +63,8 @@ class OwnedInteraction:
 
 def add_interaction(engine: Engine, *, row: Interaction, audit: AuditWrite | None = None) -> Interaction:
     """The new interaction and its audit event, in one transaction."""
+    row.title = storable_text(engine, row.title) or ""
+    row.message = storable_text(engine, row.message)
     return add_row(engine, row, audit=audit)
 
 
@@ -90,7 +92,7 @@ def pending_for_run(engine: Engine, *, run_id: str) -> Interaction | None:
         stmt = (
             select(Interaction)
             .where(Interaction.run_id == run_id, Interaction.status == "pending")
-            .order_by(col(Interaction.created_at).desc())
+            .order_by(col(Interaction.created_at).desc(), col(Interaction.id).desc())
         )
         return s.exec(stmt).first()
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, Text
 from sqlmodel import Field, SQLModel
+
+# A 64-bit integer (file sizes, the ids of tables that grow with every event): BIGINT on
+# PostgreSQL. SQLite's INTEGER is already 64-bit, and a primary key must stay INTEGER there
+# to remain the rowid, so SQLite's schema is unchanged.
+BIG_INT = BigInteger().with_variant(Integer(), "sqlite")
 
 
 def utcnow() -> datetime:
@@ -234,7 +239,7 @@ class RunEvent(SQLModel, table=True):
     __tablename__ = "run_events"  # pyright: ignore[reportAssignmentType]
     __table_args__ = (Index("ix_run_events_run_seq", "run_id", "id"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True, sa_type=BIG_INT)
     run_id: str = Field(foreign_key="runs.id")
     kind: str  # state | stdout | stderr | log | progress | interaction | file
     source: str = "mcp"
@@ -287,7 +292,7 @@ class ManagedFile(SQLModel, table=True):
     project_id: str = Field(index=True)
     name: str
     mime_type: str
-    size: int
+    size: int = Field(sa_type=BIG_INT)  # bytes; a file may pass 2 GiB
     sha256: str
     origin: str  # local-import | upload | output
     storage: str  # path of the blob (content-addressed)
@@ -327,7 +332,7 @@ class AuditEvent(SQLModel, table=True):
         Index("ix_audit_outcome_time", "outcome", "created_at", "id"),
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True, sa_type=BIG_INT)
     event: str = Field(index=True)
     actor: str | None = None
     project_id: str | None = Field(default=None, index=True)

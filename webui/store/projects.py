@@ -10,7 +10,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from webui.store.db import AuditWrite, add_row, get_row
+from webui.store.db import AuditWrite, add_row, bytewise, get_row
 from webui.store.models import ProjectRecord, ProjectVersion
 
 _PROJECTS = cast(Table, ProjectRecord.__table__)  # pyright: ignore[reportAttributeAccessIssue]
@@ -26,7 +26,9 @@ def get_project(engine: Engine, *, project_id: str) -> ProjectRecord | None:
 
 def list_projects(engine: Engine) -> list[ProjectRecord]:
     with Session(engine, expire_on_commit=False) as s:
-        return list(s.exec(select(ProjectRecord).order_by(col(ProjectRecord.name))))
+        return list(
+            s.exec(select(ProjectRecord).order_by(bytewise(col(ProjectRecord.name)), col(ProjectRecord.id)))
+        )
 
 
 def upsert_project(engine: Engine, *, project_id: str, name: str, root: str) -> tuple[ProjectRecord, bool]:
@@ -81,7 +83,8 @@ def change_project(
 
 def list_versions(engine: Engine, *, project_id: str) -> list[ProjectVersion]:
     with Session(engine, expire_on_commit=False) as s:
-        return list(s.exec(select(ProjectVersion).where(ProjectVersion.project_id == project_id)))
+        stmt = select(ProjectVersion).where(ProjectVersion.project_id == project_id)
+        return list(s.exec(stmt.order_by(bytewise(col(ProjectVersion.version)))))
 
 
 def get_version(engine: Engine, *, project_id: str, version: str) -> ProjectVersion | None:

@@ -12,6 +12,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
+from webui.store.db import storable_text
 from webui.store.models import Run, RunEvent, utcnow
 
 ACTIVE_STATUSES = ("queued", "running", "waiting_for_input", "waiting_for_child")
@@ -113,6 +114,7 @@ def add_event(
     data: dict[str, Any] | None = None,
     source: str = "mcp",
 ) -> None:
+    text = storable_text(engine, text)
     with engine.begin() as conn:
         conn.execute(
             _INSERT_EVENT, {"run_id": run_id, "kind": kind, "text": text, "data": data, "source": source}
@@ -181,7 +183,7 @@ def waiting_descendant(engine: Engine, *, run_id: str, max_depth: int = 8) -> st
             stmt = (
                 select(Run)
                 .where(Run.parent_run_id == current, col(Run.status).in_(ACTIVE_STATUSES))
-                .order_by(col(Run.created_at).desc())
+                .order_by(col(Run.created_at).desc(), col(Run.id).desc())
                 .limit(1)
             )
             child = s.exec(stmt).first()
