@@ -106,13 +106,9 @@ async def _round(pool: list[Client], calls: int) -> float:
     return calls / (time.perf_counter() - start)
 
 
-async def part_throughput(cluster: Cluster, single: HaProxy, key: str, rounds: int, round_calls: int) -> None:
-    print(
-        f"\n[throughput] {CLIENTS} concurrent clients (one session each) per HAProxy, echo, "
-        f"{round_calls} calls per round, 1 warm-up + {rounds} measured rounds each, ABBA"
-    )
-    targets = {"one replica": single, "two replicas": cluster.lb}
-    rates: dict[str, list[float]] = {name: [] for name in targets}
+async def _rounds(
+    targets: dict[str, HaProxy], rates: dict[str, list[float]], key: str, rounds: int, round_calls: int
+) -> None:
     async with AsyncExitStack() as stack:
         pools = {
             name: [await _open(stack, lb.mcp_url(HELLO), key) for _ in range(CLIENTS)]
@@ -125,6 +121,17 @@ async def part_throughput(cluster: Cluster, single: HaProxy, key: str, rounds: i
             for name, pool in order:
                 rates[name].append(await _round(pool, round_calls))
             order = order[::-1]
+
+
+async def part_throughput(cluster: Cluster, single: HaProxy, key: str, rounds: int, round_calls: int) -> None:
+    print(
+        f"\n[throughput] {CLIENTS} concurrent clients (one session each) per HAProxy, echo, "
+        f"{round_calls} calls per round, 1 warm-up + {rounds} measured rounds each, ABBA"
+    )
+    targets = {"one replica": single, "two replicas": cluster.lb}
+    rates: dict[str, list[float]] = {name: [] for name in targets}
+    with anyio.fail_after(TIMEOUT * (rounds + 1) * 2):  # a stuck call ends the script, not a hang
+        await _rounds(targets, rates, key, rounds, round_calls)
     for name, values in rates.items():
         listed = ", ".join(f"{r:.0f}" for r in values)
         print(f"  {name:<14} {_common.percentile(values, 50):8.1f} calls/s median  [{listed}]")
@@ -135,7 +142,8 @@ async def part_throughput(cluster: Cluster, single: HaProxy, key: str, rounds: i
 
 async def _waiting_run(client: Client) -> tuple[str, str]:
     """(run id, interaction id) of an `ask_once` run left waiting for its answer."""
-    result = await client.call_tool("ask_once", {})
+    with anyio.fail_after(TIMEOUT):
+        result = await client.call_tool("ask_once", {})
     body: dict[str, Any] = result.structured_content or {}
     assert body.get("error", {}).get("code") == "interaction_required", body
     return body["runId"], body["error"]["interactionId"]
@@ -176,9 +184,8 @@ async def part_answer(cluster: Cluster, key: str, answers: int) -> None:
         while done < answers:
             n = min(BLOCK, answers - done)
             for name, api in order:
-                waiting = [await _waiting_run(caller) for _ in range(n)]
-                for run_id, iid in waiting:
-                    samples[name].append(await _answer(api, run_id, iid))
+                for _ in range(n):  # one waiting run at a time: each holds a worker slot
+                    samples[name].append(await _answer(api, *await _waiting_run(caller)))
             order, done = order[::-1], done + n
     for name, values in samples.items():
         p50, p99 = _common.percentile(values, 50), _common.percentile(values, 99)
