@@ -133,7 +133,7 @@ async def open_services(
     engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
     hub = event_hub(settings.resolved_database_url)
     await hub.start()
-    audit = AuditLog(hub)
+    audit = AuditLog(hub, replica_id=replica_id)
     files = FileStore(
         engine,
         settings.resolved_file_store_dir,

@@ -256,6 +256,24 @@ def test_details_are_compact_escaped_json(admin: Web) -> None:
     assert html.unescape(r.text).count('{"n":1,"note":"<script>alert(1)</script>"}') == 1
 
 
+def test_the_replica_that_recorded_an_event_is_shown_and_exported(admin: Web) -> None:
+    engine = engine_of(admin)
+    with Session(engine) as s:
+        AuditLog(replica_id="rep_00112233aabbccdd").record(s, "replica.test", actor="user:ann")
+        AuditLog().record(s, "replica.test", actor="user:bob")
+        s.commit()
+    r = admin.client.get("/admin/audit?event=replica.test")
+    assert r.text.count("rep_00112233aabbccdd") == 1
+    lines = [
+        json.loads(line)
+        for line in admin.client.get("/admin/audit/export.jsonl?event=replica.test").text.splitlines()
+    ]
+    assert {rec["actor"]: rec["replica_id"] for rec in lines} == {
+        "user:ann": "rep_00112233aabbccdd",
+        "user:bob": None,
+    }
+
+
 # ------------------------------------------------------------------------------ exports
 def test_csv_export_streams_exactly_the_filtered_set(admin: Web, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(audit_store, "EXPORT_BATCH", 16)  # several batches

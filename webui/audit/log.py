@@ -36,13 +36,18 @@ def _scrub(value: Any) -> Any:
 
 
 class AuditLog:
-    def __init__(self, hub: EventHub | None = None) -> None:
+    """`replica_id`: the serve replica whose events these are (kept on each row); None for
+    the CLI and stdio, which are no replicas."""
+
+    def __init__(self, hub: EventHub | None = None, *, replica_id: str | None = None) -> None:
         self.hub = hub
+        self.replica_id = replica_id
 
     def record(self, session: Session | Connection, event: str, **fields: Any) -> None:
         details = _scrub(fields.pop("details", None)) or None
         if fields.get("user_agent"):
             fields["user_agent"] = fields["user_agent"][:USER_AGENT_CHARS]
+        fields.setdefault("replica_id", self.replica_id)
         result = session.execute(_INSERT, {"event": event, "details": details, **fields})
         if self.hub is None:
             return

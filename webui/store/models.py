@@ -347,6 +347,8 @@ class AuditEvent(SQLModel, table=True):
     user_agent: str | None = None
     details: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     created_at: datetime = Field(default_factory=utcnow)
+    # The serve replica that recorded the event (None: the CLI, stdio, a single server).
+    replica_id: str | None = None
 
 
 __all__ = [

@@ -1,6 +1,10 @@
 """Checks every HTTP request passes before any route sees it. Pure ASGI: it never buffers a
 request or a response, so uploads and SSE streams stay streams.
 
+`GET /healthz` passes straight through: load balancers and orchestrators probe it by a
+replica's own address, often with no Host header at all (HAProxy's `option httpchk` sends
+HTTP/1.0 without one), and it shows nothing but the status and the replica id.
+
 In order, each refusal audited (rate-limited, see `RefusalAudit`):
   1. Host and Origin against the allowed lists the MCP endpoint uses (DNS rebinding;
      421 and 403, the MCP SDK's statuses), before any credential is looked at;
@@ -38,6 +42,9 @@ SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/configs(/.*)?")
 WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
 
 
+HEALTH_PATH = "/healthz"
+
+
 def allowed(value: str, patterns: list[str]) -> bool:
     """The MCP SDK's rule (an exact match, or `base:*` for `base` on any port), except that
     the port must be digits."""
@@ -66,7 +73,7 @@ class RequestGuard:
         self.max_body = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD")):
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
