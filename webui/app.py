@@ -197,6 +197,7 @@ def create_app(settings: Settings) -> FastAPI:
                 refusals=app.state.refusals,
                 max_sessions_per_key=settings.max_sessions_per_key,
                 max_sessions_admin_key=settings.max_sessions_admin_key,
+                public_url=settings.public_url,
                 hub=services.hub,
             )
             app.state.ui_auth = UiAuth(

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -180,3 +181,18 @@ async def test_a_long_step_over_http_is_kept_alive_in_both_eras(server: LiveServ
         tg.cancel_scope.cancel()
     assert strictly_increasing([p for p, _ in heard])
     assert run_status_becomes(server, f"omar-{mode}", "cancelled")
+
+
+@pytest.mark.anyio
+async def test_behind_a_load_balancer_the_hint_names_the_public_url(tmp_path: Path) -> None:
+    public = "https://mcp.example.com"
+    with running_server(tmp_path, STEAMHARNESS_PUBLIC_URL=f"{public}/") as live:
+        key = live.create_key("lena")
+        async with sdk_client(live.mcp_url(TORTURE), key, "legacy") as client:
+            result = await client.call_tool("ask_once", {})
+    body = payload(result)
+    assert body["error"]["code"] == "interaction_required"
+    message = body["error"]["message"]
+    assert f"Answer it in the browser at {public}/conversations," in message
+    assert message.endswith(f"then read GET {public}/api/runs/{body['runId']}.")
+    assert live.base_url not in message

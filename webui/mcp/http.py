@@ -141,6 +141,7 @@ class McpGateway:
         max_sessions_admin_key: int = 128,
         hub: EventHub | None = None,
         touch_interval: float = 30.0,
+        public_url: str | None = None,
     ) -> None:
         self.manager = manager
         self.auth = authenticator
@@ -159,6 +160,9 @@ class McpGateway:
         self.max_sessions_admin_key = max_sessions_admin_key
         self.hub = hub if hub is not None else runs.hub
         self.touch_interval = touch_interval
+        # Where people reach the server (`STEAMHARNESS_PUBLIC_URL`, e.g. the load balancer's
+        # address); without it, the request's own scheme and Host.
+        self.public_url = public_url.rstrip("/") if public_url else None
         # Opening POSTs under way per credential: they hold a place under the session cap
         # until their session is bound (or they fail), so racing opens cannot overshoot it.
         self._opens: Counter[str] = Counter()
@@ -465,7 +469,7 @@ class McpGateway:
         config: str | None,
     ) -> Binding:
         pid = resolved.project.id
-        base = _base_url(scope)
+        base = self.public_url or _base_url(scope)
         hint = (
             f"Answer it in the browser at {base}/conversations, or POST the answer to "
             f"{base}/api/interactions/{{interactionId}}/answer; then read GET {base}/api/runs/{{runId}}."
