@@ -173,7 +173,10 @@ class ReplicaLease:
     def _interrupt(
         self, replica_id: str, error: dict[str, Any], *, lapsed_before: Any, reason: str
     ) -> list[str]:
+        projects: dict[str, str] = {}
+
         def audit(conn: Connection, run_id: str, project_id: str) -> None:
+            projects[run_id] = project_id
             self.audit.record(
                 conn,
                 "run.interrupted",
@@ -189,6 +192,10 @@ class ReplicaLease:
         )
         for run_id in ids:
             self.interactions.close_for_run(run_id)
+            if self.audit.hub is not None:  # live pages show the run ended (on every replica)
+                self.audit.hub.publish(
+                    "runs", "status", runId=run_id, projectId=projects.get(run_id), status="failed"
+                )
         return ids
 
     # ----------------------------------------------------------------- async

@@ -9,6 +9,7 @@ import socket
 import subprocess
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -16,6 +17,7 @@ from sqlmodel import Session, col, select
 
 from webui.audit.log import AuditLog
 from webui.errors import ConfigError
+from webui.events import EventHub
 from webui.interactions.service import InteractionService
 from webui.replicas import ReplicaInUse, ReplicaLease, check_free, replica_id_for
 from webui.store import replicas as replica_store
@@ -205,3 +207,27 @@ def test_the_replica_id_is_kept_in_the_data_dir(tmp_path: Path) -> None:
     (tmp_path / "d" / "replica-id").write_text("../x\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="replica-id: not a replica id"):
         replica_id_for(tmp_path / "d")
+
+
+class RecordingHub(EventHub):
+    """The hub, keeping what was published (no event loop needed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.published: list[tuple[str, str, dict[str, Any]]] = []
+
+    def publish(self, topic: str, kind: str, **data: Any) -> None:
+        self.published.append((topic, kind, data))
+
+
+def test_a_sweep_tells_live_pages_that_the_lapsed_replicas_runs_ended(engine: Engine) -> None:
+    add_replica(engine, "rep_dead", age=TTL * 2)
+    add_run(engine, "r-dead", "rep_dead")
+    hub = RecordingHub()
+    audit = AuditLog(hub)
+    me = ReplicaLease(
+        engine, replica_id="rep_me", ttl=TTL, interactions=InteractionService(engine, audit, hub), audit=audit
+    )
+    assert me.claim() == ["r-dead"]
+    runs = [(kind, data) for topic, kind, data in hub.published if topic == "runs"]
+    assert runs == [("status", {"runId": "r-dead", "projectId": "p", "status": "failed"})]
