@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -97,11 +98,12 @@ def take_staged_file(create_dir: str, tmp_path: str, *, owner: int) -> Iterator[
         os.close(dir_fd)
 
 
-async def _in_scope(scope: anyio.CancelScope, work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` in `scope`: cancelling the scope stops it even while it waits in `run_db`
-    (whose shielded thread wait would swallow a plain `Task.cancel`)."""
+async def _in_scope(scope: anyio.CancelScope, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `work()` in `scope`: cancelling the scope stops it even while it waits in `run_db`
+    (whose shielded thread wait would swallow a plain `Task.cancel`). The coroutine is made
+    here, so a task cancelled before it starts leaves none un-awaited."""
     with scope:
-        await work
+        await work()
 
 
 def new_run_id() -> str:
@@ -281,7 +283,7 @@ class RunService:
         if not self.shared:
             return
         self.hub.on_resync(lambda: self._tasks.spawn(self._recheck(), name="runs-resync"))
-        self._tasks.spawn(_in_scope(self._watching, self._watch_hub()), name="runs-hub")
+        self._tasks.spawn(_in_scope(self._watching, self._watch_hub), name="runs-hub")
 
     async def _watch_hub(self) -> None:
         while True:
@@ -505,7 +507,8 @@ class RunService:
             # Another replica drives it: follow it through the hub and the database.
             scope = anyio.CancelScope()
             follower = asyncio.create_task(
-                _in_scope(scope, self._follow_remote(run_id, queue)), name=f"follow-{run_id}"
+                _in_scope(scope, functools.partial(self._follow_remote, run_id, queue)),
+                name=f"follow-{run_id}",
             )
             try:
                 yield queue

@@ -73,14 +73,17 @@ def _update_run(columns: tuple[str, ...]) -> Any:
 # rather than ORM units of work or statements rebuilt per call.
 
 
+def _insert_run(conn: Connection, run: Run, audit: Callable[[Any], Any] | None) -> None:
+    """The run, its first timeline entry (`queued`) and the audit event, in `conn`'s transaction."""
+    conn.execute(_INSERT_RUN, run.model_dump())
+    conn.execute(_INSERT_EVENT, {"run_id": run.id, "kind": "state", "text": "queued", "source": run.source})
+    if audit is not None:
+        audit(conn)
+
+
 def create_run(engine: Engine, *, run: Run, audit: Callable[[Any], Any] | None = None) -> Run:
     with engine.begin() as conn:
-        conn.execute(_INSERT_RUN, run.model_dump())
-        conn.execute(
-            _INSERT_EVENT, {"run_id": run.id, "kind": "state", "text": "queued", "source": run.source}
-        )
-        if audit is not None:
-            audit(conn)
+        _insert_run(conn, run, audit)
     return run
 
 
@@ -262,12 +265,7 @@ def create_run_within_limits(
             # free slots are the ones really waiting.
             if holding + queued >= max_running and holding + queued - max_running >= max_queued:
                 return holding, queued
-        conn.execute(_INSERT_RUN, run.model_dump())
-        conn.execute(
-            _INSERT_EVENT, {"run_id": run.id, "kind": "state", "text": "queued", "source": run.source}
-        )
-        if audit is not None:
-            audit(conn)
+        _insert_run(conn, run, audit)
     return None
 
 
