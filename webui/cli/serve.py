@@ -104,6 +104,7 @@ def serve_command(
             err=True,
         )
     worker_user(settings.worker_user)  # a missing worker user stops the server here
+    created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for where, done in upgrade_all(settings):  # under a lock: concurrent start-ups migrate once
         for line in done:
             typer.echo(f"steamharness: database {where}: {line}", err=True)
@@ -117,7 +118,6 @@ def serve_command(
         host=socket.gethostname(),
         pid=os.getpid(),
     )
-    created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for d in dirs:
         registry.register_dir(d)
     if demo:

@@ -162,7 +162,10 @@ def upgrade_database(engine: Engine) -> list[str]:
         if pending:
             command.upgrade(config, "head")
             conn.commit()
-            done += [f"applied {rev.revision}: {first_line(rev.doc)}" for rev in pending]
+            if state.revision is None and not state.legacy:  # a new database: one line will do
+                done.append(f"created the schema at {pending[-1].revision}")
+            else:
+                done += [f"applied {rev.revision}: {first_line(rev.doc)}" for rev in pending]
     return done
 
 
