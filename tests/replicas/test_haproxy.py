@@ -170,6 +170,27 @@ async def test_a_2025_session_with_an_elicitation_round_sticks_to_one_replica(
     assert len(answered) == 3 and all(status != "pending" for (status,) in answered), answered
 
 
+async def test_a_session_request_reaching_the_other_replica_without_affinity_gets_404(
+    cluster: Cluster, db: Engine
+) -> None:
+    key = cluster.a.create_key("vera")
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    async with httpx2.AsyncClient(timeout=WAIT) as http:
+        opened = await http.post(cluster.a.mcp_url(HELLO), headers=headers(key), json=init_body())
+        assert opened.status_code == 200, opened.text
+        sid = opened.headers["mcp-session-id"]
+        ((replica,),) = query(db, "SELECT replica_id FROM mcp_sessions WHERE id = :id", id=sid)
+        assert replica == cluster.id_of(cluster.a)
+        # Straight to B, as a load balancer without affinity would send it: a clear 404 at
+        # once (the session lives in A's memory), never a hang or a 500 — and A still serves it.
+        with anyio.fail_after(WAIT):
+            elsewhere = await http.post(cluster.b.mcp_url(HELLO), headers=headers(key, sid), json=ping)
+        assert elsewhere.status_code == 404, elsewhere.text
+        assert elsewhere.json()["error"]["message"].endswith("Session not found"), elsewhere.text
+        home = await http.post(cluster.a.mcp_url(HELLO), headers=headers(key, sid), json=ping)
+        assert home.status_code == 200, home.text
+
+
 async def test_a_question_left_on_one_replica_is_answered_through_the_other_and_the_run_ends(
     cluster: Cluster, db: Engine
 ) -> None:
