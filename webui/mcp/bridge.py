@@ -48,7 +48,7 @@ from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, descri
 from webui.mcp.results import error_result, final_result, interaction_required_result
 from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
 from webui.store import runs as run_store
-from webui.store.models import Interaction, ManagedFile
+from webui.store.models import Interaction, ManagedFile, Run
 from webui.workflows.project import Entrypoint, Param, Project
 from webui.workflows.schema import validate_arguments
 
@@ -332,6 +332,18 @@ class CallBridge:
                 tg.start_soon(watch)
         return outcome[0] if outcome else None
 
+    def _state_names(self, run_id: str, interaction_id: str) -> tuple[Run | None, bool]:
+        """Blocking: the run a request state names, and whether the question it names was
+        asked in that run (or in a child run it waits on, started through ctx.related)."""
+        run = run_store.get_run(self.runs.engine, run_id=run_id)
+        try:
+            asked_in = self.interactions.get(interaction_id).run_id
+        except NotFound:
+            return run, False
+        return run, asked_in is not None and run_store.is_descendant_or_self(
+            self.runs.engine, run_id=asked_in, ancestor=run_id
+        )
+
     async def _resume_from_state(
         self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams
     ) -> str:
@@ -345,15 +357,7 @@ class CallBridge:
         except (ValueError, KeyError, TypeError):
             raise _invalid("Invalid or expired requestState") from None
         # Defence in depth: the state must name a question of a run this party owns.
-        run = run_store.get_run(self.runs.engine, run_id=run_id)
-        try:
-            asked_in = self.interactions.get(interaction_id).run_id
-        except NotFound:
-            asked_in = None
-        # The question may be a child run's (started through ctx.related) that this run waits on.
-        asked_here = asked_in is not None and await run_db(
-            run_store.is_descendant_or_self, self.runs.engine, run_id=asked_in, ancestor=run_id
-        )
+        run, asked_here = await run_db(self._state_names, run_id, interaction_id)
         if (
             run is None
             or not asked_here
