@@ -154,10 +154,16 @@ def create_app(settings: Settings) -> FastAPI:
         replica_id = replica_id_for(settings.data_dir)
         async with open_services(settings, replica_id=replica_id) as services:
             registry = ProjectRegistry(services.engine, settings.versions_dir)
+            # Off the event loop: the hub's listener and the lease already run on it.
             for projects_dir in settings.projects_dirs:
-                for folder, reason in registry.register_dir(projects_dir):
+                for folder, reason in await run_db(registry.register_dir, projects_dir):
                     log.warning("not serving %s: %s", folder, reason)
-            session_store.close_all_open(services.engine, reason="server restarted", replica_id=replica_id)
+            await run_db(
+                session_store.close_all_open,
+                services.engine,
+                reason="server restarted",
+                replica_id=replica_id,
+            )
             authenticator = Authenticator(
                 services.engine,
                 admin_key=admin_secret,
