@@ -3,11 +3,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Error,
+    Page,
+    Playwright,
+    sync_playwright,
+)
 
 CHROMIUM_FLAGS = [
     "--headless=new",
@@ -71,3 +82,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def phase_failed(item: pytest.Item) -> bool:
     """Whether the test's setup or call phase failed (for fixture teardowns)."""
     return any(r.failed for r in item.stash.get(PHASE_REPORTS, {}).values())
+
+
+@dataclass
+class Console:
+    """Console errors and uncaught exceptions of one page; errors matching `allowed` (the
+    favicon's 404, refusals a test provokes) are expected."""
+
+    errors: list[str] = field(default_factory=list)
+    allowed: list[re.Pattern[str]] = field(default_factory=lambda: [re.compile(r"favicon\.ico")])
+
+    def watch(self, page: Page) -> Console:
+        page.on("console", self.on_console)
+        page.on("pageerror", self.on_page_error)
+        return self
+
+    def on_console(self, msg: ConsoleMessage) -> None:
+        if msg.type == "error":
+            self.errors.append(f"{msg.text} ({msg.location.get('url', '')})")
+
+    def on_page_error(self, error: Error) -> None:
+        self.errors.append(f"uncaught: {error.message}")
+
+    def unexpected(self) -> list[str]:
+        return [e for e in self.errors if not any(p.search(e) for p in self.allowed)]
+
+
+def checked(page: Page, console: Console, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """For a `ui` fixture: the page; when its test fails, a screenshot to /tmp, else a check
+    that the browser logged no unexpected console error."""
+    yield page
+    if phase_failed(request.node):
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+        with contextlib.suppress(Error):
+            page.screenshot(path=f"/tmp/steamharness-{name}.png", full_page=True)
+        return
+    assert console.unexpected() == [], "console errors in the browser"

@@ -5,16 +5,15 @@ typed."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
-from playwright.sync_api import Error, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import phase_failed
+from tests.browser.conftest import Console, checked
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
 from tests.e2e.server import LiveServer, make_server
 
@@ -48,17 +47,9 @@ def admin_api(server: LiveServer, method: str, path: str, **kwargs: Any) -> http
 
 @pytest.fixture
 def ui(page: Page, request: pytest.FixtureRequest) -> Iterator[Page]:
-    errors: list[str] = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc.message}"))
-    yield page
-    if phase_failed(request.node):
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
-        with contextlib.suppress(Error):
-            page.screenshot(path=f"/tmp/steamharness-{name}.png", full_page=True)
-        return
     # A refused save answers 409, which htmx swaps in but the browser logs as a failed request.
-    assert [e for e in errors if "favicon" not in e and "409" not in e] == []
+    console = Console(allowed=[re.compile(r"favicon\.ico"), re.compile(r"409")]).watch(page)
+    yield from checked(page, console, request)
 
 
 def test_editing_a_value_and_saving_in_the_browser(server: LiveServer, ui: Page) -> None:

@@ -14,18 +14,15 @@ checked for console errors when its test ends."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Error, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.browser.conftest import DEFAULT_TIMEOUT_MS, phase_failed
+from tests.browser.conftest import DEFAULT_TIMEOUT_MS, Console, checked
 from tests.e2e.server import FILES, INTERACTIVE, LiveServer, running_server
 
 ADMIN_NAME = "fiona"
@@ -33,7 +30,6 @@ ADMIN_PASSWORD = "browser-files-pw-1"
 MAX_FILE_BYTES = 2000
 QUOTA_BYTES = 5000
 WAIT_MS = 30_000  # a question appears once a worker started the run and it asked
-SCREENSHOT_DIR = Path("/tmp")
 HANDLERS = """
 def pick_files(ctx):
     answer = ctx.ask(
@@ -70,22 +66,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-@dataclass
-class Console:
-    errors: list[str]
-    allowed: list[re.Pattern[str]]
-
-    def on_console(self, msg: ConsoleMessage) -> None:
-        if msg.type == "error":
-            self.errors.append(f"{msg.text} ({msg.location.get('url', '')})")
-
-    def unexpected(self) -> list[str]:
-        return [e for e in self.errors if not any(p.search(e) for p in self.allowed)]
-
-
 @pytest.fixture
 def console() -> Console:
-    return Console([], [re.compile(r"favicon\.ico")])
+    return Console()
 
 
 @pytest.fixture
@@ -97,21 +80,14 @@ def ui(
     context = browser.new_context(timezone_id="Asia/Kolkata")
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
     page = context.new_page()
-    page.on("console", console.on_console)
-    page.on("pageerror", lambda error: console.errors.append(f"uncaught: {error.message}"))
+    console.watch(page)
     page.goto(f"{server.base_url}/login")
     page.get_by_label("Username").fill(ADMIN_NAME)
     page.get_by_label("Password").fill(ADMIN_PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(f"{server.base_url}/projects")
     try:
-        yield page
-        if phase_failed(request.node):
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
-            with contextlib.suppress(Error):
-                page.screenshot(path=str(SCREENSHOT_DIR / f"steamharness-{name}.png"), full_page=True)
-        else:
-            assert console.unexpected() == [], "console errors in the browser"
+        yield from checked(page, console, request)
     finally:
         context.close()
 

@@ -7,7 +7,6 @@ offers no publish, a write without the CSRF token is refused."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -20,9 +19,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from playwright.sync_api import Error, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import phase_failed
+from tests.browser.conftest import Console, checked
 from tests.e2e.server import HELLO, LEDGER, LiveServer, make_server
 
 ADMIN = ("ada", "browser-project-pw-1")
@@ -42,17 +41,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture
 def ui(page: Page, request: pytest.FixtureRequest) -> Iterator[Page]:
-    errors: list[str] = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc.message}"))
-    yield page
-    if phase_failed(request.node):
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
-        with contextlib.suppress(Error):
-            page.screenshot(path=f"/tmp/steamharness-{name}.png", full_page=True)
-        return
     # Refusals (404, 409, 422) are pages the browser also logs as failed requests.
-    assert [e for e in errors if "favicon" not in e and "status of 4" not in e] == []
+    console = Console(allowed=[re.compile(r"favicon\.ico"), re.compile(r"status of 4")]).watch(page)
+    yield from checked(page, console, request)
 
 
 def login(ui: Page, server: LiveServer, who: tuple[str, str], path: str) -> None:

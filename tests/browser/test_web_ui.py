@@ -35,10 +35,10 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from playwright.sync_api import ConsoleMessage, Error, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.browser.conftest import phase_failed
+from tests.browser.conftest import Console, checked
 from tests.e2e.server import HELLO, INTERACTIVE, LiveServer, running_server
 
 ADMIN_NAME = "olga"
@@ -46,7 +46,6 @@ ADMIN_PASSWORD = "browser-test-pw-1"
 WAIT_MS = 30_000  # a question appears once a worker started the run and it asked
 CALL_SECONDS = 90.0  # bound of one MCP client call (the tool's own timeout is 120 s)
 JOIN_SECONDS = 20.0
-SCREENSHOT_DIR = Path("/tmp")
 
 
 # --------------------------------------------------------------------------- the server
@@ -91,44 +90,16 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 # --------------------------------------------------------------------------- the browser
 
 
-@dataclass
-class Console:
-    """Console errors and uncaught exceptions of one page."""
-
-    errors: list[str] = field(default_factory=list)
-    allowed: list[re.Pattern[str]] = field(default_factory=lambda: [re.compile(r"favicon\.ico")])
-
-    def on_console(self, msg: ConsoleMessage) -> None:
-        if msg.type == "error":
-            where = msg.location.get("url", "")
-            self.errors.append(f"{msg.text} ({where})")
-
-    def on_page_error(self, error: Error) -> None:
-        self.errors.append(f"uncaught: {error.message}")
-
-    def unexpected(self) -> list[str]:
-        return [e for e in self.errors if not any(p.search(e) for p in self.allowed)]
-
-
 @pytest.fixture
 def console(page: Page) -> Console:
-    watcher = Console()
-    page.on("console", watcher.on_console)
-    page.on("pageerror", watcher.on_page_error)
-    return watcher
+    return Console().watch(page)
 
 
 @pytest.fixture
 def ui(page: Page, console: Console, env: Env, request: pytest.FixtureRequest) -> Iterator[Page]:
     """The page, with a screenshot to /tmp if the test fails and a check for console
     errors when it passes."""
-    yield page
-    if phase_failed(request.node):
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
-        with contextlib.suppress(Error):
-            page.screenshot(path=str(SCREENSHOT_DIR / f"steamharness-{name}.png"), full_page=True)
-        return
-    assert console.unexpected() == [], "console errors in the browser"
+    yield from checked(page, console, request)
 
 
 def log_in(page: Page, base_url: str, password: str = ADMIN_PASSWORD, next_path: str = "") -> None:
