@@ -29,7 +29,7 @@ from webui.secret_keys import derive_key
 from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
 from webui.store.notify import PgRelay, is_postgres
-from webui.store.paths import relativize_paths
+from webui.store.paths import private_folder, relativize_paths, tighten
 
 
 @dataclass
@@ -129,7 +129,11 @@ async def open_services(
     runs are recorded as the replica's, judged by its lease, which it keeps while open."""
     user = worker_user(settings.worker_user)  # fails before anything is created
     private_dir(settings.data_dir)
+    # Snapshots, managed and created files: the server's alone (a run reaches its own
+    # snapshot through a descriptor); folders made by older versions are tightened.
+    private_folder(settings.resolved_shared_dir)
     created_dir = prepare_dir(settings.resolved_file_create_store_dir, CREATED_FILES_SETTING)
+    tighten(created_dir)
     engine = make_engine(settings.resolved_database_url, busy_timeout=settings.db_busy_timeout_seconds)
     hub = event_hub(settings.resolved_database_url)
     await hub.start()

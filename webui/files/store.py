@@ -30,7 +30,7 @@ from webui.files.created import created_path
 from webui.files.quota import ProjectQuotaExceeded, QuotaBook, Reservation
 from webui.store import files as file_store
 from webui.store.models import ManagedFile
-from webui.store.paths import resolve, to_stored
+from webui.store.paths import PRIVATE_DIR_MODE, private_folder, resolve, to_stored
 
 CHUNK = 1024 * 1024
 UPLOAD_BATCH = 1024 * 1024  # bytes gathered from the network before a thread writes them
@@ -81,7 +81,7 @@ class BlobWriter:
     def __init__(self, store: FileStore, *, reserved: int | None = None, final: Path | None = None) -> None:
         """`final`: where the file goes instead of the blob store (a created file)."""
         folder = store.blob_dir if final is None else final.parent
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         self._store = store
         self._reserved = reserved
         self._final = final
@@ -108,7 +108,7 @@ class BlobWriter:
         self._out.close()
         sha = self._digest.hexdigest()
         final = self._final or self._store.blob_path(sha)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        final.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         os.replace(self._tmp, final)
         return final, sha, self.size
 
@@ -136,7 +136,9 @@ class FileStore:
         self.engine = engine
         self.root = blob_dir.parent if root is None else root
         self.audit = audit
-        self.blob_dir = blob_dir
+        # Nobody but the server lists or reads the store (a run gets copies of its own file
+        # params); a store made by an older version is tightened here.
+        self.blob_dir = private_folder(blob_dir)
         self.max_bytes = max_bytes
         self.quota = QuotaBook(engine, max_bytes=quota_bytes, max_files=quota_files)
 

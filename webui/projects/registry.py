@@ -8,7 +8,10 @@ draft's content revision at that moment.
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +22,12 @@ from webui.errors import NotFound, ProjectError, SteamharnessError
 from webui.store import projects as project_store
 from webui.store.db import AuditWrite
 from webui.store.models import ProjectRecord, ProjectVersion
-from webui.store.paths import resolve, to_stored
+from webui.store.paths import private_folder, resolve, seal_versions, to_stored
 from webui.workflows.project import Project, load_project
 from webui.workflows.related import RelatedProjectError, confirm_relation
 from webui.workflows.targets import SKIP_DIRS, RevisionHasher, Target, check_version, version_key
+
+log = logging.getLogger(__name__)
 
 
 class VersionExists(SteamharnessError):
@@ -51,6 +56,9 @@ class ProjectRegistry:
         self.engine = engine
         self.versions_dir = versions_dir
         self.root = versions_dir.parent if root is None else root
+        # Private before anything is published into it (and tightened if an older version
+        # left it 0755): workflow code must not walk from its snapshot into another's.
+        seal_versions(versions_dir)
         self.hasher = RevisionHasher()
         self._loaded: dict[tuple[str, str], Project] = {}
 
@@ -75,6 +83,7 @@ class ProjectRegistry:
         skipped: list[tuple[Path, str]] = []
         if not projects_dir.is_dir():
             raise ProjectError(f"{projects_dir}: projects dir does not exist")
+        close_to_others(projects_dir)
         for child in sorted(projects_dir.iterdir()):
             if not child.is_dir() or not (child / "package.json").is_file():
                 continue
@@ -119,7 +128,7 @@ class ProjectRegistry:
         dest = self.versions_dir / project_id / label
         if dest.exists():
             shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(dest.parent)
         tmp = dest.with_name(f".{label}.incoming")
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(project.root, tmp, ignore=shutil.ignore_patterns(*SKIP_DIRS, "*.pyc"))
@@ -217,6 +226,18 @@ class ProjectRegistry:
 
     def draft_revision(self, project_id: str) -> str:
         return self.hasher.revision(Path(self.record(project_id).root))
+
+
+def close_to_others(projects_dir: Path) -> None:
+    """A draft run works in its project's folder, as another user when the server is root:
+    from there `..` is the projects dir, and its other folders (their code, their .env)
+    must not be listable or enterable. The owner and group keep their access."""
+    if os.geteuid() != 0:
+        return  # workflow code runs as the server's own user: nothing to close
+    mode = stat.S_IMODE(projects_dir.stat().st_mode)
+    if mode & 0o007:
+        os.chmod(projects_dir, mode & ~0o007)
+        log.info("projects dir %s: closed to other users (workflow code runs as one)", projects_dir)
 
 
 def _audit_write(

@@ -8,6 +8,9 @@ file store or created-files folder configured elsewhere), absolute.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
@@ -19,6 +22,44 @@ from webui.store.models import ManagedFile, ProjectVersion
 
 _VERSIONS = cast(Table, ProjectVersion.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 _FILES = cast(Table, ManagedFile.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+# Workflow code runs as another user with its working directory inside a snapshot (or a
+# project folder). Walking up from there must stop at a folder that user cannot enter:
+# every folder the server keeps for itself is the owner's alone.
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_folder(path: Path) -> Path:
+    """`path` as a folder only its owner can list or enter: created (with its parents) if
+    missing, and tightened if an older version left it looser. Returns `path`."""
+    path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    tighten(path)
+    return path
+
+
+def tighten(path: Path) -> None:
+    """Take group and other bits off an existing folder (a no-op if it is already private,
+    missing, or not a folder)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o077 | PRIVATE_DIR_MODE)
+
+
+def seal_versions(versions_dir: Path) -> None:
+    """The snapshots' folder and each project's folder in it private (folders made by
+    older versions were 0755: a run could list `../..` and read other projects'
+    snapshots). A snapshot itself keeps its modes: its run reaches it through the
+    descriptor its worker opened before dropping privileges, never by name."""
+    private_folder(versions_dir)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(versions_dir):
+            if entry.is_dir(follow_symlinks=False):
+                tighten(Path(entry.path))
 
 
 def to_stored(path: Path, root: Path) -> str:
