@@ -22,7 +22,7 @@ from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.replicas import ReplicaLease
-from webui.runs.isolation import worker_user
+from webui.runs.isolation import worker_uids, worker_user
 from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
 from webui.secret_keys import derive_key
@@ -128,6 +128,7 @@ async def open_services(
     """`replica_id`: this process serves as that replica of the server (webui.replicas): its
     runs are recorded as the replica's, judged by its lease, which it keeps while open."""
     user = worker_user(settings.worker_user)  # fails before anything is created
+    uids = worker_uids(settings.worker_uid_base, settings.worker_uid_count) if user else None
     private_dir(settings.data_dir)
     # Snapshots, managed and created files: the server's alone (a run reaches its own
     # snapshot through a descriptor); folders made by older versions are tightened.
@@ -148,7 +149,7 @@ async def open_services(
         root=settings.resolved_shared_dir,
     )
     interactions = InteractionService(engine, audit, hub)
-    pool = WorkerPool(user=user)
+    pool = WorkerPool(user=user, uids=uids)
     runs = RunService(
         engine=engine,
         pool=pool,

@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     # Workflow code is untrusted. A server running as root runs it as this user instead;
     # empty keeps root (an explicit opt-out). Ignored when the server is not root.
     worker_user: str = "nobody"
+    # Under root, each run gets a uid (and a group of the same number) of its own from
+    # base .. base+count-1, needing no passwd entry: runs cannot signal or inspect one
+    # another. Far above the ranges accounts and /etc/subuid use; a range a user namespace
+    # does not map falls back to worker_user (with a warning); count 0 turns it off.
+    worker_uid_base: int = Field(default=1_500_000_000, ge=1, le=2**31 - 1)
+    worker_uid_count: int = Field(default=1024, ge=0, le=1_000_000)
     # Names of server environment variables handed to runs besides PATH, LANG, LC_*, TZ.
     worker_env_passthrough: list[str] = Field(default_factory=list)
 

@@ -81,10 +81,29 @@ async def test_workflow_code_runs_as_the_worker_user_without_groups_or_a_way_bac
     final = await run_to_end(svc, intruder, "identity")
     assert final.status == "success", final.error
     out = final.output
+    base, count = Settings().worker_uid_base, Settings().worker_uid_count
+    uid = out["uid"][0]
+    assert base <= uid < base + count  # a uid of its own, from the per-run range
+    assert out["uid"] == [uid] * 3
+    assert out["gid"] == [uid] * 3
+    assert out["groups"] == []
+    assert out["noNewPrivs"] == "1"
+    assert out["dumpable"] == 0
+    assert out["user"] == f"run{uid - base}"
+
+
+@needs_root
+async def test_with_the_uid_range_off_workflow_code_runs_as_the_worker_user(
+    tmp_path: Path, intruder: Project
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", worker_uid_count=0)
+    async with open_services(settings) as svc:
+        final = await run_to_end(svc, intruder, "identity")
+    assert final.status == "success", final.error
+    out = final.output
     assert out["uid"] == [NOBODY.pw_uid] * 3
     assert out["gid"] == [NOBODY.pw_gid] * 3
     assert out["groups"] == []
-    assert out["noNewPrivs"] == "1"
     assert out["dumpable"] == 0  # other runs share the user: they cannot read this one
     assert out["user"] == "nobody"
 
@@ -197,7 +216,8 @@ async def test_each_run_gets_a_private_scratch_dir_as_home_and_tmpdir_removed_wh
         assert final.status == "success", final.error
         out = final.output
         assert out["tmpdir"] == out["home"] == out["tempfile"]
-        assert (out["owner"], out["mode"], out["uid"]) == (NOBODY.pw_uid, 0o700, NOBODY.pw_uid)
+        assert (out["owner"], out["mode"]) == (out["uid"], 0o700)
+        assert out["uid"] not in (0, NOBODY.pw_uid)  # the run's own uid
         assert out["cwd"] == str(intruder.root)  # the project folder stays the working directory
     assert first.output["tmpdir"] != second.output["tmpdir"]
     scratch_root = Path(first.output["tmpdir"]).parent
@@ -367,7 +387,7 @@ async def test_a_handler_of_a_served_project_finds_no_admin_key_and_no_data(live
     assert out["markerSeen"]  # the scan does see environments it may read
     assert out["adminKeyIn"] == []
     assert out["readable"] == []
-    assert out["uid"] == NOBODY.pw_uid
+    assert out["uid"] not in (0, NOBODY.pw_uid)  # a per-run uid
     assert not [name for name in out["envNames"] if name.startswith("STEAMHARNESS_")]
     assert live.admin_key not in json.dumps(out)
 

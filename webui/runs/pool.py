@@ -3,7 +3,9 @@ one `Worker` handle per run.
 
 Each run gets a scratch directory of its own (its HOME and TMPDIR), created by the worker
 under a directory only root can list, owned by the worker user, and removed once the
-zygote reports the worker gone (by then everything the run started is dead too)."""
+zygote reports the worker gone (by then everything the run started is dead too). Under a
+per-run uid range (`WorkerUids`), the run's uid is taken when it is handed to a worker and
+given back at that same report."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webui.runs.child import MAX_FRAME_BYTES
-from webui.runs.isolation import WorkerUser, zygote_env
+from webui.runs.isolation import WorkerUids, WorkerUser, zygote_env
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,12 @@ class Worker:
         self._reader = reader
         self._writer = writer
         self.scratch: str | None = None  # set once the worker has a run
+        self.user: WorkerUser | None = None  # who its workflow code runs as (None: the server's user)
+
+    @property
+    def uid(self) -> int:
+        """The uid the run's workflow code (and every file it stages) has."""
+        return self.user.uid if self.user else os.geteuid()
 
     async def recv(self) -> dict[str, Any] | None:
         """The next message, or None once the child closed its side (done or dead).
@@ -112,8 +120,13 @@ class Worker:
 class WorkerPool:
     """Owns the zygote. `spawn()` hands back a connected `Worker` in a few milliseconds."""
 
-    def __init__(self, *, spares: int = 2, user: WorkerUser | None = None) -> None:
+    def __init__(
+        self, *, spares: int = 2, user: WorkerUser | None = None, uids: WorkerUids | None = None
+    ) -> None:
+        """`user`: who every run drops to; `uids`: a uid of its own per run instead."""
         self.user = user
+        self.uids = uids
+        self._uid_of: dict[int, int] = {}  # worker pid -> the per-run uid it holds
         self._dir: str | None = None
         self._scratch_root: str | None = None
         self._scratch: dict[int, str] = {}
@@ -182,6 +195,7 @@ class WorkerPool:
                 pid = int(msg["pid"])
                 self._live.discard(pid)
                 self._remove_scratch(self._scratch.pop(pid, None))
+                self._give_back_uid(pid)
                 if pid in self._unwatched:
                     self._unwatched.discard(pid)
                     self._exits.pop(pid, None)
@@ -256,10 +270,10 @@ class WorkerPool:
             return
         self._spares.append(worker)
 
-    @property
-    def worker_uid(self) -> int:
-        """The uid workflow code runs as."""
-        return self.user.uid if self.user else os.geteuid()
+    def _give_back_uid(self, pid: int) -> None:
+        uid = self._uid_of.pop(pid, None)
+        if uid is not None and self.uids is not None:
+            self.uids.release(uid)
 
     async def spawn(self, spec: dict[str, Any]) -> Worker:
         """Hand a run to a fresh worker: a spare forked ahead of time when there is one
@@ -268,9 +282,14 @@ class WorkerPool:
         self._replenish()
         assert self._scratch_root is not None
         worker.scratch = os.path.join(self._scratch_root, f"{spec['runId']}-{secrets.token_hex(8)}")
+        worker.user = self.uids.acquire() if self.uids is not None else self.user
         if worker.pid in self._live:  # else it died as a spare and never makes the dir
             self._scratch[worker.pid] = worker.scratch
-        spec = {**spec, "scratch": worker.scratch, "user": self.user.to_spec() if self.user else None}
+            if self.uids is not None and worker.user is not None:
+                self._uid_of[worker.pid] = worker.user.uid
+        elif self.uids is not None and worker.user is not None:
+            self.uids.release(worker.user.uid)  # its exit was reported already
+        spec = {**spec, "scratch": worker.scratch, "user": worker.user.to_spec() if worker.user else None}
         await worker.send({"type": "start", "spec": spec})
         return worker
 

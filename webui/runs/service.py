@@ -841,7 +841,7 @@ class RunService:
         """ctx.files.create: copy the file the worker staged into the created-files folder."""
         project_id = live.request.project.id
         assert worker.scratch is not None
-        with take_staged_file(worker.scratch, str(args.get("tmp_path")), owner=self.pool.worker_uid) as src:
+        with take_staged_file(worker.scratch, str(args.get("tmp_path")), owner=worker.uid) as src:
             row = self.files.adopt(
                 project_id=project_id,
                 src=src,
