@@ -43,6 +43,7 @@ from webui.mcp.server import build_server
 from webui.projects.registry import ProjectRegistry
 from webui.replicas import replica_id_for
 from webui.runs.env import server_base_env
+from webui.runs.isolation import worker_user
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.shutdown import drain
@@ -225,6 +226,12 @@ def create_app(settings: Settings) -> FastAPI:
                 audit=services.audit,
                 expiry_seconds=settings.interaction_expiry_seconds,
                 log_dir=settings.data_dir / "logs" / "mcp-servers",
+                # Under root, stdio servers run unprivileged, like workflow code.
+                run_as=worker_user(
+                    settings.resolved_host_server_user,
+                    setting="host_server_user",
+                    what="every stdio MCP server of the host",
+                ),
             )
             app.state.host = host
             async with manager.run(), host.running(), anyio.create_task_group() as tg:

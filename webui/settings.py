@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     # does not map falls back to worker_user (with a warning); count 0 turns it off.
     worker_uid_base: int = Field(default=1_500_000_000, ge=1, le=2**31 - 1)
     worker_uid_count: int = Field(default=1024, ge=0, le=1_000_000)
+    # Under root, the host's stdio MCP servers run as this user (their commands must be
+    # executable by it); unset: worker_user; empty: root, an explicit opt-out.
+    host_server_user: str | None = None
     # Names of server environment variables handed to runs besides PATH, LANG, LC_*, TZ.
     worker_env_passthrough: list[str] = Field(default_factory=list)
 
@@ -184,6 +187,10 @@ class Settings(BaseSettings):
     @property
     def resolved_root_dir(self) -> Path:
         return self.root_dir or self.data_dir
+
+    @property
+    def resolved_host_server_user(self) -> str:
+        return self.worker_user if self.host_server_user is None else self.host_server_user
 
     @property
     def keys_dir(self) -> Path:

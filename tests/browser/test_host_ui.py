@@ -43,7 +43,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     entry = {"command": sys.executable, "args": [str(FIXTURES / "host_server.py"), "stdio"]}
     (root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": {"Test_Stdio": entry}}), "utf-8")
     (root / "config.yaml").write_text(f"defaults:\n  mcp_servers: [{SERVER_ID}]\n", "utf-8")
-    env = {"STEAMHARNESS_ROOT": str(root), "STEAMHARNESS_INTERACTION_EXPIRY_SECONDS": str(EXPIRY_SECONDS)}
+    env = {
+        "STEAMHARNESS_ROOT": str(root),
+        "STEAMHARNESS_INTERACTION_EXPIRY_SECONDS": str(EXPIRY_SECONDS),
+        # The test server is this interpreter, which an unprivileged user may not be able to run.
+        "STEAMHARNESS_HOST_SERVER_USER": "",
+    }
     with running_server(tmp, **env) as live:
         live.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
         yield live

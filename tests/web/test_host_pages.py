@@ -74,7 +74,9 @@ def start(tmp_path: Path, *, expiry: float = 300.0, root: Path | None = None) ->
             "  protocol_overrides:\n    mcp-other-server: legacy\n",
         )
     settings = prepare(tmp_path / "data").model_copy(
-        update={"root_dir": root, "interaction_expiry_seconds": expiry}
+        # host_server_user "": the test server is this interpreter, which may live where
+        # an unprivileged user cannot run it (tests/security/test_host_isolation.py drops).
+        update={"root_dir": root, "interaction_expiry_seconds": expiry, "host_server_user": ""}
     )
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         yield Host(Web(client, settings), root)

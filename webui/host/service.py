@@ -22,9 +22,13 @@ configuration and building the client (`check_capture` before use).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import secrets
+import shutil
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -61,7 +65,9 @@ from webui.host.config import (
     resolve_headers,
 )
 from webui.host.forms import unsupported_reasons
+from webui.host.unprivileged import ENV_VARIABLE
 from webui.interactions.service import Answer, InteractionService
+from webui.runs.isolation import WorkerUser
 from webui.store import host as host_store
 from webui.store.models import HostCall, HostConversation, Interaction, utcnow
 
@@ -124,7 +130,12 @@ class HostService:
         expiry_seconds: float,
         log_dir: Path,
         environ: Mapping[str, str] | None = None,
+        run_as: WorkerUser | None = None,
     ) -> None:
+        """`run_as`: the user stdio servers run as (the server being root), each with a
+        private home of its own; None runs them as the server's own user."""
+        self.run_as = run_as
+        self._homes: str | None = None
         self.root = root
         self.engine = engine
         self.interactions = interactions
@@ -144,14 +155,20 @@ class HostService:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HostService]:
         await run_db(self._recover)
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            try:
-                yield self
-            finally:
-                await self.close_all("shutdown")
-                tg.cancel_scope.cancel()
-                self._tg = None
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                try:
+                    yield self
+                finally:
+                    await self.close_all("shutdown")
+                    tg.cancel_scope.cancel()
+                    self._tg = None
+        finally:
+            if self._homes is not None:  # every server process is gone by now
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(shutil.rmtree, self._homes, True)
+                self._homes = None
 
     def _recover(self) -> None:
         """Connections live in one process: calls and requests a previous process left open
@@ -361,15 +378,45 @@ class HostService:
     def _transport(self, server: ServerConfig) -> Any:
         if server.transport == "stdio":
             assert server.command is not None
-            params = StdioServerParameters(
-                command=server.command, args=list(server.args), env=resolve_env(server, self.environ)
-            )
+            env = resolve_env(server, self.environ)
+            if self.run_as is None:
+                params = StdioServerParameters(command=server.command, args=list(server.args), env=env)
+            else:
+                params = self._unprivileged(server, env)
             self.log_dir.mkdir(parents=True, exist_ok=True)
             errlog = (self.log_dir / f"{server.id}.stderr.log").open("a", encoding="utf-8")
             return _closing_stdio(params, errlog)
         assert server.url is not None
         headers = resolve_headers(server, self.environ)
         return _closing_http(server.url, _http_client(server.url, headers, self.expiry))
+
+    def _unprivileged(self, server: ServerConfig, env: dict[str, str]) -> StdioServerParameters:
+        """The server's command behind the launcher that drops to `run_as`. Its home is a
+        folder of its own that only it can enter (programs like npx keep caches there)."""
+        assert self.run_as is not None and server.command is not None
+        user = self.run_as
+        if self._homes is None:
+            self._homes = tempfile.mkdtemp(prefix="shh-homes-")
+            os.chmod(self._homes, 0o711)  # enter your own, list nobody's
+        home = os.path.join(self._homes, server.id)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(home, 0o700)
+        os.chown(home, user.uid, user.gid, follow_symlinks=False)
+        launch = {"HOME": home, "USER": user.name, "LOGNAME": user.name, **env}
+        return StdioServerParameters(
+            command=sys.executable,
+            args=[
+                "-I",  # none of the environment's PYTHON* variables, no user site, no cwd import
+                "-m",
+                "webui.host.unprivileged",
+                str(user.uid),
+                str(user.gid),
+                home,
+                server.command,
+                *server.args,
+            ],
+            env={ENV_VARIABLE: json.dumps(launch)},
+        )
 
     async def _close(self, conn: Connection, reason: str, *, actor: str | None = None) -> None:
         if conn.closing.is_set():  # closed already (shutdown, then its call's own close)

@@ -47,13 +47,16 @@ class WorkerUser:
         return {"name": self.name, "uid": self.uid, "gid": self.gid}
 
 
-def worker_user(name: str | None) -> WorkerUser | None:
-    """The user runs drop to, or None when they keep the server's user: the server is
-    not root (it cannot switch), or `worker_user` is empty (an explicit opt-out)."""
+def worker_user(
+    name: str | None, *, setting: str = "worker_user", what: str = "workflow code"
+) -> WorkerUser | None:
+    """The user runs (or, as `what`, the host's stdio servers) drop to, or None when they
+    keep the server's user: the server is not root (it cannot switch), or the setting is
+    empty (an explicit opt-out)."""
     if os.geteuid() != 0:
         return None
     if not name:
-        log.warning("worker_user is empty: workflow code runs as root, with full access to the server")
+        log.warning("%s is empty: %s runs as root, with full access to the server", setting, what)
         return None
     try:
         pw = pwd.getpwnam(name)
