@@ -4,6 +4,11 @@ A value is literal text and references in order (`ValueSpec`); it is expanded on
 the host process's environment, and every referenced variable must be set and non-empty.
 `$NAME` without braces is literal text; `${NAME:-x}` and friends are refused. Literal text
 is never shown: `masked()` and the repr hide it.
+
+The server's own settings are never handed on: a reference to a `STEAMHARNESS_*` name is
+refused when the file is read (by `config validate` and at every connect, which reads the
+files again), and at connect (and `config validate --check-env`) so is a value that
+carries one of the server's secrets under another name.
 """
 
 from __future__ import annotations
@@ -22,6 +27,29 @@ if TYPE_CHECKING:
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DEFAULT_SYNTAX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*:?[-=?+]")
 HEADER_FROM_ENV = "the value from the environment contains a line break or NUL, which a header cannot carry"
+# The server's settings (pydantic-settings reads them case-insensitively, so any case).
+SERVER_PREFIX = "STEAMHARNESS_"
+# Which of them are secrets: their values may not reach a server under another name either.
+_SECRET_SUFFIXES = ("_KEY", "_SECRET", "_PASSWORD", "_TOKEN", "_DATABASE_URL")
+
+
+def reserved_problem(name: str) -> str | None:
+    """Why `${name}` may not be referenced, or None."""
+    if name.upper().startswith(SERVER_PREFIX):
+        return (
+            f"${{{name}}}: {SERVER_PREFIX}* variables are the server's own configuration and"
+            " are never passed to an MCP server"
+        )
+    return None
+
+
+def server_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's secret settings in `environ`: name → value."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k.upper().startswith(SERVER_PREFIX) and k.upper().endswith(_SECRET_SUFFIXES) and len(v) >= 8
+    }
 
 
 @dataclass(frozen=True)
@@ -49,11 +77,31 @@ class ValueSpec:
         return f"ValueSpec({self.masked()!r})"
 
     def resolve(self, environ: Mapping[str, str]) -> str:
-        """One round: a value that itself contains `${X}` is used as it is."""
+        """One round: a value that itself contains `${X}` is used as it is. A reference to
+        the server's own settings, or to a variable holding one of its secrets, is refused
+        (`Reserved`)."""
+        for name in self.references:
+            if problem := reserved_problem(name):
+                raise Reserved(problem)
         unset = {n: "empty" if n in environ else "not set" for n in self.references if not environ.get(n)}
         if unset:
             raise Unset(unset)
+        secrets = server_secrets(environ)
+        for name in self.references:
+            held = [k for k, v in secrets.items() if v in environ[name]]
+            if held:
+                raise Reserved(
+                    f"${{{name}}} holds the value of {held[0]}, one of the server's own secrets;"
+                    " give the MCP server a credential of its own"
+                )
         return "".join(environ[p.name] if isinstance(p, EnvRef) else p for p in self.parts)
+
+
+class Reserved(Exception):
+    """A reference to the server's own configuration or secrets; the message names it."""
+
+    def message(self) -> str:
+        return str(self.args[0])
 
 
 class Unset(Exception):
@@ -120,7 +168,7 @@ def check_environ(server: ServerConfig, environ: Mapping[str, str], problems: li
         for name, spec in specs:
             try:
                 value = spec.resolve(environ)
-            except Unset as exc:
+            except (Unset, Reserved) as exc:
                 problems.append(f"{server.source}: {server.id}: {field}.{name}: {exc.message()}")
                 continue
             if field == server.headers_field and breaks_header(value):
@@ -134,6 +182,6 @@ def _resolve(
     for name, spec in specs:
         try:
             values[name] = spec.resolve(environ)
-        except Unset as exc:
+        except (Unset, Reserved) as exc:
             raise ConfigError(f"{server.source}: {server.id}: {field}.{name}: {exc.message()}") from None
     return values

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from webui.host.config.files import kind
-from webui.host.config.templates import NAME_RE, EnvRef, ValueSpec, parse_template
+from webui.host.config.templates import NAME_RE, EnvRef, ValueSpec, parse_template, reserved_problem
 
 _HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 # Headers the transport owns: the MCP ones, content negotiation, and hop-by-hop framing.
@@ -132,6 +132,14 @@ def unknown_field(key: Any, allowed: Sequence[str], hints: Mapping[str, str]) ->
 
 
 def _value_spec(raw: Any, is_yaml: bool, *, header: bool) -> ValueSpec:
+    spec = _parsed_value(raw, is_yaml, header=header)
+    refused = [p for name in spec.references if (p := reserved_problem(name))]
+    if refused:
+        raise Problems([("", p) for p in refused])
+    return spec
+
+
+def _parsed_value(raw: Any, is_yaml: bool, *, header: bool) -> ValueSpec:
     if isinstance(raw, dict):
         if not is_yaml:
             raise Problems.one('{"env": NAME} references are for YAML files; in JSON write "${NAME}"')
