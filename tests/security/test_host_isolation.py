@@ -9,8 +9,10 @@ import errno
 import json
 import os
 import pwd
+import secrets
 import shutil
 import stat
+import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Iterator
@@ -20,10 +22,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES
+from tests.e2e.server import STEAMHARNESS
 from webui.admin import create_user
 from webui.audit.log import AuditLog
 from webui.events import EventHub
-from webui.host.service import HostService
+from webui.host.config import HostConfigError
+from webui.host.service import HostError, HostService
 from webui.interactions.service import InteractionService
 from webui.runs.isolation import worker_user
 from webui.settings import Settings
@@ -128,3 +132,83 @@ async def test_a_server_files_loader_variables_never_reach_the_root_launcher(bas
     out = await whoami(service, account)
     assert out["uid"] == [NOBODY.pw_uid] * 3
     assert not marker.exists()  # the launcher ignored them; the server itself got them as nobody
+
+
+# ------------------------------------------------------------ ${NAME} of the server's own
+
+
+def validate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base_env = {k: v for k, v in os.environ.items() if not k.upper().startswith("STEAMHARNESS_")}
+    return subprocess.run(
+        [STEAMHARNESS, "config", "validate", "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base_env, **env},
+    )
+
+
+def write_root(root: Path, servers: dict[str, Any], *, yaml: str | None = None) -> None:
+    (root / "mcp").mkdir(parents=True, exist_ok=True)
+    (root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    if yaml is not None:
+        (root / "mcp" / "more.yaml").write_text(yaml, encoding="utf-8")
+    (root / "config.yaml").write_text("defaults:\n  mcp_servers: []\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["STEAMHARNESS_SERVER_ADMIN_KEY", "steamharness_secret_key", "STEAMHARNESS_X"])
+def test_config_validate_refuses_a_reference_to_the_servers_own_settings(tmp_path: Path, name: str) -> None:
+    write_root(tmp_path, {"S": {"command": "true", "env": {"TOKEN": f"Bearer ${{{name}}}"}}})
+    out = validate(tmp_path)
+    assert out.returncode == 1, out.stdout
+    assert f"env.TOKEN: ${{{name}}}: STEAMHARNESS_* variables are the server's own configuration" in out.stderr
+
+
+def test_config_validate_refuses_it_in_yaml_references_and_headers_too(tmp_path: Path) -> None:
+    yaml = (
+        "mcpServers:\n"
+        "  Y:\n    command: 'true'\n    env:\n      DB: {env: STEAMHARNESS_DATABASE_URL}\n"
+        "  W:\n    url: https://example.com/mcp\n"
+        "    headers:\n      Authorization: 'Bearer ${STEAMHARNESS_SERVER_ADMIN_KEY}'\n"
+    )
+    write_root(tmp_path, {}, yaml=yaml)
+    out = validate(tmp_path)
+    assert out.returncode == 1
+    assert "env.DB: ${STEAMHARNESS_DATABASE_URL}: STEAMHARNESS_*" in out.stderr
+    assert "headers.Authorization: ${STEAMHARNESS_SERVER_ADMIN_KEY}: STEAMHARNESS_*" in out.stderr
+
+
+def test_config_validate_with_check_env_refuses_a_variable_holding_a_server_secret(tmp_path: Path) -> None:
+    admin = secrets.token_urlsafe(32)
+    write_root(tmp_path, {"S": {"command": "true", "env": {"TOKEN": "${COPIED}"}}})
+    env = {"STEAMHARNESS_SERVER_ADMIN_KEY": admin, "COPIED": admin}
+    assert validate(tmp_path, **env).returncode == 0  # a warning: the server's environment decides
+    out = validate(tmp_path, "--check-env", **env)
+    assert out.returncode == 1
+    assert "env.TOKEN: ${COPIED} holds the value of STEAMHARNESS_SERVER_ADMIN_KEY" in out.stderr
+    assert admin not in out.stderr + out.stdout
+
+
+async def test_connecting_refuses_a_reference_to_the_servers_settings(base: Path) -> None:
+    service, account = host_service(base, probe_server(base), worker_user("nobody"))
+    async with service.running():
+        conv = service.create_conversation(account_id=account, title="t", selection=None, actor="a")
+        # The file is edited afterwards: every connect reads it again.
+        edited = probe_server(base, TOKEN="${STEAMHARNESS_SECRET_KEY}")
+        (service.root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": edited}), encoding="utf-8")
+        with pytest.raises(HostConfigError) as caught:
+            await service.call_tool(conv.id, "mcp-probe", "whoami", {}, actor="a")
+    assert any("env.TOKEN: ${STEAMHARNESS_SECRET_KEY}: STEAMHARNESS_*" in p for p in caught.value.problems)
+
+
+async def test_connecting_refuses_a_variable_that_holds_the_admin_key(base: Path) -> None:
+    admin = secrets.token_urlsafe(32)
+    servers = probe_server(base, TOKEN="${COPIED}")
+    service, account = host_service(base, servers, worker_user("nobody"))
+    service.environ = {**os.environ, "STEAMHARNESS_SERVER_ADMIN_KEY": admin, "COPIED": f"x{admin}"}
+    async with service.running():
+        conv = service.create_conversation(account_id=account, title="t", selection=None, actor="a")
+        with pytest.raises(HostError) as caught:  # the connection failed, saying why
+            await service.call_tool(conv.id, "mcp-probe", "whoami", {}, actor="a")
+    assert "env.TOKEN: ${COPIED} holds the value of STEAMHARNESS_SERVER_ADMIN_KEY" in caught.value.message
+    assert admin not in caught.value.message
