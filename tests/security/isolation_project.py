@@ -165,7 +165,9 @@ def hold(ctx):
 '''
 
 
-def _write(folder: Path, project_id: str, name: str, handlers: str, entrypoints: list[dict[str, object]]) -> Path:
+def _write(
+    folder: Path, project_id: str, name: str, handlers: str, entrypoints: list[dict[str, object]]
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     package = {
         "id": project_id,
@@ -258,7 +260,12 @@ def account_key(server: LiveServer, user: str, project_id: str) -> str:
 
 
 async def call_tool(
-    server: LiveServer, key: str, project_id: str, tool: str, arguments: dict[str, Any], target: str = "latest"
+    server: LiveServer,
+    key: str,
+    project_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    target: str = "latest",
 ) -> dict[str, Any]:
     """One tool call over Streamable HTTP; the structured result (an `interaction_required`
     one for a run that waits for a person: this client takes no elicitations)."""

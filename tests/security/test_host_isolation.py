@@ -156,12 +156,16 @@ def write_root(root: Path, servers: dict[str, Any], *, yaml: str | None = None) 
     (root / "config.yaml").write_text("defaults:\n  mcp_servers: []\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", ["STEAMHARNESS_SERVER_ADMIN_KEY", "steamharness_secret_key", "STEAMHARNESS_X"])
+@pytest.mark.parametrize(
+    "name", ["STEAMHARNESS_SERVER_ADMIN_KEY", "steamharness_secret_key", "STEAMHARNESS_X"]
+)
 def test_config_validate_refuses_a_reference_to_the_servers_own_settings(tmp_path: Path, name: str) -> None:
     write_root(tmp_path, {"S": {"command": "true", "env": {"TOKEN": f"Bearer ${{{name}}}"}}})
     out = validate(tmp_path)
     assert out.returncode == 1, out.stdout
-    assert f"env.TOKEN: ${{{name}}}: STEAMHARNESS_* variables are the server's own configuration" in out.stderr
+    assert (
+        f"env.TOKEN: ${{{name}}}: STEAMHARNESS_* variables are the server's own configuration" in out.stderr
+    )
 
 
 def test_config_validate_refuses_it_in_yaml_references_and_headers_too(tmp_path: Path) -> None:
@@ -195,7 +199,9 @@ async def test_connecting_refuses_a_reference_to_the_servers_settings(base: Path
         conv = service.create_conversation(account_id=account, title="t", selection=None, actor="a")
         # The file is edited afterwards: every connect reads it again.
         edited = probe_server(base, TOKEN="${STEAMHARNESS_SECRET_KEY}")
-        (service.root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": edited}), encoding="utf-8")
+        (service.root / "mcp" / "servers.json").write_text(
+            json.dumps({"mcpServers": edited}), encoding="utf-8"
+        )
         with pytest.raises(HostConfigError) as caught:
             await service.call_tool(conv.id, "mcp-probe", "whoami", {}, actor="a")
     assert any("env.TOKEN: ${STEAMHARNESS_SECRET_KEY}: STEAMHARNESS_*" in p for p in caught.value.problems)

@@ -34,7 +34,9 @@ from tests.security.isolation_project import (
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only a root server switches workers to other users"),
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="needs root: only a root server switches workers to other users"
+    ),
 ]
 
 

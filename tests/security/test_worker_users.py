@@ -19,7 +19,9 @@ from webui.settings import Settings
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only a root server switches workers to other users"),
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="needs root: only a root server switches workers to other users"
+    ),
 ]
 
 

@@ -2,12 +2,14 @@
 
 `python -I -m webui.host.unprivileged UID GID HOME COMMAND [ARGS...]`: drop every group,
 switch real, effective and saved ids to UID/GID for good, forbid a way back up through
-setuid programs, and exec COMMAND (looked up on the PATH of its environment). The
-server's configured environment arrives as JSON in one variable, `ENV_VARIABLE`, and
+setuid programs, and exec COMMAND (looked up on the PATH of its environment). The host
+service prefixes this to a server's command when the server runs as root, so a
+configured server never has root's access to the data dir, the database or the keys.
+
+The server's configured environment arrives as JSON in one variable, `ENV_VARIABLE`, and
 becomes the program's environment only at its exec: this interpreter, which starts as
-root, is never run with what a server file set (`LD_PRELOAD`, `PYTHONPATH`...). The host service prefixes this to a server's command when the server runs as
-root, so a configured server never has root's access to the data dir, the database or
-the keys. Standard library only: it runs before anything else in a fresh interpreter.
+root, never runs with what a server file set (`LD_PRELOAD`, `PYTHONPATH`...). Standard
+library only: it runs before anything else in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import sys
 
 from webui.runs import procs
-
 
 ENV_VARIABLE = "STEAMHARNESS_LAUNCH_ENV"
 
