@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -15,6 +16,9 @@ import pytest
 
 from tests.e2e.server import LiveServer
 from tests.security.isolation_project import VICTIM_ID, WALKER_ID, account_key, call_tool, isolated_server
+from webui.errors import ConfigError
+from webui.runs.isolation import WorkerUids, is_mapped
+from webui.services import open_services
 from webui.settings import Settings
 
 pytestmark = [
@@ -72,3 +76,36 @@ async def test_two_runs_at_once_run_as_two_different_uids(live: LiveServer) -> N
     out = (await call_tool(live, alice, WALKER_ID, "attack", {"uidLow": low, "uidHigh": high}))["output"]
     # the waiting runs of bob (this test's and the last one's): each a uid of its own
     assert len({t["uid"] for t in out["targets"]}) >= 2, out
+
+
+# ------------------------------------------------------------------- the range itself
+
+
+async def test_a_uid_range_that_holds_an_account_stops_start_up(tmp_path: Path) -> None:
+    nobody = pwd.getpwnam("nobody")
+    settings = Settings(data_dir=tmp_path / "data", worker_uid_base=nobody.pw_uid - 1, worker_uid_count=4)
+    with pytest.raises(ConfigError, match="holds user nobody"):
+        async with open_services(settings):
+            pass
+    assert not (tmp_path / "data").exists()  # refused before anything was created
+
+
+def test_a_range_this_user_namespace_does_not_map_is_not_used(tmp_path: Path) -> None:
+    uid_map = tmp_path / "uid_map"
+    uid_map.write_text("         0     100000      65536\n", encoding="utf-8")
+    assert is_mapped(str(uid_map), 1000, 2000)
+    assert not is_mapped(str(uid_map), 60000, 70000)  # runs over the end of the mapping
+    assert not is_mapped(str(uid_map), 1_500_000_000, 1_500_001_024)
+
+
+def test_a_uid_given_back_is_the_last_one_taken_again() -> None:
+    uids = WorkerUids(5000, 3)
+    first, second = uids.acquire(), uids.acquire()
+    assert (first.uid, first.gid, first.name) == (5000, 5000, "run0")
+    uids.release(first.uid)
+    assert [uids.acquire().uid, uids.acquire().uid] == [5002, 5000]
+    with pytest.raises(RuntimeError, match="every one of the 3 worker uids is in use"):
+        uids.acquire()
+    uids.release(second.uid)
+    uids.release(second.uid)  # twice: still one free uid
+    assert uids.in_use() == 2

@@ -113,7 +113,7 @@ def worker_uids(base: int, count: int) -> WorkerUids | None:
     if base <= 0:
         raise ConfigError("STEAMHARNESS_WORKER_UID_BASE must be above 0 (uid 0 is root)")
     for path, what in (("/proc/self/uid_map", "uids"), ("/proc/self/gid_map", "gids")):
-        if not _mapped(path, base, end):
+        if not is_mapped(path, base, end):
             log.warning(
                 "this user namespace does not map the worker %s %d-%d: every run drops to worker_user"
                 " instead (set STEAMHARNESS_WORKER_UID_BASE to a mapped range to keep runs apart)",
@@ -133,7 +133,7 @@ def worker_uids(base: int, count: int) -> WorkerUids | None:
     return WorkerUids(base, count)
 
 
-def _mapped(path: str, start: int, end: int) -> bool:
+def is_mapped(path: str, start: int, end: int) -> bool:
     """Whether ids `start` to `end - 1` all lie in one extent of a uid/gid map (no map file:
     not Linux, or no namespaces, so every id is the kernel's own)."""
     try:
