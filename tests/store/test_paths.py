@@ -3,7 +3,9 @@ written when they were absolute: under the dir, after the dir moved, idempotent.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -15,7 +17,7 @@ from webui.projects.registry import ProjectRegistry
 from webui.store import projects as project_store
 from webui.store.db import get_row, make_engine, sqlite_url
 from webui.store.models import ManagedFile, ProjectRecord, ProjectVersion
-from webui.store.paths import relativize_paths, resolve, to_stored
+from webui.store.paths import private_folder, relativize_paths, resolve, seal_versions, to_stored
 from webui.workflows.targets import Target
 
 HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
@@ -147,3 +149,42 @@ def test_an_absolute_path_that_still_exists_elsewhere_is_left_alone(tmp_path: Pa
     assert relativize_paths(engine, tmp_path / "copy") == 0
     with Session(engine) as s:
         assert s.get(ProjectRecord, HELLO) is not None
+
+
+# ------------------------------------------------------------------ private folders
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_private_folder_is_created_owner_only_and_an_open_one_is_tightened(tmp_path: Path) -> None:
+    made = private_folder(tmp_path / "new")
+    assert _mode(made) == 0o700
+    old = tmp_path / "old"
+    old.mkdir()
+    os.chmod(old, 0o755)
+    private_folder(old)
+    assert _mode(old) == 0o700
+
+
+def test_sealing_versions_closes_each_projects_folder_but_leaves_the_snapshots(tmp_path: Path) -> None:
+    snapshot = tmp_path / "versions" / "p1" / "1.0.0"
+    snapshot.mkdir(parents=True)
+    for folder in (tmp_path / "versions", tmp_path / "versions" / "p1", snapshot):
+        os.chmod(folder, 0o755)
+    (tmp_path / "versions" / "stray-file").write_text("x", encoding="utf-8")
+    seal_versions(tmp_path / "versions")
+    assert _mode(tmp_path / "versions") == 0o700
+    assert _mode(tmp_path / "versions" / "p1") == 0o700
+    assert _mode(snapshot) == 0o755  # reached by its run through a descriptor, never by name
+
+
+def test_a_registry_and_a_file_store_make_their_folders_private(tmp_path: Path, engine: Engine) -> None:
+    versions, blobs = tmp_path / "shared" / "versions", tmp_path / "shared" / "files"
+    for folder in (versions, blobs):
+        folder.mkdir(parents=True)
+        os.chmod(folder, 0o755)
+    ProjectRegistry(engine, versions)
+    FileStore(engine, blobs, max_bytes=1024)
+    assert _mode(versions) == _mode(blobs) == 0o700

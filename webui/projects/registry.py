@@ -236,7 +236,11 @@ def close_to_others(projects_dir: Path) -> None:
         return  # workflow code runs as the server's own user: nothing to close
     mode = stat.S_IMODE(projects_dir.stat().st_mode)
     if mode & 0o007:
-        os.chmod(projects_dir, mode & ~0o007)
+        try:
+            os.chmod(projects_dir, mode & ~0o007)
+        except OSError as exc:  # a read-only mount: say so, the folder still serves
+            log.warning("projects dir %s could not be closed to other users: %s", projects_dir, exc)
+            return
         log.info("projects dir %s: closed to other users (workflow code runs as one)", projects_dir)
 
 

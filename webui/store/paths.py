@@ -9,6 +9,7 @@ file store or created-files folder configured elsewhere), absolute.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 from collections.abc import Mapping
@@ -19,6 +20,8 @@ from sqlalchemy import Table, update
 from sqlalchemy.engine import Engine
 
 from webui.store.models import ManagedFile, ProjectVersion
+
+log = logging.getLogger(__name__)
 
 _VERSIONS = cast(Table, ProjectVersion.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 _FILES = cast(Table, ManagedFile.__table__)  # pyright: ignore[reportAttributeAccessIssue]
@@ -40,14 +43,20 @@ def private_folder(path: Path) -> Path:
 
 def tighten(path: Path) -> None:
     """Take group and other bits off an existing folder (a no-op if it is already private,
-    missing, or not a folder)."""
+    missing, or not a folder). A folder this process may not change (another user's, a
+    read-only mount) is left as it is, with a warning: its owner, the server, tightens it
+    when it starts."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o077 | PRIVATE_DIR_MODE)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("%s is mode %o and could not be made private: %s", path, st.st_mode & 0o777, exc)
 
 
 def seal_versions(versions_dir: Path) -> None:
