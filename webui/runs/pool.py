@@ -282,7 +282,12 @@ class WorkerPool:
         self._replenish()
         assert self._scratch_root is not None
         worker.scratch = os.path.join(self._scratch_root, f"{spec['runId']}-{secrets.token_hex(8)}")
-        worker.user = self.uids.acquire() if self.uids is not None else self.user
+        try:
+            worker.user = self.uids.acquire() if self.uids is not None else self.user
+        except RuntimeError:
+            worker.kill()  # no uid to give it: it never runs anything
+            worker.close()
+            raise
         if worker.pid in self._live:  # else it died as a spare and never makes the dir
             self._scratch[worker.pid] = worker.scratch
             if self.uids is not None and worker.user is not None:
