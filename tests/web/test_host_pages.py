@@ -343,14 +343,14 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
 
 def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    write_root(root, {"Needs": {**STDIO, "env": {"TOKEN": "${STEAMHARNESS_TEST_UNSET_VAR}"}}}, "")
+    write_root(root, {"Needs": {**STDIO, "env": {"TOKEN": "${SH_HOST_TEST_UNSET_VAR}"}}}, "")
     for h in start(tmp_path, root=root):
         h.web.login(*ADMIN)
         page = h.client.get("/host/servers")
         [problem] = server_rows(page)["mcp-needs"].problems
-        assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in problem
+        assert "environment variable SH_HOST_TEST_UNSET_VAR is not set" in problem
         text = section(page.text, "mcp-needs")
-        assert "environment variable STEAMHARNESS_TEST_UNSET_VAR is not set" in html.unescape(text)
+        assert "environment variable SH_HOST_TEST_UNSET_VAR is not set" in html.unescape(text)
         assert "(env: TOKEN)" in text  # names only, never values
 
 
