@@ -14,8 +14,8 @@ opened once; the probe is an authenticated JSON-RPC `ping` on it, sent sequentia
 - held: the probe, and a `GET /healthz` probe, while 8 runs wait on unanswered questions
   (examples/interactive `plan_trip`, started by 2026-07-28 `tools/call`s that end with an
   input request) and 60 sockets hold a request head announcing `Content-Length: 100` and
-  never send the body (half on the MCP endpoint with the API key, half on the unauthenticated
-  answer route); a socket the server closes is opened again, and counted. Its baseline is a
+  never send the body (half on the MCP endpoint with the API key, half on the login form);
+  a socket the server answers or closes is opened again, and counted. Its baseline is a
   quiet series of both probes taken just before.
 
 A probe that gets no answer within --timeout seconds counts as a timeout: it enters the
@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
 INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 MODERN = "2026-07-28"
+REOPEN = 0.25  # seconds before a held socket the server ended is opened again
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
@@ -336,39 +337,49 @@ class Held:
 
 @contextlib.contextmanager
 def held_sockets(server: Server, count: int) -> Iterator[Held]:
-    """`count` sockets, each holding a request head with `Content-Length: 100` and no body
-    (half on the MCP endpoint with the API key, half on the unauthenticated answer route).
-    A socket the server answers or closes is opened again; the stats count both."""
+    """`count` sockets, each holding a request head with `Content-Length: 100` and no body:
+    half on the MCP endpoint with the API key, half on the login form (no credential). Neither
+    is a failed credential, so the address's bearer throttle (which the probes share) stays
+    out of it. A socket the server answers or closes is opened again a moment later (REOPEN);
+    the stats count both."""
     stop = threading.Event()
     stats = Held()
+    host = f"Host: 127.0.0.1:{server.port}\r\n"
     heads = [
         (
-            f"POST /api/workflows/{HELLO}/mcp?target=latest HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"POST /api/workflows/{HELLO}/mcp?target=latest HTTP/1.1\r\n{host}"
             f"Authorization: Bearer {server.key}\r\nAccept: application/json, text/event-stream\r\n"
             f"Content-Type: application/json\r\nMCP-Protocol-Version: {PV}\r\nContent-Length: 100\r\n\r\n"
         ).encode(),
         (
-            "POST /api/interactions/int_0000000000000000/answer HTTP/1.1\r\n"
-            f"Host: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+            f"POST /login HTTP/1.1\r\n{host}"
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
         ).encode(),
     ]
     socks: dict[socket.socket, int] = {}
+    due: dict[int, float] = {}  # slot -> when to open it again
 
     def open_one(i: int) -> None:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-        s.sendall(heads[i % 2])
+        try:
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            s.sendall(heads[i % 2])
+        except OSError:
+            due[i] = time.monotonic() + REOPEN
+            return
         s.setblocking(False)
         socks[s] = i
         stats.opened += 1
 
     for i in range(count):
         open_one(i)
-    ready = threading.Event()
 
     def watch() -> None:
-        ready.set()
         while not stop.is_set():
-            readable, _, _ = select.select(list(socks), [], [], 0.1)
+            now = time.monotonic()
+            for i in [i for i, at in due.items() if at <= now]:
+                del due[i]
+                open_one(i)
+            readable, _, _ = select.select(list(socks), [], [], 0.05)
             for s in readable:
                 try:
                     data = s.recv(4096)
@@ -377,15 +388,11 @@ def held_sockets(server: Server, count: int) -> Iterator[Held]:
                 if data.startswith(b"HTTP/1.1 "):
                     stats.answers[data.split(b" ", 2)[1].decode()] += 1
                 stats.closed_by_server += 1
-                i = socks.pop(s)
+                due[socks.pop(s)] = time.monotonic() + REOPEN
                 s.close()
-                if not stop.is_set():
-                    with contextlib.suppress(OSError):
-                        open_one(i)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    ready.wait(10)
     try:
         yield stats
     finally:

@@ -12,6 +12,10 @@ from pathlib import Path
 from tests.conftest import EXAMPLES
 from tests.e2e.server import HELLO, LiveServer, free_port
 
+# The fuzz runs in the full suite, next to everything else on a small machine: a start-up
+# that is merely slow is not what these tests are about.
+START_TIMEOUT = 120.0
+
 
 def hello_server(tmp_path: Path, **env: str) -> LiveServer:
     projects = tmp_path / "projects"
@@ -24,6 +28,7 @@ def hello_server(tmp_path: Path, **env: str) -> LiveServer:
         port=free_port(),
         admin_key=admin_key,
         env={**base_env, "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key, "PYTHONUNBUFFERED": "1", **env},
+        start_timeout=START_TIMEOUT,
     )
     server.add_project(projects / "hello", HELLO)
     return server
