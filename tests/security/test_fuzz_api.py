@@ -33,7 +33,7 @@ from webui.mcp.openapi import MCP_PATH
 pytestmark = pytest.mark.slow
 
 WAIT = 30.0  # bound on one answer
-EXAMPLES = 25  # per operation, mode and credential
+EXAMPLES = 40  # per operation, mode and credential
 LEAKS = re.compile(
     r"Traceback \(most recent call last\)|File \"/|validation errors? for |\[type=[a-z_]+, "
     r"|input_value=|errors\.pydantic\.dev|pydantic_core|sqlalchemy|sqlite3\."
