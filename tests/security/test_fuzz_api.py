@@ -121,3 +121,44 @@ def test_the_json_api_answers_any_request_with_the_admin_key_without_a_server_er
 
 def test_the_json_api_answers_any_request_without_credentials_without_a_server_error(api: Api) -> None:
     fuzz(api, {})
+
+
+# --------------------------------------------------------------------------- what the fuzz found
+
+
+def test_a_request_of_the_wrong_shape_is_a_422_naming_each_field_without_echoing_it(api: Api) -> None:
+    key = {"Authorization": f"Bearer {api.server.admin_key}"}
+    secret = "s3cret-" + "x" * 2000
+    r = api.http.post(
+        f"{api.server.base_url}/api/workflows/{HELLO}/files",
+        params={"fileName": "", "mimeType": secret},
+        data=b"hello",
+        headers={**key, "Content-Type": "application/octet-stream"},
+        timeout=WAIT,
+    )
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["fields"] == {"query.fileName": "String should have at least 1 character"}
+    assert error["message"] == "invalid request: query.fileName: String should have at least 1 character"
+    assert "detail" not in r.json() and secret not in r.text
+
+
+def test_a_body_the_framework_cannot_parse_and_an_unknown_route_are_api_errors(api: Api) -> None:
+    key = {"Authorization": f"Bearer {api.server.admin_key}"}
+    base = api.server.base_url
+    parse = api.http.post(
+        f"{base}/api/interactions/int_0000000000000000/answer",
+        data=b"\xff{",
+        headers={**key, "Content-Type": "application/json"},
+        timeout=WAIT,
+    )
+    missing = api.http.get(f"{base}/api/no/such/route", headers=key, timeout=WAIT)
+    wrong_method = api.http.put(f"{base}/api/whoami", headers=key, timeout=WAIT)
+    for r, status, code in (
+        (parse, 400, "bad_request"),
+        (missing, 404, "not_found"),
+        (wrong_method, 405, "method_not_allowed"),
+    ):
+        assert r.status_code == status, r.text
+        assert r.json()["error"]["code"] == code and r.json()["error"]["message"], r.text

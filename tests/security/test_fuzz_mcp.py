@@ -558,3 +558,14 @@ def test_other_http_methods_get_a_json_rpc_error(
     r = endpoint.http.request(method, endpoint.url, headers=h)
     assert 400 <= r.status_code < 500, (method, r.status_code, r.text)
     check_answer(r)
+
+
+def test_the_sdks_plain_text_refusals_reach_the_client_as_json_rpc_errors(endpoint: Endpoint) -> None:
+    ping = encode({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    session = {"Mcp-Session-Id": endpoint.session_id}
+    plain = send(endpoint, ping, version=LEGACY, content_type="text/plain", accept=ACCEPT, extra=session)
+    unacceptable = send(endpoint, ping, version=MODERN, content_type="application/json", accept="text/html")
+    assert plain.status_code == 400
+    assert plain.json()["error"] == {"code": -32600, "message": "HTTP 400: Invalid Content-Type header"}
+    assert unacceptable.status_code == 406
+    assert unacceptable.json()["error"] == {"code": -32600, "message": "HTTP 406: Not Acceptable"}
