@@ -287,6 +287,8 @@ content_types = st.sampled_from(
         None,
     ]
 )
+# Mostly the admin key; sometimes none, a wrong one, or another scheme.
+credentials = st.sampled_from(["admin", "admin", "admin", "admin", "admin", "none", "wrong", "basic"])
 accepts = st.sampled_from(
     [ACCEPT, ACCEPT, ACCEPT, "*/*", "application/json", "text/event-stream", "text/html", None]
 )
@@ -320,8 +322,15 @@ class Endpoint:
     def url(self) -> str:
         return self.server.mcp_url(HELLO)
 
-    def headers(self, *, version: str | None, content_type: str | None, accept: str | None) -> dict[str, str]:
-        h = {"Authorization": f"Bearer {self.server.admin_key}"}
+    def headers(
+        self, *, version: str | None, content_type: str | None, accept: str | None, key: str = "admin"
+    ) -> dict[str, str]:
+        schemes = {
+            "admin": f"Bearer {self.server.admin_key}",
+            "wrong": "Bearer shk_wrong",
+            "basic": "Basic eDp5",
+        }
+        h = {"Authorization": schemes[key]} if key in schemes else {}
         if version is not None:
             h["MCP-Protocol-Version"] = version
         if content_type is not None:
@@ -338,7 +347,13 @@ class Endpoint:
 
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
-    live = hello_server(tmp_path_factory.mktemp("fuzz-mcp"))
+    # Some examples carry no key or a wrong one: the throttle (test_http_edges.py) is set
+    # out of the way of the ones after them.
+    live = hello_server(
+        tmp_path_factory.mktemp("fuzz-mcp"),
+        STEAMHARNESS_BEARER_FAILURES_PER_ADDRESS="1000000",
+        STEAMHARNESS_THROTTLE_HOLD_SECONDS="0",
+    )
     with live.running(), httpx2.Client(timeout=WAIT) as http:
         init = {
             "jsonrpc": "2.0",
@@ -420,8 +435,12 @@ def send(
     content_type: str | None,
     accept: str | None,
     extra: dict[str, str] | None = None,
+    key: str = "admin",
 ) -> httpx2.Response:
-    h = {**endpoint.headers(version=version, content_type=content_type, accept=accept), **(extra or {})}
+    h = {
+        **endpoint.headers(version=version, content_type=content_type, accept=accept, key=key),
+        **(extra or {}),
+    }
     r = endpoint.http.post(endpoint.url, content=body, headers=h)
     check_answer(r)
     return r
@@ -455,11 +474,19 @@ def test_any_message_in_a_2025_session_is_answered_as_json_rpc(
     content_type=content_types,
     accept=accepts,
     version=st.sampled_from([LEGACY, LEGACY, "2025-06-18", "2024-11-05", None]),
+    key=credentials,
 )
 def test_any_opening_message_is_answered_as_json_rpc(
-    endpoint: Endpoint, message: Message, content_type: str | None, accept: str | None, version: str | None
+    endpoint: Endpoint,
+    message: Message,
+    content_type: str | None,
+    accept: str | None,
+    version: str | None,
+    key: str,
 ) -> None:
-    r = send(endpoint, encode(message.tree()), version=version, content_type=content_type, accept=accept)
+    r = send(
+        endpoint, encode(message.tree()), version=version, content_type=content_type, accept=accept, key=key
+    )
     if sid := r.headers.get("mcp-session-id"):
         endpoint.delete_session(sid)  # each opened session gives its place under the cap back
 
@@ -494,6 +521,7 @@ def modern_requests(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
     content_type=content_types,
     accept=accepts,
     version=st.sampled_from([MODERN, MODERN, MODERN, "2099-01-01", "garbage"]),
+    key=credentials,
 )
 def test_any_2026_request_is_answered_as_json_rpc(
     endpoint: Endpoint,
@@ -501,9 +529,10 @@ def test_any_2026_request_is_answered_as_json_rpc(
     content_type: str | None,
     accept: str | None,
     version: str,
+    key: str,
 ) -> None:
     body, headers = request
-    send(endpoint, body, version=version, content_type=content_type, accept=accept, extra=headers)
+    send(endpoint, body, version=version, content_type=content_type, accept=accept, extra=headers, key=key)
 
 
 # By name, so a failing example's report stays short.
