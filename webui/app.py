@@ -19,12 +19,15 @@ from urllib.parse import urlencode, urlsplit
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -34,7 +37,7 @@ from webui.auth.keys import Authenticator, AuthError
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import UiAuth
 from webui.blocking import DatabaseBusy, is_busy_error, run_db
-from webui.errors import SteamharnessError
+from webui.errors import InvalidRequest, SteamharnessError
 from webui.host.service import HostService
 from webui.mcp.bridge import CallBridge
 from webui.mcp.http import McpGateway
@@ -87,6 +90,11 @@ ERROR_TITLES = {
     503: "Busy",
 }
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
+# The API's codes for what the framework refuses before a route runs (a body it cannot
+# parse, a path no route has, a method the route does not take).
+HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+MAX_FIELD_PROBLEMS = 20  # of a refused request, named in its error (the rest are counted)
+FIELD_NAME_MAX = 100
 LOOPBACK_HOSTS = [*LOOPBACK_NAMES, *(f"{name}:*" for name in LOOPBACK_NAMES)]
 LOOPBACK_ORIGINS = [f"http://{host}" for host in LOOPBACK_HOSTS]
 
@@ -109,6 +117,21 @@ def security_settings(settings: Settings) -> TransportSecuritySettings:
         allowed_hosts=list(dict.fromkeys(hosts)),
         allowed_origins=list(dict.fromkeys(origins)),
     )
+
+
+def invalid_request(exc: RequestValidationError) -> InvalidRequest:
+    """The API's error document for a request the route's declared shape refuses: each
+    problem by where it is and pydantic's sentence for it, never the input it was given
+    (which may be large, or a secret) nor pydantic's error types."""
+    fields: dict[str, str] = {}
+    errors = exc.errors()
+    for error in errors[:MAX_FIELD_PROBLEMS]:
+        where = ".".join(str(part) for part in error.get("loc", ()))[:FIELD_NAME_MAX] or "request"
+        fields.setdefault(where, str(error.get("msg", "invalid")))
+    message = "; ".join(f"{where}: {problem}" for where, problem in fields.items())
+    if len(errors) > MAX_FIELD_PROBLEMS:
+        message += f"; and {len(errors) - MAX_FIELD_PROBLEMS} more"
+    return InvalidRequest(f"invalid request: {message}", fields)
 
 
 class _GatewayEndpoint:
@@ -311,6 +334,23 @@ def create_app(settings: Settings) -> FastAPI:
             {"error": {"code": exc.code, "message": exc.message, **exc.details()}},
             status_code=exc.status,
             headers=headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        if not request.url.path.startswith("/api/"):
+            return await request_validation_exception_handler(request, exc)
+        return await _known_error(request, invalid_request(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _framework_refusal(request: Request, exc: StarletteHTTPException) -> Response:
+        if not request.url.path.startswith("/api/"):
+            return await http_exception_handler(request, exc)
+        code = HTTP_CODES.get(exc.status_code, "bad_request" if exc.status_code < 500 else "internal")
+        return JSONResponse(
+            {"error": {"code": code, "message": str(exc.detail)}},
+            status_code=exc.status_code,
+            headers=exc.headers,
         )
 
     @app.exception_handler(OperationalError)

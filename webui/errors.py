@@ -45,6 +45,21 @@ class InvalidArguments(SteamharnessError):
     status = 400
 
 
+class InvalidRequest(SteamharnessError):
+    """A JSON API request whose path, query, headers or body do not have the shape the route
+    declares; `fields` names each problem by where it is (`query.fileName`, `body.values`)."""
+
+    code = "invalid_request"
+    status = 422
+
+    def __init__(self, message: str, fields: dict[str, str]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+    def details(self) -> dict[str, object]:
+        return {"fields": self.fields}
+
+
 class NotFound(SteamharnessError):
     code = "not_found"
     status = 404

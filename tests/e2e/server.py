@@ -70,6 +70,7 @@ class LiveServer:
     # None: the default store, SQLite in the data dir; otherwise the server and the CLI get
     # this URL through STEAMHARNESS_DATABASE_URL.
     database_url: str | None = None
+    start_timeout: float = START_TIMEOUT
 
     @property
     def store_url(self) -> str:
@@ -144,7 +145,7 @@ class LiveServer:
             env=self.env,
         )
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited at start-up:\n{self.log()}")
@@ -152,7 +153,7 @@ class LiveServer:
                 if httpx2.get(f"{self.base_url}/openapi.json", timeout=1).status_code == 200:
                     return
             time.sleep(0.05)  # polling a port that is not listening yet, bounded by the deadline
-        raise AssertionError(f"server did not answer within {START_TIMEOUT}s:\n{self.log()}")
+        raise AssertionError(f"server did not answer within {self.start_timeout}s:\n{self.log()}")
 
     def stop(self, sig: int = signal.SIGTERM) -> int | None:
         if self.proc is None:

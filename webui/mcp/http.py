@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -82,6 +83,7 @@ class SessionEntry:
 
 CLIENT_INFO_MAX_BYTES = 65536
 CLIENT_FIELD_MAX = 200
+ERROR_TEXT_MAX = 200  # of the SDK's plain-text error kept in the JSON-RPC error document
 
 
 def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
@@ -113,6 +115,55 @@ def http_error_document(status: int, message: str) -> dict[str, Any]:
     the status and message."""
     code = JSONRPC_AUTH_ERROR if status in (401, 403) else -32600
     return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": f"HTTP {status}: {message}"}}
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "request refused"
+
+
+def jsonrpc_errors(send: Send) -> Send:
+    """`send` for the SDK's answers: an HTTP error it states as plain text or with no body
+    (a wrong Content-Type, an Accept it cannot serve, a method it does not take) reaches
+    the client as the JSON-RPC error document every other error of the endpoint is."""
+    held: Message | None = None
+    text = bytearray()
+
+    async def sending(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and int(message["status"]) >= 400:
+            content_type = next(
+                (v for k, v in message.get("headers", []) if k.lower() == b"content-type"), b""
+            )
+            if not content_type.lower().startswith(b"application/json"):
+                held = message
+                return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        if len(text) < ERROR_TEXT_MAX:
+            text.extend(message.get("body", b"")[: ERROR_TEXT_MAX - len(text)])
+        if message.get("more_body", False):
+            return
+        status = int(held["status"])
+        said = text.decode("utf-8", "replace").strip()
+        body = json.dumps(http_error_document(status, said or _phrase(status))).encode()
+        keep = [
+            (k, v)
+            for k, v in held.get("headers", [])
+            if k.lower() not in (b"content-type", b"content-length")
+        ]
+        headers = [
+            *keep,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return sending
 
 
 async def _reply(send: Send, status: int, message: str, *, extra: dict[str, str] | None = None) -> None:
@@ -439,7 +490,7 @@ class McpGateway:
             if self._idle.is_set():
                 self._idle = anyio.Event()
         try:
-            await self.manager.handle_request(scope, receive, tracking_send)
+            await self.manager.handle_request(scope, receive, jsonrpc_errors(tracking_send))
         finally:
             if counted:
                 self._calls -= 1
