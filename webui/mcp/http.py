@@ -607,8 +607,8 @@ class McpGateway:
                 now=utcnow(),
                 protocol_version=headers.get("mcp-protocol-version"),
             )
-        except DatabaseBusy:
-            pass
+        except StoreUnavailable:
+            pass  # only a last-seen time: a locked or full database skips it
         except OperationalError as exc:
             if not is_busy_error(exc):
                 raise
