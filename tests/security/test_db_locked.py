@@ -68,7 +68,10 @@ class Lock:
         else:
             import psycopg
 
-            self.conn = psycopg.connect(live.database_url)
+            assert live.database_url is not None
+            self.conn = psycopg.connect(
+                live.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+            )
             self.conn.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
 
     def run(self, run_id: str) -> tuple[str, Any]:
