@@ -36,8 +36,8 @@ from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import UiAuth
-from webui.blocking import DatabaseBusy, is_busy_error, run_db
-from webui.errors import InvalidRequest, SteamharnessError
+from webui.blocking import run_db, unavailable
+from webui.errors import InvalidRequest, SteamharnessError, StoreUnavailable
 from webui.host.service import HostService
 from webui.mcp.bridge import CallBridge
 from webui.mcp.http import McpGateway
@@ -88,6 +88,7 @@ ERROR_TITLES = {
     413: "Too large",
     422: "Invalid input",
     503: "Busy",
+    507: "Storage full",
 }
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
 # The API's codes for what the framework refuses before a route runs (a body it cannot
@@ -322,13 +323,13 @@ def create_app(settings: Settings) -> FastAPI:
                 },
                 status_code=exc.status,
             )
-            if isinstance(exc, DatabaseBusy):
+            if isinstance(exc, StoreUnavailable) and exc.retry_after:
                 response.headers["Retry-After"] = str(exc.retry_after)
             return response
         headers: dict[str, Any] = {}
         if isinstance(exc, AuthError):
             headers["WWW-Authenticate"] = 'Bearer realm="steamharness"'
-        if isinstance(exc, DatabaseBusy):
+        if isinstance(exc, StoreUnavailable) and exc.retry_after:
             headers["Retry-After"] = str(exc.retry_after)
         return JSONResponse(
             {"error": {"code": exc.code, "message": exc.message, **exc.details()}},
@@ -354,11 +355,14 @@ def create_app(settings: Settings) -> FastAPI:
         )
 
     @app.exception_handler(OperationalError)
-    async def _database_error(request: Request, exc: OperationalError) -> Response:
-        # Work that reached the database outside `run_db` (sync routes in the framework's
-        # thread pool): a lock held past the busy timeout is the same 503.
-        if is_busy_error(exc):
-            return await _known_error(request, DatabaseBusy("the database is busy; try again in a moment"))
+    @app.exception_handler(OSError)
+    async def _storage_error(request: Request, exc: Exception) -> Response:
+        # Work that reached the database or the disk outside `run_db` (sync routes in the
+        # framework's thread pool): a lock held past the busy timeout is the same 503, a
+        # full disk or database the same 507.
+        mapped = unavailable(exc)
+        if mapped is not None:
+            return await _known_error(request, mapped)
         raise exc
 
     @app.get("/healthz", include_in_schema=False)

@@ -8,12 +8,15 @@ every core. A unit of work that records audit or hub events publishes them only 
 returned, i.e. after its transaction committed (`after_commit`).
 
 A database that stays locked past the driver's busy timeout surfaces as `DatabaseBusy`
-(HTTP 503 with `Retry-After`), so writers fail in bounded time instead of freezing.
+(HTTP 503 with `Retry-After`), so writers fail in bounded time instead of freezing; a full
+disk or database surfaces as `StorageFull` (HTTP 507). Both are `StoreUnavailable`: what
+could not be written now may be written later (webui.runs.outcomes keeps run outcomes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -23,10 +26,10 @@ import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session as OrmSession
 
-from webui.errors import SteamharnessError
+from webui.errors import StorageFull, StoreUnavailable
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -40,7 +43,13 @@ _hash_limiter: RunVar[anyio.CapacityLimiter] = RunVar("steamharness_hash_limiter
 _local = threading.local()
 
 
-class DatabaseBusy(SteamharnessError):
+# ENOSPC: no space left on the device; EDQUOT: the owner's disk quota is used up.
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# PostgreSQL class 53 "insufficient resources": disk_full.
+PG_DISK_FULL = "53100"
+
+
+class DatabaseBusy(StoreUnavailable):
     """The database stayed locked past its busy timeout: try again shortly."""
 
     code = "database_busy"
@@ -57,6 +66,33 @@ def is_busy_error(exc: BaseException) -> bool:
         return True
     text = str(orig).lower()
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """A write refused because the disk or the database's storage is full."""
+    if isinstance(exc, OSError):
+        return exc.errno in FULL_ERRNOS
+    if not isinstance(exc, DBAPIError):
+        return False
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == PG_DISK_FULL:
+        return True
+    if isinstance(orig, OSError) and orig.errno in FULL_ERRNOS:
+        return True
+    # SQLite: SQLITE_FULL, whether the disk or PRAGMA max_page_count ran out.
+    return "database or disk is full" in str(orig).lower()
+
+
+def unavailable(exc: BaseException) -> StoreUnavailable | None:
+    """The `StoreUnavailable` error `exc` amounts to (busy, full), or None when it is
+    something else; the one place these driver and OS errors are told apart."""
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    if is_storage_full(exc):
+        return StorageFull()
+    if is_busy_error(exc):
+        return DatabaseBusy("the database is busy; try again in a moment")
+    return None
 
 
 def _limiter(var: RunVar[anyio.CapacityLimiter], size: int) -> anyio.CapacityLimiter:
@@ -96,9 +132,10 @@ async def _run(limiter: anyio.CapacityLimiter, fn: Callable[..., T], *args: Any,
         _local.pending = pending = []
         try:
             return fn(*args, **kwargs), pending
-        except OperationalError as exc:
-            if is_busy_error(exc):
-                raise DatabaseBusy("the database is busy; try again in a moment") from exc
+        except (DBAPIError, OSError) as exc:
+            mapped = unavailable(exc)
+            if mapped is not None:
+                raise mapped from exc
             raise
         finally:
             _local.pending = None

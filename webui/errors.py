@@ -24,6 +24,28 @@ class SteamharnessError(Exception):
         return {}
 
 
+class StoreUnavailable(SteamharnessError):
+    """The store could not take a write just now (its database is locked, its disk is full):
+    nothing was written. `retry_after`: seconds a client may wait before trying again, when
+    that is known."""
+
+    code = "store_unavailable"
+    status = 503
+    retry_after: int | None = None
+
+
+class StorageFull(StoreUnavailable):
+    """The disk or the database's storage is full (SQLite `database or disk is full`,
+    ENOSPC/EDQUOT on a file write, PostgreSQL SQLSTATE 53100): nothing was written; it works
+    again once space is freed."""
+
+    code = "storage_full"
+    status = 507
+
+    def __init__(self, message: str = "the server's storage is full; try again once space is freed") -> None:
+        super().__init__(message)
+
+
 class ProjectError(SteamharnessError):
     """A workflow project folder that cannot be served (bad package.json, wrong type...)."""
 

@@ -23,6 +23,7 @@ from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.replicas import ReplicaLease
 from webui.runs.isolation import worker_uids, worker_user
+from webui.runs.outcomes import PENDING_FILE
 from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
 from webui.secret_keys import derive_key
@@ -164,6 +165,9 @@ async def open_services(
         hub=hub,
         echo=echo,
         replica_id=replica_id,
+        pending_records=settings.data_dir / PENDING_FILE,
+        pending_records_bytes=settings.pending_records_max_bytes,
+        records_drain_seconds=settings.pending_records_drain_seconds,
     )
     try:
         # Rows written when stored paths were absolute (a no-op once they are relative).

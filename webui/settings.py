@@ -81,6 +81,13 @@ class Settings(BaseSettings):
     # How long a writer waits for another writer's database lock before the request
     # fails with 503 and Retry-After.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)
+    # Run records (status, timeline, outcome, their audit events) the database cannot take
+    # (locked, disk full) are kept in memory and retried until written (webui.runs.outcomes):
+    # at most this many bytes of timeline entries (outcomes are always kept) ...
+    pending_records_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    # ... and at shutdown this long to write them before what is left goes to
+    # DATA_DIR/pending-run-records.jsonl, written at the next start.
+    pending_records_drain_seconds: float = Field(default=5.0, ge=0)
 
     # Workflow code is untrusted. A server running as root runs it as this user instead;
     # empty keeps root (an explicit opt-out). Ignored when the server is not root.

@@ -39,6 +39,7 @@ from webui.errors import (
     InvalidAnswer,
     InvalidArguments,
     NotFound,
+    StorageFull,
 )
 from webui.files.store import FileStore, worker_view
 from webui.interactions.owner import OverrideRequired, Party
@@ -98,9 +99,9 @@ class CallBridge:
         headers = getattr(request, "headers", None)
         agent = headers.get("user-agent") if headers is not None else None
 
-        await run_db(
-            self.audit.record_alone,
-            self.runs.engine,
+        # Kept with the run's records while the database cannot take it (webui.runs.outcomes):
+        # a locked or full database does not turn a finished run into a failed call.
+        await self.runs.records.audit_event(
             event,
             actor=b.actor,
             project_id=b.catalog.project.id,
@@ -126,6 +127,8 @@ class CallBridge:
             return await self._call(ctx, b, ep, params)
         except DatabaseBusy as exc:
             raise MCPError(INTERNAL_ERROR, f"{exc.message} (the server's database is locked)") from None
+        except StorageFull as exc:
+            raise MCPError(INTERNAL_ERROR, exc.message, data={"code": exc.code}) from None
 
     async def _call(
         self,

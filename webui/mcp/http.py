@@ -43,7 +43,7 @@ from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import DatabaseBusy, is_busy_error, run_db
-from webui.errors import ConfigurationRefused, NotFound, SteamharnessError
+from webui.errors import ConfigurationRefused, NotFound, SteamharnessError, StoreUnavailable
 from webui.events import Event, EventHub
 from webui.mcp import session_orders
 from webui.mcp.binding import Binding, chosen_config, current_binding
@@ -174,6 +174,10 @@ async def _reply(send: Send, status: int, message: str, *, extra: dict[str, str]
     await send({"type": "http.response.body", "body": body})
 
 
+def _retry_after(exc: StoreUnavailable) -> dict[str, str]:
+    return {"retry-after": str(exc.retry_after)} if exc.retry_after else {}
+
+
 class McpGateway:
     def __init__(
         self,
@@ -247,9 +251,9 @@ class McpGateway:
             return
         try:
             await self._handle(scope, receive, send)
-        except DatabaseBusy as exc:
+        except StoreUnavailable as exc:
             # Only before the SDK took the request over: afterwards the response has begun.
-            await _reply(send, 503, exc.message, extra={"retry-after": str(exc.retry_after)})
+            await _reply(send, exc.status, exc.message, extra=_retry_after(exc))
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
@@ -418,12 +422,12 @@ class McpGateway:
                         await self._remember(
                             scope, sid, principal, pid, target, resolved, config, client_info(bytes(body))
                         )
-                    except DatabaseBusy as exc:
+                    except StoreUnavailable as exc:
                         # Unrecorded, the session is unknown to us (404 if used) and the
                         # SDK reaps it when idle.
                         self.sessions.pop(sid, None)
                         refused = True
-                        await _reply(send, 503, exc.message, extra={"retry-after": str(exc.retry_after)})
+                        await _reply(send, exc.status, exc.message, extra=_retry_after(exc))
                         return
             await send(message)
 
@@ -654,8 +658,8 @@ class McpGateway:
                 now=utcnow(),
                 protocol_version=headers.get("mcp-protocol-version"),
             )
-        except DatabaseBusy:
-            pass
+        except StoreUnavailable:
+            pass  # only a last-seen time: a locked or full database skips it
         except OperationalError as exc:
             if not is_busy_error(exc):
                 raise

@@ -34,6 +34,7 @@ from webui.errors import InvalidArguments, NotFound, SteamharnessError
 from webui.events import EventHub, Subscription
 from webui.files.store import FileStore, output_view, worker_view
 from webui.interactions.service import Answer, InteractionService
+from webui.runs.outcomes import DEFAULT_MAX_BYTES, EVENT, FINAL, STATUS, Record, RunRecordBacklog
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.related import MAX_CHILD_DEPTH, RelatedTarget, Relations
 from webui.store import interactions as interaction_store
@@ -54,9 +55,16 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 EXIT_WAIT_SECONDS = 10.0
-# A run's own records (status, timeline, outcome) are retried while the database is
-# locked by someone else, each attempt bounded by the driver's busy timeout.
+# Writes a run makes for its worker (created files, questions) are retried while the
+# database is locked by someone else, each attempt bounded by the driver's busy timeout.
+# Its own records (status, timeline, outcome) are never given up: webui.runs.outcomes.
 WRITE_ATTEMPTS = 5
+# At shutdown: how long the run records the database has not taken yet may still be
+# written before they go to the data dir's file of pending records.
+DEFAULT_RECORDS_DRAIN_SECONDS = 5.0
+# How long such a write waits for the run's own records kept before it (as long as the
+# attempts above could take with the default busy timeout).
+KEPT_WAIT_SECONDS = 25.0
 # Several replicas on one database: how often a waiting run re-reads its question (in
 # case the event of an answer given on another replica was missed), a queued run re-tries
 # its admission, and a run followed from another replica is re-read.
@@ -242,9 +250,15 @@ class RunService:
         hub: EventHub,
         echo: TextIO | None = None,
         replica_id: str | None = None,
+        pending_records: Path | None = None,
+        pending_records_bytes: int = DEFAULT_MAX_BYTES,
+        records_drain_seconds: float = DEFAULT_RECORDS_DRAIN_SECONDS,
     ) -> None:
         """`replica_id`: the serve replica recording its runs (webui.replicas); None in a
-        local process, whose runs are judged by `owner` (the process) instead."""
+        local process, whose runs are judged by `owner` (the process) instead.
+        `pending_records`: the file where run records the database could not take are
+        left at shutdown and read back at the next start (webui.runs.outcomes), at most
+        `pending_records_bytes` of timeline entries kept in memory meanwhile."""
         self.engine = engine
         self.replica_id = replica_id
         self.hub = hub
@@ -267,11 +281,22 @@ class RunService:
         # Other replicas may share the database (PostgreSQL): limits are counted there,
         # answers given elsewhere reach a waiting run through the hub (and a re-check).
         self.shared = engine.dialect.name == "postgresql"
+        self.records = RunRecordBacklog(
+            engine=engine,
+            audit=audit,
+            interactions=interactions,
+            hub=hub,
+            spill_path=pending_records,
+            max_bytes=pending_records_bytes,
+        )
+        self.records_drain_seconds = records_drain_seconds
         interactions.on_answer(self._on_answer)
 
     # ----------------------------------------------------------------- lifecycle
     def recover(self) -> list[str]:
-        """At start-up: runs orphaned by a dead process are marked interrupted."""
+        """At start-up: the records a previous process could not write are written, then
+        runs orphaned by a dead process are marked interrupted."""
+        self.records.replay()
         ids = run_store.interrupt_orphans(self.engine)
         for run_id in ids:
             self.interactions.close_for_run(run_id)
@@ -341,6 +366,7 @@ class RunService:
                 grace=0.0,
             )
         await self._tasks.cancel_all()
+        await self.records.close(self.records_drain_seconds)
 
     async def stop_all(self, error: dict[str, Any], *, grace: float) -> None:
         """A graceful server shutdown: refuse new runs, then stop every live run at once,
@@ -418,6 +444,11 @@ class RunService:
 
     async def start(self, request: RunRequest) -> str:
         self.preflight(request)
+        if self.records.over_budget:
+            # Bounds what the backlog holds: no new run while the old ones' records wait.
+            raise DatabaseBusy(
+                "the server is still writing the records of earlier runs; try again in a moment"
+            )
         run_id = new_run_id()
         ep = request.entrypoint
         run = Run(
@@ -493,6 +524,18 @@ class RunService:
         """A queue of this run's updates, starting with where it stands now."""
         queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
         live = self._live.get(run_id)
+        kept = self.records.final(run_id) if live is None else None
+        if kept is not None:
+            # Ended, its outcome not written yet (the database is unavailable): from memory.
+            f = kept.fields
+            files = list(f.get("files") or [])
+            queue.put_nowait(
+                RunUpdate(
+                    "final", run_id, f["status"], output=f.get("output"), error=f.get("error"), files=files
+                )
+            )
+            yield queue
+            return
         if live is None:
             run = await run_db(run_store.get_run, self.engine, run_id=run_id)
             if run is None:
@@ -632,33 +675,23 @@ class RunService:
         output = detail.get("output") if status == "success" else None
         error = None if status == "success" else detail
         req = live.request
-
-        def audit(s: Any) -> None:
-            self.audit.record(
-                s,
-                "run.finished",
-                **req.audit_fields(live.run_id),
-                outcome=status,
-                details={"code": error.get("code")} if error else None,
-            )
-
-        def record() -> None:
-            run_store.update_run(
-                self.engine,
-                run_id=live.run_id,
-                status=status,
-                output=output,
-                error=error,
-                finished_at=utcnow(),
-                event_text=status,
-                source=req.source,
-                audit=audit,
-            )
-            if live.asked:
-                self.interactions.close_for_run(live.run_id)
-
+        outcome = Record(
+            FINAL,
+            live.run_id,
+            {
+                "status": status,
+                "output": output,
+                "error": error,
+                "finished_at": utcnow(),
+                "source": req.source,
+                "audit": req.audit_fields(live.run_id),
+                "close_questions": live.asked,
+                "files": list(live.created),  # for watchers while it waits; not written
+            },
+        )
         try:
-            await self._write(live, record)
+            # Written now, or kept until the database takes it (webui.runs.outcomes).
+            await self._keep(live, outcome)
         except Exception:
             log.exception("run %s: its outcome (%s) could not be recorded", live.run_id, status)
         self.hub.publish("runs", "status", runId=live.run_id, projectId=req.project.id, status=status)
@@ -727,6 +760,9 @@ class RunService:
         """One of this run's writes, in a thread, in order, retried while the database is
         locked by someone else."""
         async with live.writes:
+            # Never ahead of this run's own records kept while the database was unavailable.
+            if not await self.records.wait_written(live.run_id, KEPT_WAIT_SECONDS):
+                raise DatabaseBusy("the database is unavailable; try again in a moment")
             for attempt in range(WRITE_ATTEMPTS):
                 try:
                     return await run_db(fn, *args, **kwargs)
@@ -735,6 +771,12 @@ class RunService:
                         raise
                     log.warning("run %s: database busy, retrying a write", live.run_id)
 
+    async def _keep(self, live: _Live, record: Record) -> None:
+        """One of this run's own records (status, timeline, outcome), in order: written now,
+        or, while the database cannot take it, kept and written once it can."""
+        async with live.writes:
+            await self.records.write_or_keep(record)
+
     async def _set_status(self, live: _Live, status: str, **changes: Any) -> None:
         if live.done.is_set():
             return
@@ -742,31 +784,15 @@ class RunService:
         self.hub.publish(
             "runs", "status", runId=live.run_id, projectId=live.request.project.id, status=status
         )
-        await self._write(
-            live,
-            run_store.update_run,
-            self.engine,
-            run_id=live.run_id,
-            status=status,
-            event_text=status,
-            source=live.request.source,
-            **changes,
-        )
+        fields = {"status": status, "source": live.request.source, **changes}
+        await self._keep(live, Record(STATUS, live.run_id, fields))
 
     async def _add_event(
         self, live: _Live, kind: str, *, text: str | None = None, data: dict[str, Any] | None = None
     ) -> None:
         """One timeline entry of this run (a log line, output, progress)."""
-        await self._write(
-            live,
-            run_store.add_event,
-            self.engine,
-            run_id=live.run_id,
-            kind=kind,
-            text=text,
-            data=data,
-            source=live.request.source,
-        )
+        fields = {"kind": kind, "text": text, "data": data, "source": live.request.source}
+        await self._keep(live, Record(EVENT, live.run_id, fields))
 
     async def _record_output(self, live: _Live, stream: str, text: str) -> None:
         if not text:
