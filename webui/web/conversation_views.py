@@ -321,6 +321,6 @@ def submitted_values(
     values = dict(parsed)
     for f in card.fields:
         if f.name in errors:
-            key = card.prefix + f.name
+            key = card.prefix + f.key
             values[f.name] = form.getlist(key) if f.widget == "multiselect" else form.get(key)
     return values
