@@ -20,6 +20,13 @@ blocks as the page:
 - `run-<runId>`         the run's timeline (conversations/_timeline.html), after any
                         status change of a run whose card this stream has shown.
 
+What an event needs is read and rendered once for every open stream of the process
+(`Feed.shared`, webui.web.streams): one read of the question, one render of its card per
+kind of viewer (its owner; an administrator looking at someone else's, with the override),
+whose CSRF token each stream puts in for its own session. Who may see it is still decided
+per stream. An account holds at most `max_sse_streams_per_account` streams; the next one
+is refused with 429 (`too_many_streams`) and a slot is given back when its stream ends.
+
 Answers go through `InteractionService.answer(channel="browser")`, which resumes the run
 (or hands the answer to the waiting host connection, which sends it to the server); the
 service decides validity, this module only translates and presents. A host request's
