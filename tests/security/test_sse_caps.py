@@ -39,7 +39,8 @@ async def stream(http: httpx2.AsyncClient) -> AsyncIterator[httpx2.Response]:
     """One open conversation stream, past its snapshot."""
     async with http.stream("GET", EVENTS, headers=SSE) as r:
         assert r.status_code == 200, await r.aread()
-        first = await anext(sse_events(r))
+        events = sse_events(r)  # kept while the tab is open: closing it would end the stream
+        first = await anext(events)
         assert first.event == "snapshot"
         yield r
 
