@@ -91,6 +91,8 @@ def test_a_hostile_property_name_from_an_external_server_creates_no_account_and_
     ui.goto(f"{base}/host/conversations")
     ui.get_by_label("Title").fill("Hostile")
     ui.get_by_role("button", name="Start conversation").click()
+    expect(ui).to_have_url(re.compile(re.escape(f"{base}/host/conversations/") + r"conv_\w+$"))
+    conversation_url = ui.url
     section = ui.locator(f"#server-{SERVER_ID}")
     expect(section).to_have_attribute("data-state", "ready", timeout=WAIT_MS)
     tool = ui.locator('.tool[data-tool="takeover"]')
@@ -117,8 +119,8 @@ def test_a_hostile_property_name_from_an_external_server_creates_no_account_and_
     expect(ui.locator("#no-pending")).to_be_visible()
     assert injected(ui) == 0
 
-    # reload the host conversation once more (every load is where `hx-trigger=load` fired)
-    ui.go_back()
+    # load the host conversation once more (a load is where `hx-trigger=load` would fire)
+    ui.goto(conversation_url)
     expect(ui.locator("#activity .requests li").first).to_contain_text(REFUSED_NAME)
     assert account_names(server) == before and ATTACK_NAME not in account_names(server)
     rows = server.query("SELECT close_reason FROM interactions WHERE origin = 'host'")
