@@ -191,7 +191,9 @@ def test_a_ctx_ask_field_with_a_hostile_name_is_refused_by_name_and_asks_nothing
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         result = pool.submit(anyio.run, call_ask, server, key).result(timeout=90)
     assert isinstance(result.content[0], types.TextContent)
-    refused = json.loads(result.content[0].text)["refused"]
+    body = json.loads(result.content[0].text)
+    assert body["status"] == "success", body
+    refused = body["output"]["refused"]
     assert "invalid param name" in refused and "hx-post" in refused
     asked = server.query(
         "SELECT i.id FROM interactions i JOIN runs r ON r.id = i.run_id WHERE r.project_id = :p", p=PROJECT_ID
