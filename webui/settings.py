@@ -149,6 +149,9 @@ class Settings(BaseSettings):
     # project from exhausting memory or disk for everyone else.
     max_sessions_per_key: int = Field(default=32, ge=1)
     max_sessions_admin_key: int = Field(default=128, ge=1)
+    # Live conversation-view streams (SSE, one per open tab) one account may hold in one
+    # serve process; the next is refused with 429 until one closes.
+    max_sse_streams_per_account: int = Field(default=8, ge=1)
     project_file_quota_bytes: int = Field(default=5 * 1024**3, ge=0)
     project_file_quota_count: int = Field(default=10_000, ge=0)
 

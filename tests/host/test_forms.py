@@ -82,3 +82,29 @@ def test_the_policies_differ_where_the_forms_do() -> None:
         "field 'a' has unsupported type 'object'",
         "field 'b': only string multi-select enums are supported",
     ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['a" hx-post="/admin/users', "with space", "1st", "", "é", "a" * 65, "<b>", "x'y"],
+)
+def test_a_field_whose_name_is_not_a_safe_identifier_is_refused_by_both_policies_naming_it(name: str) -> None:
+    schema = {"type": "object", "properties": {name: {"type": "string"}, "fine": {"type": "string"}}}
+    why = f"field {name!r} was refused: its name is not a safe identifier"
+    assert [r for r in unsupported_reasons(schema) if r.startswith(why)] == unsupported_reasons(schema)
+    assert len(unsupported_reasons(schema)) == 1
+    assert str(tool_form_problem(schema)).startswith(why)
+
+
+def test_plain_names_with_dots_and_dashes_are_fields() -> None:
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "string"} for n in ("a.b", "start-date", "_x", "A9")},
+    }
+    assert unsupported_reasons(schema) == [] and tool_form_problem(schema) is None
+
+
+def test_a_very_long_refused_name_is_quoted_clipped() -> None:
+    name = "x y" * 500
+    (why,) = unsupported_reasons({"type": "object", "properties": {name: {"type": "string"}}})
+    assert len(why) < 400 and why.startswith("field 'x yx y")

@@ -28,6 +28,7 @@ from tests.web.conftest import (
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.events import EventHub
 from webui.runs.service import RunRequest
+from webui.store import interactions as interaction_store
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
 from webui.workflows.project import load_project
@@ -445,3 +446,95 @@ def test_a_feed_that_falls_behind_ends_so_the_browser_reconnects_for_a_fresh_sna
 
     assert web.client.portal is not None
     assert [e.event for e in web.client.portal.call(scenario)] == ["snapshot"]
+
+
+# --------------------------------------------------------------------------- one read for many tabs
+
+
+def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen_only_by_its_viewers(
+    web: Web, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five tabs of ann, two of the administrator and one of bo (who may not use the project)
+    are open when ann's run asks: one read of the question, one render per kind of viewer
+    (hers; an administrator's, with the override), each tab's card with its own CSRF token,
+    and none for bo."""
+    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.05)
+    app = web.client.app  # type: ignore[attr-defined]
+    svc = services(web)
+    ann_id, root_id = account_id(web, USER[0]), account_id(web, ADMIN[0])
+    tabs = [
+        UiUser(ann_id, "ann", False, f"s{i}", f"ann-token-{i}", frozenset({INTERACTIVE})) for i in range(5)
+    ]
+    admins = [UiUser(root_id, "root", True, f"r{i}", f"root-token-{i}", None) for i in range(2)]
+    bo = UiUser(ann_id + 1000, "bo", False, "b", "bo-token", frozenset({INTERACTIVE}))
+    feed = Feed(svc.engine, app.state.templates.env)  # one app: one shared `SharedWork`
+    reads: list[str] = []
+    renders: list[str] = []
+    read, render = interaction_store.get_with_run, conversations.render_block
+
+    def counted_read(engine: Any, *, interaction_id: str) -> Any:
+        reads.append(interaction_id)
+        return read(engine, interaction_id=interaction_id)
+
+    def counted_render(env: Any, name: str, block: str, *args: Any, **kw: Any) -> str:
+        renders.append(block)
+        return render(env, name, block, *args, **kw)
+
+    monkeypatch.setattr(interaction_store, "get_with_run", counted_read)
+    monkeypatch.setattr(conversations, "render_block", counted_render)
+    finished = anyio.Event()
+
+    def bo_login() -> UiUser | None:
+        return None if finished.is_set() else bo
+
+    async def scenario() -> tuple[dict[str, str], list[str]]:
+        streams = {
+            u.csrf_token: conversation_stream(feed, svc.hub, u, lambda u=u: u) for u in (*tabs, *admins)
+        }
+        theirs = conversation_stream(feed, svc.hub, bo, bo_login)
+        cards: dict[str, str] = {}
+        try:
+            with anyio.fail_after(WAIT):
+                for stream in [*streams.values(), theirs]:
+                    assert (await anext(stream)).event == "snapshot"
+                renders.clear()
+
+                async def first_card(token: str) -> None:
+                    event = await anext(streams[token])
+                    assert event.event == "interaction"
+                    cards[token] = str(event.data)
+
+                async with anyio.create_task_group() as tg:
+                    for token in streams:
+                        tg.start_soon(first_card, token)
+                    run_id = await svc.runs.start(
+                        RunRequest(
+                            project=load_project(TRIP),
+                            entrypoint=load_project(TRIP).entrypoint("plan_trip"),  # type: ignore[arg-type]
+                            params={"traveller": "Bo"},
+                            stored_params={"traveller": "Bo"},
+                            actor="user:ann",
+                            account_id=ann_id,
+                        )
+                    )
+                finished.set()
+                bo_events = [e.event async for e in theirs]
+                await svc.runs.cancel(run_id)
+        finally:
+            for stream in [*streams.values(), theirs]:
+                await stream.aclose()
+        return cards, [str(e) for e in bo_events]
+
+    assert web.client.portal is not None
+    cards, bo_events = web.client.portal.call(scenario)
+    assert bo_events == []  # bo's stream ended (logged out) having sent no card
+    iid = re.search(r'data-interaction="([^"]+)"', next(iter(cards.values())))
+    assert iid is not None
+    assert reads == [iid.group(1)]  # one read of the question for eight open streams
+    assert renders == ["card", "card"]  # one render for ann's tabs, one for the administrators'
+    for user in (*tabs, *admins):
+        html = cards[user.csrf_token]
+        assert f'name="csrf_token" value="{user.csrf_token}"' in html
+        others = [u.csrf_token for u in (*tabs, *admins) if u is not user]
+        assert not any(f'value="{t}"' in html for t in others) and "csrf-" not in html
+        assert ("Answer as administrator" in html) is user.is_admin

@@ -1,7 +1,9 @@
 """Which JSON Schemas from external servers the host shows as forms (webui.web.forms).
 
 One check, two policies. Both need a flat object without references ($ref), each
-property with a schema.
+property with a schema and a name that is a safe identifier (`SAFE_NAME`: letters, digits,
+`_`, `-` and `.`, starting with a letter or `_`, at most 64 characters). A name is the
+server's text: a field named otherwise is refused, and the refusal names it.
 
 - An elicitation request (`unsupported_reasons`) is the MCP form subset: properties that
   are strings (optionally date, date-time, email or uri), numbers/integers (with bounds),
@@ -16,6 +18,7 @@ property with a schema.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +26,23 @@ from typing import Any
 SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean"})
 STRING_FORMATS = frozenset({"date", "date-time", "email", "uri"})
 SENSITIVE_FORMATS = frozenset({"password"})
+SAFE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+SHOWN_NAME_CHARS = 200  # a refused name is quoted up to this length in the reason
+
+
+def _shown(name: str) -> str:
+    """A field's name as a refusal quotes it: repr'd, clipped when it is very long."""
+    return repr(name if len(name) <= SHOWN_NAME_CHARS else name[:SHOWN_NAME_CHARS] + "…")
+
+
+def name_problem(name: Any) -> str | None:
+    """Why `name` cannot name a form field (None: it can)."""
+    if isinstance(name, str) and SAFE_NAME.fullmatch(name):
+        return None
+    return (
+        f"field {_shown(str(name))} was refused: its name is not a safe identifier (letters, digits,"
+        " '_', '-' and '.', starting with a letter or '_', at most 64 characters)"
+    )
 
 
 def _titled_consts(options: Any) -> bool:
@@ -144,7 +164,9 @@ def form_problems(schema: Any, policy: FormPolicy) -> list[str]:
         return [policy.bad_properties]
     reasons: list[str] = []
     for name, prop in props.items():
-        if not isinstance(prop, dict):
+        if bad_name := name_problem(name):
+            reasons.append(bad_name)
+        elif not isinstance(prop, dict):
             reasons.append(f"field {str(name)!r} has no schema")
         elif problem := policy.field_problem(str(name), prop):
             reasons.append(problem)

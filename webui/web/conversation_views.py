@@ -286,17 +286,26 @@ def pending_cards(engine: Engine, user: UiUser, names: ServerNames = no_server_n
     return build_cards(engine, items[: interaction_store.PENDING_LIMIT], names, user)
 
 
-def find_item(engine: Engine, user: UiUser, interaction_id: str) -> Item | None:
-    """The interaction with its run or host conversation, if this person may see it: hers
-    (a run of a project she may still use), or any for an administrator."""
-    party = Party.of_user(user)
+def load_item(engine: Engine, interaction_id: str) -> Item | None:
+    """The interaction with its run or host conversation, whoever looks (check `may_see`)."""
     item = interaction_store.get_with_run(engine, interaction_id=interaction_id)
     if item is not None:
-        return item if user.may_use(item.run.project_id) and party.may_see(item.owner) else None
-    host = interaction_store.get_host(engine, interaction_id=interaction_id)
-    if host is not None and party.may_see(host.owner):
-        return host
-    return None
+        return item
+    return interaction_store.get_host(engine, interaction_id=interaction_id)
+
+
+def may_see(user: UiUser, item: Item) -> bool:
+    """Hers (a run of a project she may still use, or her host conversation's request), or
+    any for an administrator."""
+    if isinstance(item, InteractionWithRun) and not user.may_use(item.run.project_id):
+        return False
+    return Party.of_user(user).may_see(item.owner)
+
+
+def find_item(engine: Engine, user: UiUser, interaction_id: str) -> Item | None:
+    """The interaction with its run or host conversation, if this person may see it."""
+    item = load_item(engine, interaction_id)
+    return item if item is not None and may_see(user, item) else None
 
 
 def visible_item(engine: Engine, user: UiUser, interaction_id: str) -> Item:
@@ -321,6 +330,6 @@ def submitted_values(
     values = dict(parsed)
     for f in card.fields:
         if f.name in errors:
-            key = card.prefix + f.name
+            key = card.prefix + f.key
             values[f.name] = form.getlist(key) if f.widget == "multiselect" else form.get(key)
     return values

@@ -20,6 +20,13 @@ blocks as the page:
 - `run-<runId>`         the run's timeline (conversations/_timeline.html), after any
                         status change of a run whose card this stream has shown.
 
+What an event needs is read and rendered once for every open stream of the process
+(`Feed.shared`, webui.web.streams): one read of the question, one render of its card per
+kind of viewer (its owner; an administrator looking at someone else's, with the override),
+whose CSRF token each stream puts in for its own session. Who may see it is still decided
+per stream. An account holds at most `max_sse_streams_per_account` streams; the next one
+is refused with 429 (`too_many_streams`) and a slot is given back when its stream ends.
+
 Answers go through `InteractionService.answer(channel="browser")`, which resumes the run
 (or hands the answer to the waiting host connection, which sends it to the server); the
 service decides validity, this module only translates and presents. A host request's
@@ -29,8 +36,9 @@ page."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+import secrets
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -40,6 +48,7 @@ from jinja2 import Environment
 from jinja2_fragments import render_block
 from sqlalchemy.engine import Engine
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import Receive, Scope, Send
 
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.blocking import run_db
@@ -48,14 +57,17 @@ from webui.events import Event, EventHub
 from webui.interactions.owner import Party
 from webui.interactions.service import ACTIONS
 from webui.store import runs as run_store
+from webui.store.interactions import InteractionWithRun
 from webui.web import forms
 from webui.web.conversation_views import (
     Card,
+    Item,
     ServerNames,
     Timeline,
     build_cards,
     field_problems,
-    find_item,
+    load_item,
+    may_see,
     no_server_names,
     pending_cards,
     run_timeline,
@@ -63,6 +75,7 @@ from webui.web.conversation_views import (
     visible_item,
 )
 from webui.web.deps import ServicesDep, UserDep
+from webui.web.streams import SharedWork, StreamSlots
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(tags=["pages"])
@@ -196,13 +209,41 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
 # --------------------------------------------------------------------------- live updates
 
 
+@dataclass(frozen=True)
+class Viewer:
+    """Who a shared card is rendered for: only whether it is theirs. The form's CSRF token
+    is a per-render random marker each stream replaces with its own session's token."""
+
+    csrf_token: str
+
+
+@dataclass(frozen=True)
+class CardRender:
+    html: str
+    marker: str
+
+    def for_user(self, user: UiUser) -> str:
+        return self.html.replace(self.marker, user.csrf_token)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """An interaction as every stream's new or resolved card is built from it."""
+
+    item: Item
+    timeline: Timeline | None
+    server_name: str | None
+
+
 @dataclass
 class Feed:
-    """Renders the stream's fragments from the page's own blocks."""
+    """Renders the stream's fragments from the page's own blocks. `shared`: the work the
+    process's streams do once per event (one per app; a fresh one shares nothing)."""
 
     engine: Engine
     env: Environment
     server_names: ServerNames = no_server_names
+    shared: SharedWork = field(default_factory=SharedWork)
 
     def render(self, block: str, **context: Any) -> str:
         return render_block(self.env, PAGE, block, **context)
@@ -210,13 +251,33 @@ class Feed:
     def render_timeline(self, timeline: Timeline) -> str:
         return self.env.get_template(TIMELINE).render(timeline=timeline)
 
+    def load(self, interaction_id: str) -> Loaded | None:
+        """One read for every stream: the interaction, its run's timeline, its server's name."""
+        item = load_item(self.engine, interaction_id)
+        if item is None:
+            return None
+        card = build_cards(self.engine, [item], self.server_names)[0]
+        return Loaded(item, card.timeline, card.server_name)
+
+    def render_card(self, loaded: Loaded, *, owned: bool, pushed: bool) -> CardRender:
+        """The card as everyone it belongs to (`owned`), or every administrator looking at
+        someone else's, sees it."""
+        marker = f"csrf-{secrets.token_urlsafe(24)}"
+        card = Card(loaded.item, loaded.timeline, server_name=loaded.server_name, owned=owned)
+        html = self.render("card", card=card, user=Viewer(marker), pushed=pushed)
+        return CardRender(html, marker)
+
+    def run_fragment(self, run_id: str) -> str | None:
+        run = run_store.get_run(self.engine, run_id=run_id)
+        return None if run is None else self.render_timeline(run_timeline(self.engine, run))
+
 
 _TICK = object()
 
 
 async def conversation_stream(
     feed: Feed, hub: EventHub, user: UiUser, recheck: Callable[[], UiUser | None]
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent]:
     """The named events of one tab. Subscribes before the snapshot is read, so nothing
     falls between them; the `with` unsubscribes however the stream ends."""
     with hub.subscribe("interactions", "runs") as sub:
@@ -245,21 +306,22 @@ async def conversation_stream(
                     user = fresh
                     yield await run_db(snapshot)
                 continue
-            for out in await run_db(_events_for, feed, user, got, shown, runs):
+            for out in await _events_for(feed, user, got, shown, runs):
                 yield out
 
 
-def _events_for(
+async def _events_for(
     feed: Feed, user: UiUser, event: Event, shown: set[str], runs: set[str]
 ) -> list[ServerSentEvent]:
+    """This stream's share of one event. What is read and rendered is shared by every
+    stream (`feed.shared`, once per event); who may see it is decided here, per viewer."""
     data = event.data
     if event.topic == "runs":
         run_id = str(data.get("runId"))
-        run = run_store.get_run(feed.engine, run_id=run_id) if run_id in runs else None
-        if run is None:
+        if run_id not in runs:
             return []
-        html = feed.render_timeline(run_timeline(feed.engine, run))
-        return [ServerSentEvent(html, event=f"run-{run_id}")]
+        html = await feed.shared.get(event, f"run:{run_id}", lambda: feed.run_fragment(run_id))
+        return [] if html is None else [ServerSentEvent(html, event=f"run-{run_id}")]
     interaction_id = str(data.get("interactionId"))
     if event.kind == "pending":
         if interaction_id in shown:
@@ -268,37 +330,83 @@ def _events_for(
             project_id = data.get("projectId")
             if not project_id or not user.may_use(str(project_id)):
                 return []  # cheap first cut: no query for questions of other projects
-        item = find_item(feed.engine, user, interaction_id)  # hers, or any for an admin
-        if item is None or item.interaction.status != "pending":
-            return []  # answered already: its `answered` event finds nothing to update
-        card = build_cards(feed.engine, [item], feed.server_names, user)[0]
-        shown.add(interaction_id)
-        if card.run is not None:
-            runs.add(card.run.id)
-        html = feed.render("card", card=card, user=user, pushed=True)
-        return [ServerSentEvent(html, event="interaction")]
-    if event.kind in ("answered", "closed") and interaction_id in shown:
-        item = find_item(feed.engine, user, interaction_id)
+    elif event.kind not in ("answered", "closed") or interaction_id not in shown:
+        return []
+    loaded = await feed.shared.get(event, f"item:{interaction_id}", lambda: feed.load(interaction_id))
+    if event.kind != "pending":
         shown.discard(interaction_id)
-        if item is None:
-            return []
-        card = build_cards(feed.engine, [item], feed.server_names, user)[0]
-        html = feed.render("card", card=card, user=user)
-        return [ServerSentEvent(html, event=f"resolved-{interaction_id}")]
-    return []
+    if loaded is None or not may_see(user, loaded.item):  # hers, or any for an admin
+        return []
+    if event.kind == "pending" and loaded.item.interaction.status != "pending":
+        return []  # answered already: its `answered` event finds nothing to update
+    owned = Party.of_user(user).owns(loaded.item.owner)
+    pushed = event.kind == "pending"
+    card = await feed.shared.get(
+        event,
+        f"card:{interaction_id}:{'owned' if owned else 'other'}",
+        lambda: feed.render_card(loaded, owned=owned, pushed=pushed),
+    )
+    if pushed:
+        shown.add(interaction_id)
+        if isinstance(loaded.item, InteractionWithRun):
+            runs.add(loaded.item.run.id)
+        return [ServerSentEvent(card.for_user(user), event="interaction")]
+    return [ServerSentEvent(card.for_user(user), event=f"resolved-{interaction_id}")]
 
 
 @router.get("/conversations/events", summary="Live updates of the conversation view (SSE)")
-def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> EventSourceResponse:
-    feed = Feed(services.engine, request.app.state.templates.env, server_names_of(request))
+def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> Response:
+    state = request.app.state
+    feed = Feed(services.engine, state.templates.env, server_names_of(request), shared_work(request))
     cookie = request.cookies.get(COOKIE_NAME)
-    ui_auth = request.app.state.ui_auth
+    ui_auth = state.ui_auth
 
     def recheck() -> UiUser | None:
         return ui_auth.resolve(cookie)
 
-    return EventSourceResponse(
+    release = stream_slots(request).take(user.account_id)  # over the cap: 429, nothing held
+    return HeldStream(
         conversation_stream(feed, services.hub, user, recheck),
+        release,
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT_SECONDS,
     )
+
+
+class HeldStream(EventSourceResponse):
+    """An event stream that holds one of its account's slots until it ends, however it
+    ends (sent in full, the client gone, the server shutting down), and closes its
+    generator then, so the hub subscription ends with it."""
+
+    def __init__(
+        self, content: AsyncGenerator[ServerSentEvent], release: Callable[[], None], **kw: Any
+    ) -> None:
+        super().__init__(content, **kw)
+        self._content = content
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+            with anyio.CancelScope(shield=True):
+                await self._content.aclose()
+
+
+def stream_slots(request: Request) -> StreamSlots:
+    """The process's per-account cap on conversation streams (made at first use)."""
+    state = request.app.state
+    slots = getattr(state, "conversation_stream_slots", None)
+    if slots is None:
+        slots = state.conversation_stream_slots = StreamSlots(state.settings.max_sse_streams_per_account)
+    return slots
+
+
+def shared_work(request: Request) -> SharedWork:
+    """What the process's conversation streams compute once per event."""
+    state = request.app.state
+    work = getattr(state, "conversation_shared_work", None)
+    if work is None:
+        work = state.conversation_shared_work = SharedWork()
+    return work

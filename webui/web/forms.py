@@ -1,11 +1,16 @@
 """JSON Schema (a flat object: MCP elicitation forms, tool input schemas) <-> HTML forms.
 
-`fields()` describes each property for the `schema_form` macro; `parse()` turns submitted
+`fields()` describes each property for the `schema_fields` macro; `parse()` turns submitted
 form data back into typed JSON values and per-field errors. The services validate the
-result again against the stored schema: this module only translates."""
+result again against the stored schema: this module only translates.
+
+A property's name is data: it comes from whoever wrote the schema (an external MCP server,
+a workflow). It is shown as escaped text only; the controls' ids and form names use
+`Field.key` (`field_key`), which is the name only when the name is a plain identifier."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -17,6 +22,18 @@ MAX_OFFSET_MINUTES = 18 * 60  # what ISO 8601 and Python allow; real zones stay 
 DATETIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?([Zz]|[+-]\d{2}:\d{2})?")
 KNOWN_MESSAGES = ("choose one of", "not a valid date-time", "not a valid time zone offset")
 FORMAT_INPUTS = {"date": "date", "date-time": "datetime-local", "email": "email", "uri": "url"}
+# What may appear as-is in an id, a `for`, an `aria-describedby` list and a form name.
+SAFE_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+
+
+def field_key(index: int, name: str) -> str:
+    """The token the controls of property `name` (the `index`-th of its schema) use in HTML
+    ids and form field names: the name itself when it is a plain identifier, otherwise its
+    position and a digest of it, so no schema author's text is ever more than escaped data."""
+    if SAFE_KEY_RE.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"field{index}-{digest}"
 
 
 @dataclass
@@ -27,7 +44,8 @@ class Choice:
 
 @dataclass
 class Field:
-    name: str
+    name: str  # the property's name: data, never part of an id
+    key: str  # its controls' ids and form names (`field_key`)
     label: str
     widget: str  # text | textarea | number | checkbox | select | multiselect | lines | file_id
     required: bool
@@ -57,11 +75,12 @@ def _choices(schema: dict[str, Any]) -> list[Choice]:
 def fields(schema: dict[str, Any]) -> list[Field]:
     required = set(schema.get("required") or [])
     out: list[Field] = []
-    for name, prop in (schema.get("properties") or {}).items():
+    for index, (name, prop) in enumerate((schema.get("properties") or {}).items()):
         prop = prop if isinstance(prop, dict) else {}
         kind = prop.get("type")
         f = Field(
             name=name,
+            key=field_key(index, name),
             label=str(prop.get("title") or name),
             widget="text",
             required=name in required,
@@ -153,9 +172,9 @@ def parse(
     values: dict[str, Any] = {}
     errors: dict[str, str] = {}
     required = set(schema.get("required") or [])
-    for name, prop in (schema.get("properties") or {}).items():
+    for index, (name, prop) in enumerate((schema.get("properties") or {}).items()):
         prop = prop if isinstance(prop, dict) else {}
-        key = prefix + name
+        key = prefix + field_key(index, name)
         kind = prop.get("type")
         try:
             if kind == "boolean":

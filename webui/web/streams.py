@@ -1,0 +1,119 @@
+"""What a page's open event streams share in one serve process: work done once per event,
+and a cap on how many streams one account holds.
+
+- `SharedWork`: every subscriber of the event hub receives the same `Event` object; the
+  first stream to need a result for (that event, a key) computes it off the event loop,
+  the others wait for it and reuse it. So a new question read and rendered for N open tabs
+  costs one database read and one render per kind of viewer, not N. The last
+  `KEPT_EVENTS` events' results are kept: a stream further behind computes its own.
+- `StreamSlots`: at most `limit` open streams per account; `take` refuses the next one
+  (`TooManyStreams`, 429) and a slot is given back when its stream ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+
+from webui.blocking import run_db
+from webui.errors import SteamharnessError
+from webui.events import Event
+
+T = TypeVar("T")
+KEPT_EVENTS = 512  # results of this many (event, key) pairs; above the hub's queue size
+
+
+class TooManyStreams(SteamharnessError):
+    """An account already holds as many live streams of a page as it may."""
+
+    code = "too_many_streams"
+    status = 429
+
+
+@dataclass
+class _Result:
+    event: Event  # held, so its id() is not reused while the result is kept
+    done: anyio.Event = field(default_factory=anyio.Event)
+    ok: bool = False
+    value: Any = None
+
+
+class SharedWork:
+    """Results computed once per (event, key) for every stream of the process. Lives on
+    the event loop (the streams' awaits); the work itself runs in `run_db` threads."""
+
+    def __init__(self, kept: int = KEPT_EVENTS) -> None:
+        self._kept = kept
+        self._results: OrderedDict[tuple[int, str], _Result] = OrderedDict()
+
+    async def get(self, event: Event, key: str, work: Callable[[], T]) -> T:
+        slot = (id(event), key)
+        result = self._results.get(slot)
+        if result is not None and result.event is event:
+            await result.done.wait()
+            if result.ok:
+                return result.value
+            return await run_db(work)  # the first one failed or was cancelled: do it here
+        result = _Result(event)
+        self._results[slot] = result
+        while len(self._results) > self._kept:
+            self._results.popitem(last=False)
+        try:
+            result.value = await run_db(work)
+            result.ok = True
+            return result.value
+        finally:
+            result.done.set()
+
+
+class StreamSlots:
+    """Open streams per account, capped at `limit` (thread-safe: routes run in threads)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def held(self, account_id: int) -> int:
+        with self._lock:
+            return self._open.get(account_id, 0)
+
+    def take(self, account_id: int) -> Callable[[], None]:
+        """A slot of `account_id`'s, or `TooManyStreams`; returns its release (idempotent)."""
+        with self._lock:
+            count = self._open.get(account_id, 0)
+            if count >= self.limit:
+                raise TooManyStreams(
+                    f"this account already has {count} live conversation streams open (the limit is"
+                    f" {self.limit}); close a tab or window showing Conversations and reload this one"
+                )
+            self._open[account_id] = count + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                left = self._open.get(account_id, 1) - 1
+                if left > 0:
+                    self._open[account_id] = left
+                else:
+                    self._open.pop(account_id, None)
+
+        return release
+
+    @contextmanager
+    def holding(self, account_id: int) -> Iterator[None]:
+        release = self.take(account_id)
+        try:
+            yield
+        finally:
+            release()
