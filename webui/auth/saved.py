@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from webui import strict_json
 from webui.errors import ConfigError
 
 AUTH_FILE = "workflow-auth.json"
@@ -65,7 +66,7 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
     """Server URL and key saved by the CLI, as environment variables; {} when none is saved."""
     path = auth_path(auth_dir)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = strict_json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

@@ -38,6 +38,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 from starlette.types import Message, Receive, Scope, Send
 
+from webui import strict_json
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
@@ -88,7 +89,7 @@ def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
     """(client name, client version, protocol version) from an `initialize` request body;
     Nones for what it does not say (or a body that is not one)."""
     try:
-        message = json.loads(body)
+        message = strict_json.loads(body)
     except ValueError:
         return None, None, None
     if not isinstance(message, dict) or message.get("method") != "initialize":

@@ -9,8 +9,9 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
   1. Host and Origin against the allowed lists the MCP endpoint uses (DNS rebinding;
      421 and 403, the MCP SDK's statuses), before any credential is looked at;
   2. at most one Authorization header (400);
-  3. Bearer routes (/api, the MCP endpoint included): a client address with too many
-     recent failed credentials is refused (429 + Retry-After) without checking this one;
+  3. Bearer routes (/api, the MCP endpoint included): a bad credential from a client
+     address with too many recent failures is refused with 429 + Retry-After instead of
+     401; a valid key from there works (keys are unguessable; see `webui.auth.throttle`);
   4. bodies: a declared Content-Length over the cap is refused before reading; a body that
      grows past it while streaming is cut off with 413 and the route cancelled (uploads
      keep their own, larger limit, enforced by the file store as they stream);
@@ -97,21 +98,6 @@ class RequestGuard:
             await refuse(scope, send, 400, exc.code, exc.message)
             return
 
-        if kind != "page":
-            wait = self.throttle.bearer_retry_after(address)
-            if wait is not None:
-                await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
-                await self.throttle.hold(wait)
-                await refuse(
-                    scope,
-                    send,
-                    429,
-                    "throttled",
-                    f"too many failed credentials from this address; retry in {wait} seconds",
-                    headers={"Retry-After": str(wait)},
-                )
-                return
-
         capped = not (kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]))
         declared = headers.get("content-length")
         if capped and declared is not None and declared.isdigit() and int(declared) > self.max_body:
@@ -125,7 +111,7 @@ class RequestGuard:
                 return
             scope.setdefault("state", {})["principal"] = principal
         elif kind == "mcp":
-            send = self._count_failures(send, address)
+            send = self._count_failures(scope, send, address)
         if capped:
             await self._capped(scope, receive, send)
         else:
@@ -138,16 +124,39 @@ class RequestGuard:
         try:
             return await run_db(authenticator.from_header, values)
         except AuthError as exc:
-            self.throttle.bearer_failed(client_address(scope))
-            await self.refusals.record(scope, "auth.failed", outcome="401", reason=exc.message)
-            await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
+            wait = self.throttle.bearer_failed(client_address(scope))
+            if wait is not None:
+                await self._throttled(scope, send, wait)
+            else:
+                await self.refusals.record(scope, "auth.failed", outcome="401", reason=exc.message)
+                await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
             return None
 
-    def _count_failures(self, send: Send, address: str) -> Send:
+    async def _throttled(self, scope: Scope, send: Send, wait: int) -> None:
+        await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
+        await self.throttle.hold(wait)
+        await refuse(
+            scope,
+            send,
+            429,
+            "throttled",
+            f"too many failed credentials from this address; retry in {wait} seconds",
+            headers={"Retry-After": str(wait)},
+        )
+
+    def _count_failures(self, scope: Scope, send: Send, address: str) -> Send:
+        """The MCP gateway authenticates itself: its 401s count as failures here, and one from
+        a throttled address becomes this 429 (the gateway's answer is dropped)."""
+        throttled: int | None = None
+
         async def counting(message: Message) -> None:
+            nonlocal throttled
             if message["type"] == "http.response.start" and message["status"] == 401:
-                self.throttle.bearer_failed(address)
-            await send(message)
+                throttled = self.throttle.bearer_failed(address)
+            if throttled is None:
+                await send(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                await self._throttled(scope, send, throttled)
 
         return counting
 
