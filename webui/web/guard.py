@@ -14,7 +14,11 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
      401; a valid key from there works (keys are unguessable; see `webui.auth.throttle`);
   4. bodies: a declared Content-Length over the cap is refused before reading; a body that
      grows past it while streaming is cut off with 413 and the route cancelled (uploads
-     keep their own, larger limit, enforced by the file store as they stream);
+     keep their own, larger limit, enforced by the file store as they stream). Every body,
+     uploads included, must keep the pace (`BodyPace`: within a timeout of the request,
+     plus a second per so many bytes); one that falls behind while the route reads it is
+     refused with 408 and the route cancelled, its connection closed. (Bodies nobody
+     reads: `webui.web.connections`.)
   5. /api routes other than the MCP endpoint are authenticated here, before any of the
      body is read (FastAPI reads a body parameter before running dependencies); the
      principal is handed to the route (`deps.get_principal`). The MCP gateway reads no
@@ -27,6 +31,7 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
@@ -36,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
 from webui.auth.throttle import AuthThrottle
 from webui.blocking import run_db
+from webui.web.connections import BodyPace
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
@@ -66,12 +72,14 @@ class RequestGuard:
         throttle: AuthThrottle,
         refusals: RefusalAudit,
         max_body_bytes: int,
+        body_pace: BodyPace,
     ) -> None:
         self.app = app
         self.security = security
         self.throttle = throttle
         self.refusals = refusals
         self.max_body = max_body_bytes
+        self.pace = body_pace
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD")):
@@ -112,10 +120,7 @@ class RequestGuard:
             scope.setdefault("state", {})["principal"] = principal
         elif kind == "mcp":
             send = self._count_failures(scope, send, address)
-        if capped:
-            await self._capped(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+        await self._bounded(scope, receive, send, capped=capped)
 
     # ------------------------------------------------------------------ helpers
     async def _authenticate(self, scope: Scope, send: Send, authorization: str | None) -> Principal | None:
@@ -166,25 +171,56 @@ class RequestGuard:
         )
         await refuse(scope, send, 413, "too_large", f"the request body is larger than {self.max_body} bytes")
 
-    async def _capped(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Runs the app with a body that may not grow past the cap. Past it, the client gets
-        413 (when no response has started) and the app is cancelled where it waits for more
-        body: it never sees a truncated body, nor a disconnect to log."""
+    async def _too_slow(self, scope: Scope, send: Send, *, received: int) -> None:
+        await self.refusals.record(
+            scope,
+            "request.too_slow",
+            outcome="408",
+            received=received,
+            timeout=self.pace.timeout,
+            min_rate=self.pace.min_rate,
+        )
+        await refuse(
+            scope, send, 408, "body_too_slow", f"the request body arrived too slowly: {self.pace.describe()}"
+        )
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send, *, capped: bool) -> None:
+        """Runs the app with a body that must keep the pace and, when `capped`, may not grow
+        past the cap. Past either, the client gets 408 or 413 (when no response has started)
+        and the app is cancelled where it waits for more body: it never sees a truncated
+        body, nor a disconnect to log. Once the body is complete, waits (for the client's
+        disconnect, under a stream) are not bounded."""
+        started_at = anyio.current_time()
         read = 0
+        complete = False
         started = False
 
         with anyio.CancelScope() as app_scope:
 
-            async def limited_receive() -> Message:
-                nonlocal read
-                message = await receive()
+            async def give_up() -> NoReturn:
+                app_scope.cancel()
+                await anyio.sleep_forever()
+                raise AssertionError("unreachable: cancelled")
+
+            async def bounded_receive() -> Message:
+                nonlocal read, complete
+                if complete:
+                    return await receive()
+                with anyio.move_on_after(
+                    self.pace.deadline(started_at, read) - anyio.current_time()
+                ) as waiting:
+                    message = await receive()
+                if waiting.cancelled_caught:
+                    if not started:
+                        await self._too_slow(scope, send, received=read)
+                    await give_up()
                 if message["type"] == "http.request":
                     read += len(message.get("body", b""))
-                    if read > self.max_body:
+                    complete = not message.get("more_body", False)
+                    if capped and read > self.max_body:
                         if not started:
                             await self._too_large(scope, send, declared=None)
-                        app_scope.cancel()
-                        await anyio.sleep_forever()
+                        await give_up()
                 return message
 
             async def tracking_send(message: Message) -> None:
@@ -193,4 +229,4 @@ class RequestGuard:
                     started = True
                 await send(message)
 
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, bounded_receive, tracking_send)
