@@ -125,7 +125,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def api(server: LiveServer) -> Iterator[httpx2.Client]:
-    key = server.create_key("alice", scopes=["configs", "runs"])
+    key = server.create_key("alice", scopes=["configs", "runs.create", "runs.read"])
     with httpx2.Client(
         base_url=server.base_url,
         timeout=WAIT,
