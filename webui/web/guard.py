@@ -206,21 +206,20 @@ class RequestGuard:
                 nonlocal read, complete
                 if complete:
                     return await receive()
-                with anyio.move_on_after(
-                    self.pace.deadline(started_at, read) - anyio.current_time()
-                ) as waiting:
+                message: Message | None = None
+                with anyio.move_on_after(self.pace.deadline(started_at, read) - anyio.current_time()):
                     message = await receive()
-                if waiting.cancelled_caught:
+                if message is None:  # the pace's deadline passed first
                     if not started:
                         await self._too_slow(scope, send, received=read)
-                    await give_up()
+                    return await give_up()
                 if message["type"] == "http.request":
                     read += len(message.get("body", b""))
                     complete = not message.get("more_body", False)
                     if capped and read > self.max_body:
                         if not started:
                             await self._too_large(scope, send, declared=None)
-                        await give_up()
+                        return await give_up()
                 return message
 
             async def tracking_send(message: Message) -> None:
