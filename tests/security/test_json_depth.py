@@ -7,6 +7,7 @@ static check that every route under `webui/web` reads JSON through the one stric
 from __future__ import annotations
 
 import ast
+import contextlib
 import html
 import re
 from collections.abc import Iterator
@@ -177,13 +178,14 @@ def test_an_answer_of_the_wrong_shape_names_the_problem_without_validation_inter
     assert api.post("/api/interactions/ia_unknown/answer", json={"action": "cancel"}).status_code == 404
 
 
-def browser(server: LiveServer) -> httpx2.Client:
-    client = httpx2.Client(base_url=server.base_url, timeout=WAIT)
-    token = CSRF_RE.search(client.get("/login").text)
-    assert token
-    form = {"username": "alice", "password": "alice-password-1", "csrf_token": token.group(1)}
-    assert client.post("/login", data=form).status_code == 303
-    return client
+@contextlib.contextmanager
+def browser(server: LiveServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=server.base_url, timeout=WAIT) as client:
+        token = CSRF_RE.search(client.get("/login").text)
+        assert token
+        form = {"username": "alice", "password": "alice-password-1", "csrf_token": token.group(1)}
+        assert client.post("/login", data=form).status_code == 303
+        yield client
 
 
 @pytest.mark.parametrize("label", list(HOSTILE))

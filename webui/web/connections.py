@@ -31,6 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 # Connections beyond max_connections that may serve only /healthz.
 HEALTH_RESERVE = 16
+# Served to load balancers with no Host check (webui/web/guard.py) and beyond the limit.
 HEALTH_PATH = "/healthz"
 
 

@@ -41,15 +41,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
 from webui.auth.throttle import AuthThrottle
 from webui.blocking import run_db
-from webui.web.connections import BodyPace
+from webui.web.connections import HEALTH_PATH, BodyPace
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
 SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/configs(/.*)?")
 WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
-
-
-HEALTH_PATH = "/healthz"
 
 
 def allowed(value: str, patterns: list[str]) -> bool:
