@@ -67,6 +67,7 @@ from webui.web import (
     projects,
     runs_pages,
 )
+from webui.web.connections import BodyPace
 from webui.web.deps import LoginRequired
 from webui.web.guard import RequestGuard
 from webui.web.host_calls import HostCalls, host_calls
@@ -290,6 +291,7 @@ def create_app(settings: Settings) -> FastAPI:
         throttle=app.state.auth_throttle,
         refusals=app.state.refusals,
         max_body_bytes=settings.max_body_bytes,
+        body_pace=BodyPace(settings.body_timeout_seconds, settings.body_min_rate_bytes_per_second),
     )
     app.add_middleware(SecurityHeaders)
     app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)

@@ -60,6 +60,14 @@ class ConfigError(SteamharnessError):
     status = 400
 
 
+class BadJSON(SteamharnessError):
+    """A JSON request body or uploaded JSON document that the strict reader refuses (not
+    JSON, not UTF-8, a duplicate key, nested too deep, too long)."""
+
+    code = "bad_json"
+    status = 400
+
+
 class InvalidArguments(SteamharnessError):
     """Tool arguments that do not satisfy the entrypoint's input schema (JSON-RPC -32602)."""
 

@@ -122,7 +122,14 @@ class Settings(BaseSettings):
     throttle_hold_seconds: float = Field(default=1.0, ge=0)
     # uvicorn: a connection must deliver a request's headers within this time.
     header_timeout_seconds: float = Field(default=10.0, gt=0)
+    # A request body must arrive within body_timeout_seconds of its head, plus one second for
+    # every body_min_rate_bytes_per_second bytes received (a trickle falls behind, a big upload
+    # at a fair rate never does); later, the request is refused with 408 and its connection
+    # closed (webui/web/connections.py, webui/web/guard.py).
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    body_min_rate_bytes_per_second: int = Field(default=1024, ge=1)
     keep_alive_timeout_seconds: int = Field(default=5, ge=1)
+    # Open connections; /healthz is still served on a few more (connections.HEALTH_RESERVE).
     max_connections: int = Field(default=1000, ge=1)
 
     @field_validator("trusted_proxies")

@@ -229,10 +229,10 @@ async def test_mcp_handlers_reach_the_server_with_the_saved_login(server: LiveSe
 @pytest.mark.parametrize(
     "saved",
     [
-        {"serverUrl": "http://a.example", "apiKey": "k1"},
-        {"serverUrl": "http://a.example", "adminKey": "k1"},
-        {"server_url": "http://a.example", "admin_key": "k1"},
-        {"STEAMHARNESS_SERVER_URL": "http://a.example", "STEAMHARNESS_SERVER_ADMIN_KEY": "k1"},
+        {"serverUrl": "https://a.example", "apiKey": "k1"},
+        {"serverUrl": "https://a.example", "adminKey": "k1"},
+        {"server_url": "https://a.example", "admin_key": "k1"},
+        {"STEAMHARNESS_SERVER_URL": "https://a.example", "STEAMHARNESS_SERVER_ADMIN_KEY": "k1"},
     ],
 )
 def test_every_spelling_of_the_saved_file_is_read(tmp_path: Path, saved: dict[str, str]) -> None:
@@ -240,7 +240,7 @@ def test_every_spelling_of_the_saved_file_is_read(tmp_path: Path, saved: dict[st
 
     (tmp_path / "workflow-auth.json").write_text(json.dumps(saved), encoding="utf-8")
     assert saved_auth_env(tmp_path) == {
-        "STEAMHARNESS_SERVER_URL": "http://a.example",
+        "STEAMHARNESS_SERVER_URL": "https://a.example",
         "STEAMHARNESS_SERVER_ADMIN_KEY": "k1",
     }
 

@@ -431,19 +431,23 @@ def test_failed_bearer_credentials_are_throttled_per_address_on_the_mcp_endpoint
                     headers={"Authorization": f"Bearer {bad}", "X-Forwarded-For": address},
                 )
             assert r.status_code == 401, r.text
-        good = mcp_headers(edge.admin_key, address)
-        mcp = client.post(edge.mcp_url(HELLO), json=init_body(), headers=good)
+        bad = "shk_000000000009_nope"
+        mcp = client.post(edge.mcp_url(HELLO), json=init_body(), headers=mcp_headers(bad, address))
         api = client.get(
             f"{edge.base_url}/api/runs/x",
-            headers={"Authorization": f"Bearer {edge.admin_key}", "X-Forwarded-For": address},
+            headers={"Authorization": f"Bearer {bad}", "X-Forwarded-For": address},
+        )
+        good = client.post(
+            edge.mcp_url(HELLO), json=init_body(), headers=mcp_headers(edge.admin_key, address)
         )
         elsewhere = client.post(
-            edge.mcp_url(HELLO), json=init_body(), headers=mcp_headers(edge.admin_key, fresh_address())
+            edge.mcp_url(HELLO), json=init_body(), headers=mcp_headers(bad, fresh_address())
         )
     assert mcp.status_code == 429 and int(mcp.headers["retry-after"]) >= 1
     assert mcp.json()["error"]["message"].startswith("HTTP 429: too many failed credentials")
     assert api.status_code == 429 and api.json()["error"]["code"] == "throttled"
-    assert elsewhere.status_code == 200
+    assert good.status_code == 200  # keys are unguessable: only failures are throttled
+    assert elsewhere.status_code == 401
     rows = [r for r in audit_rows(edge, "auth.throttled") if r["client_address"] == address]
     assert rows and rows[0]["details"]["credential"] == "bearer"
 
@@ -559,10 +563,7 @@ def test_x_forwarded_for_is_ignored_unless_a_trusted_proxy_sent_it(slow: LiveSer
     for n in range(2):
         r = httpx2.get(f"{slow.base_url}/api/runs/x", headers={**bad, "X-Forwarded-For": f"192.0.2.{n}"})
         assert r.status_code == 401
-    r = httpx2.get(
-        f"{slow.base_url}/api/runs/x",
-        headers={"Authorization": f"Bearer {slow.admin_key}", "X-Forwarded-For": "192.0.2.99"},
-    )
+    r = httpx2.get(f"{slow.base_url}/api/runs/x", headers={**bad, "X-Forwarded-For": "192.0.2.99"})
     assert r.status_code == 429  # every attempt counted against the real peer, 127.0.0.1
 
 

@@ -306,7 +306,7 @@ def test_export_downloads_and_import_uploads(cweb: tuple[Web, Path], hx: dict[st
     assert r.status_code == 422 and HELLO in rendered(r).context["outcome"].error
     files = {"file": ("export.json", b"{oops", "application/json")}
     r = web.client.post(f"{PAGE}/import", data={"csrf_token": csrf}, files=files, headers=hx)
-    assert r.status_code == 422 and "not a JSON export" in rendered(r).context["outcome"].error
+    assert r.status_code == 422 and "export file is not valid JSON" in rendered(r).context["outcome"].error
 
 
 def test_admins_pick_an_account_and_others_cannot(cweb: tuple[Web, Path]) -> None:

@@ -4,16 +4,22 @@
 removes it, and `steamharness mcp` hands its values to workflow handlers as
 STEAMHARNESS_SERVER_URL and STEAMHARNESS_SERVER_ADMIN_KEY (explicit environment variables
 win). It is written as `{"serverUrl": ..., "apiKey": ...}`; older spellings are still read.
+
+A saved server URL is `https://`, or plain `http://` to a loopback address only: over plain
+HTTP the key would cross the network readable by anyone on the path (`plain_http_refusal`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from webui import strict_json
 from webui.errors import ConfigError
 
 AUTH_FILE = "workflow-auth.json"
@@ -26,6 +32,32 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
+def is_loopback_host(host: str) -> bool:
+    """`localhost`, or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_http_refusal(url: str) -> str | None:
+    """Why a key must not be sent to `url`, or None: plain http:// is refused except to
+    this machine (127.0.0.1, localhost, [::1]), where no network is crossed."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return None  # not a URL at all: the caller's own check words that
+    if parts.scheme.lower() != "http" or is_loopback_host(host):
+        return None
+    return (
+        f"{url!r} is plain http:// to another machine, which would send the API key unencrypted; "
+        "use https:// (plain http:// is only for 127.0.0.1, localhost or [::1])"
+    )
+
+
 def auth_path(auth_dir: Path) -> Path:
     return auth_dir / AUTH_FILE
 
@@ -34,7 +66,7 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
     """Server URL and key saved by the CLI, as environment variables; {} when none is saved."""
     path = auth_path(auth_dir)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = strict_json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
@@ -47,6 +79,9 @@ def saved_auth_env(auth_dir: Path) -> dict[str, str]:
             if isinstance(raw.get(key), str) and raw[key]:
                 env[name] = raw[key]
                 break
+    refusal = plain_http_refusal(env.get(URL_ENV, ""))
+    if refusal is not None:  # written by hand or by an older version: never hand the key on
+        raise ConfigError(f"{path}: the saved server URL {refusal}; run steamharness login again")
     return env
 
 
@@ -54,6 +89,9 @@ def save_auth(auth_dir: Path, *, server_url: str, api_key: str) -> Path:
     """Write the file (mode 0600) next to where it goes, then rename it into place: a reader
     sees the old file or the new one, never part of one. The auth dir is made if missing."""
     path = auth_path(auth_dir)
+    refusal = plain_http_refusal(server_url)
+    if refusal is not None:
+        raise ConfigError(f"SERVER_URL {refusal}")
     body = json.dumps({"serverUrl": server_url, "apiKey": api_key}, indent=2) + "\n"
     if auth_dir.exists() and not auth_dir.is_dir():
         raise ConfigError(f"the auth dir {auth_dir} is not a folder")

@@ -1,11 +1,22 @@
 """Failed-authentication throttles, in memory.
 
 Only failures count: a client that authenticates is never slowed. A key (an account name
-or a client address) with `limit` failures inside the last `window` seconds is refused
-until the oldest of them leaves the window; the refusal itself is cheap (no key lookup,
-no password hash). Memory is bounded: at most `max_keys` keys, the least recently failed
-forgotten first, and `limit` timestamps per key. Per-process: several replicas throttle
-independently, each one still bounding what a client can try.
+or a client address) with `limit` failures inside the last `window` seconds is throttled
+until the oldest of them leaves the window. Memory is bounded: at most `max_keys` keys,
+the least recently failed forgotten first, and `limit` timestamps per key. Per-process:
+several replicas throttle independently, each one still bounding what a client can try.
+
+What a throttle refuses differs by credential:
+  - API keys (Bearer) are unguessable, so a throttle on them only slows guessing at
+    nothing: a throttled address still has each key checked; a valid key works, a bad
+    one is refused with 429 instead of 401 (and, refused so, not counted again: the
+    Retry-After it announces stays true). A stranger sending bad keys from a shared
+    address (a NAT, a proxy) cannot lock out the valid keys used there.
+  - Passwords are guessable, so a throttled login is refused (429) before the password
+    is even hashed, the right password included: letting a right password through would
+    make each throttled attempt a guess whose success shows. The account's owner waits
+    until the failures age out (`auth_failure_window_seconds`); a successful login clears
+    its account's failures, never its address's.
 """
 
 from __future__ import annotations
@@ -105,11 +116,14 @@ class AuthThrottle:
         # The address keeps its count: one known password must not wash out guesses at others.
         self.login_account.clear(_account(account))
 
-    def bearer_retry_after(self, address: str) -> int | None:
-        return self.bearer_address.retry_after(address)
-
-    def bearer_failed(self, address: str) -> None:
-        self.bearer_address.failed(address)
+    def bearer_failed(self, address: str) -> int | None:
+        """Records a failed Bearer credential from `address`. Returns the Retry-After to refuse
+        it with (429) when the address is already throttled, a failure then not counted; else
+        None (refuse it with 401)."""
+        wait = self.bearer_address.retry_after(address)
+        if wait is None:
+            self.bearer_address.failed(address)
+        return wait
 
 
 def _account(name: str) -> str:

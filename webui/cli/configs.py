@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
+from webui import strict_json
 from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, open_store, server_settings
 from webui.errors import ConfigError, ConfigurationInvalid, ConfigurationRefused
 from webui.workflows.configuration import value_problem
@@ -163,9 +164,11 @@ def _parse_value(field: ConfigField, text: str) -> Any:
     if field.type == "multiselect":
         if text.lstrip().startswith("["):
             try:
-                items = json.loads(text)
+                items = strict_json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not a JSON array: {exc.msg}") from None
+            except ValueError as exc:
+                raise ValueError(f"not a JSON array: {exc}") from None
             if not isinstance(items, list):
                 raise ValueError("expected a JSON array or a comma-separated list")
             return items
@@ -497,9 +500,11 @@ def configs_import(
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{source}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        doc = json.loads(text)
+        doc = strict_json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigurationRefused(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValueError as exc:  # a duplicate key, NaN, nested too deep, too long
+        raise ConfigurationRefused(f"{where}: not acceptable JSON ({exc})") from None
     target = _target(project, account, data_dir, database_url)
     views = target.service.import_(target.place, doc, mode=mode, force=force, who=_who())
     if as_json:

@@ -4,7 +4,8 @@ The key is read from stdin (a prompt without echo on a terminal), never from the
 line, where other users could see it. It is checked with `GET /api/whoami`; only a key the
 server accepts is saved, to `workflow-auth.json` in the auth dir (see webui.auth.saved),
 which `steamharness mcp` hands to workflow handlers as STEAMHARNESS_SERVER_URL and
-STEAMHARNESS_SERVER_ADMIN_KEY."""
+STEAMHARNESS_SERVER_ADMIN_KEY. Plain http:// is refused except to this machine (loopback):
+the key would cross the network unencrypted."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from webui.auth.saved import plain_http_refusal, save_auth
 from webui.cli.common import DataDirOpt, absolute, load_settings, setting_help
 from webui.errors import ConfigError, KeyRefused, ServerUnreachable
 
@@ -54,6 +56,9 @@ def server_url(value: str) -> str:
         raise ConfigError("SERVER_URL must not carry a user or password; the key is read from stdin")
     if parts.query or parts.fragment:
         raise ConfigError(f"SERVER_URL must not have a query or fragment, got {value!r}")
+    refusal = plain_http_refusal(url)
+    if refusal is not None:  # refused before the key is read, let alone sent
+        raise ConfigError(f"SERVER_URL {refusal}")
     return url.rstrip("/")
 
 
@@ -118,8 +123,6 @@ def login_command(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Check an API key (read from stdin) against a server and save both for workflow handlers."""
-    from webui.auth.saved import save_auth
-
     base = server_url(url)
     folder = auth_dir_of(data_dir, auth_dir)
     key = read_key()

@@ -83,7 +83,7 @@ def serve_command(
     from webui.files import created
     from webui.runs.isolation import harden_process, worker_uids, worker_user
     from webui.store.projects import list_projects
-    from webui.web.connections import with_header_timeout
+    from webui.web.connections import HEALTH_RESERVE, BodyPace, edge_protocol
 
     dirs = [d.expanduser().resolve() for d in projects_dir or []]
     for d in dirs:
@@ -149,9 +149,14 @@ def serve_command(
         host=host,
         port=port,
         log_level="info",
-        http=with_header_timeout(settings.header_timeout_seconds),
+        http=edge_protocol(
+            header_timeout=settings.header_timeout_seconds,
+            body_pace=BodyPace(settings.body_timeout_seconds, settings.body_min_rate_bytes_per_second),
+            max_connections=settings.max_connections,
+        ),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
-        limit_concurrency=settings.max_connections,
+        # max_connections for everything, a few more for /healthz (webui/web/connections.py)
+        limit_concurrency=settings.max_connections + HEALTH_RESERVE,
         proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
     )
     server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)

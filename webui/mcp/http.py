@@ -39,13 +39,14 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 from starlette.types import Message, Receive, Scope, Send
 
+from webui import strict_json
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import DatabaseBusy, is_busy_error, run_db
 from webui.errors import ConfigurationRefused, NotFound, SteamharnessError, StoreUnavailable
 from webui.events import Event, EventHub
-from webui.mcp import session_orders
+from webui.mcp import envelope, session_orders
 from webui.mcp.binding import Binding, chosen_config, current_binding
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
@@ -90,7 +91,7 @@ def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
     """(client name, client version, protocol version) from an `initialize` request body;
     Nones for what it does not say (or a body that is not one)."""
     try:
-        message = json.loads(body)
+        message = strict_json.loads(body)
     except ValueError:
         return None, None, None
     if not isinstance(message, dict) or message.get("method") != "initialize":
@@ -166,8 +167,15 @@ def jsonrpc_errors(send: Send) -> Send:
     return sending
 
 
-async def _reply(send: Send, status: int, message: str, *, extra: dict[str, str] | None = None) -> None:
-    body = json.dumps(http_error_document(status, message)).encode()
+async def _reply(
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    extra: dict[str, str] | None = None,
+    document: dict[str, Any] | None = None,
+) -> None:
+    body = json.dumps(document or http_error_document(status, message)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -176,6 +184,38 @@ async def _reply(send: Send, status: int, message: str, *, extra: dict[str, str]
 
 def _retry_after(exc: StoreUnavailable) -> dict[str, str]:
     return {"retry-after": str(exc.retry_after)} if exc.retry_after else {}
+
+
+def _is_json(scope: Scope) -> bool:
+    """A JSON body, by its Content-Type (anything else, the SDK refuses with 415)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-type":
+            return value.split(b";")[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _whole_body(receive: Receive) -> tuple[bytes | None, Receive]:
+    """The request's body (bounded by the guard's cap), and a `receive` that hands it to
+    the SDK again before passing on what follows (the disconnect). None: the client left."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None, receive
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
 
 
 class McpGateway:
@@ -486,6 +526,15 @@ class McpGateway:
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 completed = True
             await send(message)
+
+        if scope.get("method") == "POST" and _is_json(scope):
+            body, receive = await _whole_body(receive)
+            if body is None:
+                return None  # the client went away before its body arrived
+            refusal = envelope.check_body(body)
+            if refusal is not None:
+                await _reply(tracking_send, 400, refusal.message, document=refusal.document())
+                return status
 
         token = current_binding.set(binding) if binding is not None else None
         counted = scope.get("method") != "GET"

@@ -6,17 +6,18 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from webui.auth.keys import AuthError, Forbidden, Principal
 from webui.blocking import run_db
-from webui.errors import NotFound
+from webui.errors import InvalidAnswer, NotFound
 from webui.files.store import FileTooLarge, check_mime_type
 from webui.interactions.owner import Party
 from webui.projects.registry import ProjectRegistry
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
+from webui.web.json_body import json_object
 from webui.web.security import check_csrf
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -184,17 +185,36 @@ class AnswerBody(BaseModel):
     )
 
 
+def answer_body(doc: dict[str, Any]) -> AnswerBody:
+    """The body read by the strict reader, then checked; what is wrong, without pydantic's
+    internals (input values, links)."""
+    try:
+        return AnswerBody.model_validate(doc)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidAnswer(f"the answer is not valid: {problems}") from None
+
+
 @router.post(
     "/interactions/{interaction_id}/answer",
     summary="Answer a pending interaction of your own run (resumes it)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": AnswerBody.model_json_schema()}},
+        }
+    },
     responses={
         403: {"description": "The server admin key, for an account's question, without `override`"},
         404: {"description": "Unknown, or not yours: another account's questions are not shown"},
     },
 )
 async def answer_interaction(
-    interaction_id: str, body: AnswerBody, principal: PrincipalDep, services: ServicesDep
+    interaction_id: str, request: Request, principal: PrincipalDep, services: ServicesDep
 ) -> dict[str, Any]:
+    body = answer_body(await json_object(request))
     ia = await run_db(services.interactions.get, interaction_id)
     run = await run_db(run_store.get_run, services.engine, run_id=ia.run_id) if ia.run_id else None
     party = Party.of_principal(principal)

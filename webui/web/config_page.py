@@ -39,9 +39,9 @@ from webui.errors import (
     SteamharnessError,
 )
 from webui.store import accounts as account_store
-from webui.strict_json import loads as strict_loads
 from webui.web.configs_api import Caller, resolve_place, who
 from webui.web.deps import UserDep
+from webui.web.json_body import parse_json
 from webui.web.templating import is_htmx, page
 from webui.workflows.configuration import ConfigField
 
@@ -447,10 +447,7 @@ async def import_config(
     def action(place: ConfigPlace, by: Who) -> None:
         if not raw.strip():
             raise ConfigurationRefused("choose an export file to import")
-        try:
-            doc = strict_loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ConfigurationRefused(f"the file is not a JSON export document: {exc}") from None
+        doc = parse_json(raw, what="the export file", error=ConfigurationRefused)
         service.import_(place, doc, mode=mode, force=force, who=by)
 
     return await _act(request, user, project_id, account, action, notice=f"Imported ({mode}).")

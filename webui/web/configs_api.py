@@ -36,8 +36,8 @@ from webui.configs.service import ConfigPlace, ConfigView, Who
 from webui.errors import ConfigurationRefused, NotFound, SteamharnessError
 from webui.services import Services
 from webui.store import accounts as account_store
-from webui.strict_json import loads as strict_loads
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
+from webui.web.json_body import json_object
 from webui.web.security import check_csrf
 
 SCOPE = "configs"
@@ -147,14 +147,7 @@ def if_match(request: Request) -> int:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        doc = strict_loads(raw.decode("utf-8")) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigurationRefused(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigurationRefused("the request body must be a JSON object")
-    return doc
+    return await json_object(request, error=ConfigurationRefused)
 
 
 def _name_member(body: dict[str, Any], key: str) -> str:

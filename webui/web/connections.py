@@ -1,39 +1,112 @@
-"""uvicorn's h11 protocol with a header-read timeout, which uvicorn itself lacks: a
-connection that has not delivered a complete request head within `header_timeout` seconds
-of its first byte (or of being opened) is closed. Without it a client trickling header
-bytes holds a connection, and a slot of `limit_concurrency`, for as long as it likes.
+"""uvicorn's h11 protocol with the bounds uvicorn itself lacks.
 
-Between requests uvicorn's own keep-alive timeout applies; the first byte of the next
-request ends that and starts this one."""
+- A header-read timeout: a connection that has not delivered a complete request head
+  within `header_timeout` seconds of its first byte (or of being opened) is closed.
+  Without it a client trickling header bytes holds a connection, and a slot of
+  `limit_concurrency`, for as long as it likes. Between requests uvicorn's own keep-alive
+  timeout applies; the first byte of the next request ends that and starts this one.
+- A body pace (`BodyPace`): a request body must arrive within `body_timeout` seconds,
+  plus one second for every `min_rate` bytes received. The guard
+  (`webui.web.guard`) enforces it where the app reads the body and answers 408; here it is
+  enforced on bodies nobody reads any more (the response went out first, e.g. a route
+  that takes no body, or `/healthz` sent a Content-Length): once overdue, such a
+  connection is closed when its response is complete. Without it, a client that declares
+  `Content-Length: 100` and sends nothing, or trickles, holds its slot for ever.
+- Connections for `/healthz`: `max_connections` bounds everything else; `/healthz`
+  requests are served on up to `HEALTH_RESERVE` connections more (uvicorn's own
+  `limit_concurrency`, which `serve` sets to the sum), so a load balancer's probe still
+  answers while other clients hold every ordinary slot.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
 
 import h11
+from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+# Connections beyond max_connections that may serve only /healthz.
+HEALTH_RESERVE = 16
+# Served to load balancers with no Host check (webui/web/guard.py) and beyond the limit.
+HEALTH_PATH = "/healthz"
 
-class HeaderTimeoutH11Protocol(H11Protocol):
+
+@dataclass(frozen=True)
+class BodyPace:
+    """How fast a request body must arrive: within `timeout` seconds of the request head,
+    plus one second for every `min_rate` bytes received so far (a trickle below the rate
+    falls behind; a large upload at a fair rate never does)."""
+
+    timeout: float
+    min_rate: int
+
+    def deadline(self, started: float, received: int) -> float:
+        return started + self.timeout + received / self.min_rate
+
+    def describe(self) -> str:
+        return (
+            f"a request body must arrive within {self.timeout:g} seconds, plus one second "
+            f"for every {self.min_rate} bytes received"
+        )
+
+
+class EdgeH11Protocol(H11Protocol):
     header_timeout: float = 10.0
+    body_pace: BodyPace = BodyPace(timeout=30.0, min_rate=1024)
+    max_connections: int | None = None
     _header_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    _body_started: float | None = None
+    _body_bytes: int = 0
+    _body_overdue: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.app = self._limited(self.app)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._watch_headers()
 
     def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.SEND_BODY:
+            self._body_bytes += len(data)  # framing included: near enough for a pace
         super().data_received(data)
         self._watch_headers()
+        self._watch_body()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self._body_overdue and self.conn.their_state is h11.SEND_BODY:
+            self._close("a request body nobody reads did not arrive in time")
+            return
         self._watch_headers()
+        self._watch_body()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_header_timer()
+        self._stop_body_timer()
         super().connection_lost(exc)
 
+    # ------------------------------------------------------------------ the connection limit
+    def _limited(self, app: Any) -> Any:
+        async def limited(scope: Any, receive: Any, send: Any) -> None:
+            busy = self.max_connections is not None and (
+                len(self.connections) >= self.max_connections or len(self.tasks) > self.max_connections
+            )
+            if busy and scope.get("path") != HEALTH_PATH:
+                self.logger.warning("Exceeded the connection limit.")
+                await service_unavailable(scope, receive, send)
+                return
+            await app(scope, receive, send)
+
+        return limited
+
+    # ------------------------------------------------------------------ request heads
     def _watch_headers(self) -> None:
         """Time the request head while one is awaited and bytes of it have arrived (or the
         connection is new); stop once h11 has parsed it."""
@@ -52,10 +125,53 @@ class HeaderTimeoutH11Protocol(H11Protocol):
     def _headers_too_slow(self) -> None:
         self._header_timer = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.logger.info("closing a connection that sent no complete request head in time")
+            self._close("closing a connection that sent no complete request head in time")
+
+    # ------------------------------------------------------------------ request bodies
+    def _watch_body(self) -> None:
+        """Time the body from its request head until h11 has all of it."""
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            self._stop_body_timer()
+            self._body_started, self._body_bytes, self._body_overdue = None, 0, False
+        elif self._body_started is None:
+            self._body_started, self._body_bytes = time.monotonic(), 0
+            self._body_timer = self.loop.call_later(self.body_pace.timeout, self._body_check)
+
+    def _stop_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_check(self) -> None:
+        """Re-armed until the deadline (which moves with every byte) has passed."""
+        self._body_timer = None
+        if self._body_started is None or self.conn.their_state is not h11.SEND_BODY:
+            return
+        left = self.body_pace.deadline(self._body_started, self._body_bytes) - time.monotonic()
+        if left > 0:
+            self._body_timer = self.loop.call_later(left, self._body_check)
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self._close("closing a connection whose request body did not arrive in time")
+        else:
+            # The app still answers: where it reads the body, the guard answers 408 and the
+            # connection closes after it; otherwise it closes when the response is complete.
+            self._body_overdue = True
+
+    def _close(self, why: str) -> None:
+        if not self.transport.is_closing():
+            self.logger.info(why)
             self.transport.close()
 
 
-def with_header_timeout(seconds: float) -> type[HeaderTimeoutH11Protocol]:
-    """The protocol class to pass as uvicorn's `http=`."""
-    return type("HeaderTimeoutH11Protocol", (HeaderTimeoutH11Protocol,), {"header_timeout": seconds})
+def edge_protocol(
+    *, header_timeout: float, body_pace: BodyPace, max_connections: int | None
+) -> type[EdgeH11Protocol]:
+    """The protocol class to pass as uvicorn's `http=`; give uvicorn
+    `limit_concurrency=max_connections + HEALTH_RESERVE`."""
+    return type(
+        "EdgeH11Protocol",
+        (EdgeH11Protocol,),
+        {"header_timeout": header_timeout, "body_pace": body_pace, "max_connections": max_connections},
+    )

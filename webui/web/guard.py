@@ -9,11 +9,16 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
   1. Host and Origin against the allowed lists the MCP endpoint uses (DNS rebinding;
      421 and 403, the MCP SDK's statuses), before any credential is looked at;
   2. at most one Authorization header (400);
-  3. Bearer routes (/api, the MCP endpoint included): a client address with too many
-     recent failed credentials is refused (429 + Retry-After) without checking this one;
+  3. Bearer routes (/api, the MCP endpoint included): a bad credential from a client
+     address with too many recent failures is refused with 429 + Retry-After instead of
+     401; a valid key from there works (keys are unguessable; see `webui.auth.throttle`);
   4. bodies: a declared Content-Length over the cap is refused before reading; a body that
      grows past it while streaming is cut off with 413 and the route cancelled (uploads
-     keep their own, larger limit, enforced by the file store as they stream);
+     keep their own, larger limit, enforced by the file store as they stream). Every body,
+     uploads included, must keep the pace (`BodyPace`: within a timeout of the request,
+     plus a second per so many bytes); one that falls behind while the route reads it is
+     refused with 408 and the route cancelled, its connection closed. (Bodies nobody
+     reads: `webui.web.connections`.)
   5. /api routes other than the MCP endpoint are authenticated here, before any of the
      body is read (FastAPI reads a body parameter before running dependencies); the
      principal is handed to the route (`deps.get_principal`). The MCP gateway reads no
@@ -26,6 +31,7 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
@@ -35,14 +41,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
 from webui.auth.throttle import AuthThrottle
 from webui.blocking import run_db
+from webui.web.connections import HEALTH_PATH, BodyPace
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
 SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/configs(/.*)?")
 WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
-
-
-HEALTH_PATH = "/healthz"
 
 
 def allowed(value: str, patterns: list[str]) -> bool:
@@ -65,12 +69,14 @@ class RequestGuard:
         throttle: AuthThrottle,
         refusals: RefusalAudit,
         max_body_bytes: int,
+        body_pace: BodyPace,
     ) -> None:
         self.app = app
         self.security = security
         self.throttle = throttle
         self.refusals = refusals
         self.max_body = max_body_bytes
+        self.pace = body_pace
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD")):
@@ -97,21 +103,6 @@ class RequestGuard:
             await refuse(scope, send, 400, exc.code, exc.message)
             return
 
-        if kind != "page":
-            wait = self.throttle.bearer_retry_after(address)
-            if wait is not None:
-                await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
-                await self.throttle.hold(wait)
-                await refuse(
-                    scope,
-                    send,
-                    429,
-                    "throttled",
-                    f"too many failed credentials from this address; retry in {wait} seconds",
-                    headers={"Retry-After": str(wait)},
-                )
-                return
-
         capped = not (kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]))
         declared = headers.get("content-length")
         if capped and declared is not None and declared.isdigit() and int(declared) > self.max_body:
@@ -125,11 +116,8 @@ class RequestGuard:
                 return
             scope.setdefault("state", {})["principal"] = principal
         elif kind == "mcp":
-            send = self._count_failures(send, address)
-        if capped:
-            await self._capped(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+            send = self._count_failures(scope, send, address)
+        await self._bounded(scope, receive, send, capped=capped)
 
     # ------------------------------------------------------------------ helpers
     async def _authenticate(self, scope: Scope, send: Send, authorization: str | None) -> Principal | None:
@@ -138,16 +126,39 @@ class RequestGuard:
         try:
             return await run_db(authenticator.from_header, values)
         except AuthError as exc:
-            self.throttle.bearer_failed(client_address(scope))
-            await self.refusals.record(scope, "auth.failed", outcome="401", reason=exc.message)
-            await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
+            wait = self.throttle.bearer_failed(client_address(scope))
+            if wait is not None:
+                await self._throttled(scope, send, wait)
+            else:
+                await self.refusals.record(scope, "auth.failed", outcome="401", reason=exc.message)
+                await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
             return None
 
-    def _count_failures(self, send: Send, address: str) -> Send:
+    async def _throttled(self, scope: Scope, send: Send, wait: int) -> None:
+        await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
+        await self.throttle.hold(wait)
+        await refuse(
+            scope,
+            send,
+            429,
+            "throttled",
+            f"too many failed credentials from this address; retry in {wait} seconds",
+            headers={"Retry-After": str(wait)},
+        )
+
+    def _count_failures(self, scope: Scope, send: Send, address: str) -> Send:
+        """The MCP gateway authenticates itself: its 401s count as failures here, and one from
+        a throttled address becomes this 429 (the gateway's answer is dropped)."""
+        throttled: int | None = None
+
         async def counting(message: Message) -> None:
+            nonlocal throttled
             if message["type"] == "http.response.start" and message["status"] == 401:
-                self.throttle.bearer_failed(address)
-            await send(message)
+                throttled = self.throttle.bearer_failed(address)
+            if throttled is None:
+                await send(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                await self._throttled(scope, send, throttled)
 
         return counting
 
@@ -157,25 +168,55 @@ class RequestGuard:
         )
         await refuse(scope, send, 413, "too_large", f"the request body is larger than {self.max_body} bytes")
 
-    async def _capped(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Runs the app with a body that may not grow past the cap. Past it, the client gets
-        413 (when no response has started) and the app is cancelled where it waits for more
-        body: it never sees a truncated body, nor a disconnect to log."""
+    async def _too_slow(self, scope: Scope, send: Send, *, received: int) -> None:
+        await self.refusals.record(
+            scope,
+            "request.too_slow",
+            outcome="408",
+            received=received,
+            timeout=self.pace.timeout,
+            min_rate=self.pace.min_rate,
+        )
+        await refuse(
+            scope, send, 408, "body_too_slow", f"the request body arrived too slowly: {self.pace.describe()}"
+        )
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send, *, capped: bool) -> None:
+        """Runs the app with a body that must keep the pace and, when `capped`, may not grow
+        past the cap. Past either, the client gets 408 or 413 (when no response has started)
+        and the app is cancelled where it waits for more body: it never sees a truncated
+        body, nor a disconnect to log. Once the body is complete, waits (for the client's
+        disconnect, under a stream) are not bounded."""
+        started_at = anyio.current_time()
         read = 0
+        complete = False
         started = False
 
         with anyio.CancelScope() as app_scope:
 
-            async def limited_receive() -> Message:
-                nonlocal read
-                message = await receive()
+            async def give_up() -> NoReturn:
+                app_scope.cancel()
+                await anyio.sleep_forever()
+                raise AssertionError("unreachable: cancelled")
+
+            async def bounded_receive() -> Message:
+                nonlocal read, complete
+                if complete:
+                    return await receive()
+                message: Message | None = None
+                with anyio.move_on_after(self.pace.deadline(started_at, read) - anyio.current_time()):
+                    message = await receive()
+                if message is None:  # the pace's deadline passed first
+                    if not started:
+                        await self._too_slow(scope, send, received=read)
+                    return await give_up()
                 if message["type"] == "http.request":
                     read += len(message.get("body", b""))
-                    if read > self.max_body:
+                    complete = not message.get("more_body", False)
+                    if capped and read > self.max_body:
                         if not started:
                             await self._too_large(scope, send, declared=None)
-                        app_scope.cancel()
-                        await anyio.sleep_forever()
+                        return await give_up()
                 return message
 
             async def tracking_send(message: Message) -> None:
@@ -184,4 +225,4 @@ class RequestGuard:
                     started = True
                 await send(message)
 
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, bounded_receive, tracking_send)

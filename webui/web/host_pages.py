@@ -23,7 +23,6 @@ builds (which also decides what only admins see).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +30,7 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from webui import strict_json
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import ConfigError, NotFound, SteamharnessError
@@ -329,7 +329,7 @@ def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
     if tool.problem:
         tool.arguments_json = str(form.get("arguments_json") or "").strip() or "{}"
         try:
-            parsed = json.loads(tool.arguments_json)
+            parsed = strict_json.loads(tool.arguments_json)
         except ValueError as exc:
             tool.json_error = f"not valid JSON: {exc}"
             return None

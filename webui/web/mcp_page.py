@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from sqlalchemy.engine import Engine
 
-from webui import admin
+from webui import admin, strict_json
 from webui.audit.log import AuditLog
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
@@ -383,7 +383,7 @@ def _result_outcome(result: types.CallToolResult) -> Outcome:
     if payload is None:
         text = next((c.text for c in result.content if isinstance(c, types.TextContent)), "")
         try:
-            parsed = json.loads(text)
+            parsed = strict_json.loads(text)
         except ValueError:
             parsed = {"text": text}
         payload = parsed if isinstance(parsed, dict) else {"value": parsed}

@@ -25,6 +25,7 @@ Kind = Literal["mcp", "api", "page"]
 MCP_PATH = re.compile(r"/api/workflows/[^/]+/mcp")
 TITLES = {
     400: "Bad request",
+    408: "Too slow",
     401: "Not logged in",
     403: "Not allowed",
     413: "Too large",

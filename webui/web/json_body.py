@@ -1,0 +1,46 @@
+"""Reading JSON from a request: the one way routes parse a JSON body or an uploaded JSON
+document, through the strict reader (`webui.strict_json`: duplicate keys, NaN, depth and
+length refused). Bodies are already capped by the guard (`STEAMHARNESS_MAX_BODY_BYTES`).
+
+`tests/security/test_json_depth.py` fails when a route under `webui/web` reads JSON
+another way (`request.json()`, `json.loads`, a pydantic body parameter FastAPI parses).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from webui import strict_json
+from webui.errors import BadJSON, SteamharnessError
+
+
+def parse_json(
+    raw: bytes | str, *, what: str = "the request body", error: type[SteamharnessError] = BadJSON
+) -> Any:
+    """`raw` as JSON, or `error` (400) saying what is wrong with `what` in one phrase."""
+    if not raw.strip():
+        raise error(f"{what} is empty; send a JSON document")
+    try:
+        return strict_json.loads(raw)
+    except UnicodeDecodeError:
+        raise error(f"{what} is not UTF-8 text") from None
+    except ValueError as exc:
+        raise error(f"{what} is not valid JSON: {exc}") from None
+
+
+async def json_body(
+    request: Request, *, what: str = "the request body", error: type[SteamharnessError] = BadJSON
+) -> Any:
+    """The request's body as JSON (see `parse_json`)."""
+    return parse_json(await request.body(), what=what, error=error)
+
+
+async def json_object(
+    request: Request, *, what: str = "the request body", error: type[SteamharnessError] = BadJSON
+) -> dict[str, Any]:
+    doc = await json_body(request, what=what, error=error)
+    if not isinstance(doc, dict):
+        raise error(f"{what} must be a JSON object")
+    return doc
