@@ -450,17 +450,28 @@ class RunService:
     def _may_run_now(self, live: _Live) -> bool:
         """A slot is free for `live`, and it is next in line for one: runs that already
         have a worker (resuming after an answer or their child runs) first, then the
-        account holding the fewest slots, then the oldest."""
-        if self._counts()[0] >= self.max_concurrent_runs or not self._project_allows(live):
-            return False
-        held: dict[int | None, int] = {}
+        account holding the fewest slots, then the oldest. One pass over the live runs
+        (as the counting before it): every waiter checks this when a slot frees."""
+        held = 0
+        by_account: dict[int | None, int] = {}
+        by_project: dict[str, int] = {}
         for other in self._live.values():
             if other.slot:
-                held[other.request.account_id] = held.get(other.request.account_id, 0) + 1
+                held += 1
+                by_account[other.request.account_id] = by_account.get(other.request.account_id, 0) + 1
+                by_project[other.request.project.id] = by_project.get(other.request.project.id, 0) + 1
+        if held >= self.max_concurrent_runs:
+            return False
 
-        def rank(other: _Live) -> tuple[int, int, int]:
-            return (other.worker is None, held.get(other.request.account_id, 0), other.seq)
+        def allowed(run: _Live) -> bool:
+            limit = run.request.limits.max_running
+            return limit is None or by_project.get(run.request.project.id, 0) < limit
 
+        def rank(run: _Live) -> tuple[bool, int, int]:
+            return (run.worker is None, by_account.get(run.request.account_id, 0), run.seq)
+
+        if not allowed(live):
+            return False
         mine = rank(live)
         return not any(
             other is not live
@@ -468,13 +479,9 @@ class RunService:
             and not other.deferred
             and other.terminating is None
             and rank(other) < mine
-            and self._project_allows(other)
+            and allowed(other)
             for other in self._live.values()
         )
-
-    def _project_allows(self, live: _Live) -> bool:
-        limit = live.request.limits.max_running
-        return limit is None or self._counts(live.request.project.id)[0] < limit
 
     async def _take_slot(self, live: _Live) -> bool:
         """Wait until `live` may hold a slot (this process's worker slots, the project's
@@ -514,8 +521,8 @@ class RunService:
                             live.deferred = False
                             continue
                     live.slot = True
-                    # The next in line may find a slot free too.
-                    self._admission.notify_all()
+                    if self._free_slots() > 0:
+                        self._admission.notify_all()  # the next in line may find one free too
                     return True
         finally:
             live.wants_slot = False
