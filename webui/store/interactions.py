@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
@@ -95,15 +95,18 @@ def expire_interaction(
     passed (one conditional UPDATE: an answer racing it on another replica either lands
     first or finds it closed), with its audit event; the row as it stands afterwards."""
     with Session(engine, expire_on_commit=False) as s:
-        moved = s.execute(
-            update(Interaction)
-            .where(
-                col(Interaction.id) == interaction_id,
-                col(Interaction.status) == "pending",
-                col(Interaction.expires_at) <= utcnow(),
-            )
-            .values(status="closed", close_reason="expired")
-            .execution_options(synchronize_session=False)
+        moved = cast(
+            CursorResult[Any],
+            s.execute(
+                update(Interaction)
+                .where(
+                    col(Interaction.id) == interaction_id,
+                    col(Interaction.status) == "pending",
+                    col(Interaction.expires_at) <= utcnow(),
+                )
+                .values(status="closed", close_reason="expired")
+                .execution_options(synchronize_session=False)
+            ),
         )
         if moved.rowcount == 1 and audit is not None:
             audit(s)
@@ -192,11 +195,14 @@ def mark_answered(
         "channel": channel,
         "answered_at": utcnow(),
     }
-    moved = s.execute(
-        update(Interaction)
-        .where(col(Interaction.id) == row.id, col(Interaction.status) == "pending")
-        .values(values)
-        .execution_options(synchronize_session=False)
+    moved = cast(
+        CursorResult[Any],
+        s.execute(
+            update(Interaction)
+            .where(col(Interaction.id) == row.id, col(Interaction.status) == "pending")
+            .values(values)
+            .execution_options(synchronize_session=False)
+        ),
     )
     if moved.rowcount != 1:
         s.rollback()
