@@ -444,8 +444,9 @@ class RunService:
                 )
 
     def _slotless(self) -> list[str]:
-        """This process's runs that hold no slot (the database may still say `running`)."""
-        return [live.run_id for live in self._live.values() if not live.slot]
+        """This process's runs past their admission that hold no slot now (the database
+        may still say `running`); queued ones are counted as queued."""
+        return [live.run_id for live in self._live.values() if not live.slot and live.status != "queued"]
 
     def _may_run_now(self, live: _Live) -> bool:
         """A slot is free for `live`, and it is next in line for one: runs that already
