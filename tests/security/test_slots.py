@@ -10,16 +10,19 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import HELLO, LiveServer, make_server
-from tests.e2e.test_http_mcp import payload, sdk_client
+from tests.e2e.test_http_mcp import payload
 
 pytestmark = pytest.mark.anyio
 
@@ -156,10 +159,22 @@ def gates() -> Iterator[Path]:
 # --------------------------------------------------------------------------- helpers
 
 
+@asynccontextmanager
+async def sdk_client(url: str, key: str) -> AsyncIterator[Client]:
+    """The MCP SDK client, without form elicitation, its whole session bounded by BOUND
+    (a loaded machine makes a burst of calls slow, never endless)."""
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=BOUND)
+    ) as http:
+        with anyio.fail_after(BOUND):
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                yield client
+
+
 async def call(server: LiveServer, key: str, tool: str, args: dict[str, Any], project: str = SLOTS) -> Any:
     """One tool call from a client without form elicitation (a question comes back as
     `interaction_required` at once and the run keeps waiting)."""
-    async with sdk_client(server.mcp_url(project), key, "legacy") as client:
+    async with sdk_client(server.mcp_url(project), key) as client:
         return payload(await client.call_tool(tool, args))
 
 
@@ -339,7 +354,7 @@ async def test_the_default_queue_limit_refuses_a_bursts_excess_with_no_running_l
     bodies: list[dict[str, Any]] = []
     burst = MAX_RUNNING + QUEUED + 7
 
-    async with sdk_client(server.mcp_url(SLOTS), key, "legacy") as client:
+    async with sdk_client(server.mcp_url(SLOTS), key) as client:
 
         async def one() -> None:
             bodies.append(payload(await client.call_tool("hold", {"gate": gate})))
