@@ -354,18 +354,16 @@ async def test_the_default_queue_limit_refuses_a_bursts_excess_with_no_running_l
     bodies: list[dict[str, Any]] = []
     burst = MAX_RUNNING + QUEUED + 7
 
-    async with sdk_client(server.mcp_url(SLOTS), key) as client:
+    async def one() -> None:  # each call on a session of its own, all at once
+        bodies.append(await call(server, key, "hold", {"gate": gate}))
 
-        async def one() -> None:
-            bodies.append(payload(await client.call_tool("hold", {"gate": gate})))
-
-        with anyio.fail_after(BOUND):
-            async with anyio.create_task_group() as tg:
-                for _ in range(burst):
-                    tg.start_soon(one)
-                while len(bodies) < burst - MAX_RUNNING - QUEUED:
-                    await anyio.sleep(0.05)  # the refusals come back at once
-                Path(gate).touch()
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            for _ in range(burst):
+                tg.start_soon(one)
+            while len(bodies) < burst - MAX_RUNNING - QUEUED:
+                await anyio.sleep(0.05)  # the refusals come back at once
+            Path(gate).touch()
     refused = [b for b in bodies if b["status"] == "failed"]
     accepted = [b for b in bodies if b["status"] == "success"]
     assert len(accepted) == MAX_RUNNING + QUEUED and len(refused) == burst - MAX_RUNNING - QUEUED
