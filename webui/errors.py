@@ -116,6 +116,13 @@ class InteractionClosed(SteamharnessError):
     status = 410
 
 
+class InteractionExpired(InteractionClosed):
+    """Nobody answered the interaction before its expiry (STEAMHARNESS_QUESTION_TIMEOUT_SECONDS
+    for a run's question): it can no longer be answered."""
+
+    code = "interaction_expired"
+
+
 class ConfigurationInvalid(SteamharnessError):
     """Configuration values that do not satisfy the project's declared fields; `fields` names
     each problem (also what a run refuses to start with: `config_invalid`)."""

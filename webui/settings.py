@@ -69,7 +69,15 @@ class Settings(BaseSettings):
     ui_absolute_timeout_seconds: float = Field(default=12 * 3600.0, gt=0)
     interaction_expiry_seconds: float = Field(default=300.0, gt=0)
 
+    # Worker slots: runs executing at once (per process). A run waiting for a person or
+    # for its child runs gives its slot up but keeps its worker process: those are capped
+    # apart, in all and per account with an open question (past a cap, the asking run
+    # fails with `too_many_waiting`). A question nobody answers within the timeout
+    # expires and its run fails with `question_expired`.
     max_concurrent_runs: int = Field(default=8, ge=1)
+    max_waiting_runs: int = Field(default=32, ge=1)
+    max_waiting_runs_per_account: int = Field(default=8, ge=1)
+    question_timeout_seconds: float = Field(default=24 * 3600.0, gt=0)
     # SIGTERM first, SIGKILL after this many seconds, for timeouts and cancellation.
     kill_grace_seconds: float = Field(default=2.0, ge=0)
     max_file_bytes: int = 50 * 1024 * 1024

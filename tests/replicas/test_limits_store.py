@@ -29,7 +29,9 @@ def new_run(run_id: str, project: str = PROJECT) -> Run:
     return Run(id=run_id, project_id=project, entrypoint_id="e", entrypoint_title="E", status="queued")
 
 
-def create(engine: Engine, run_id: str, *, max_running: int, max_queued: int, **kw: object) -> bool:
+def create(
+    engine: Engine, run_id: str, *, max_running: int | None, max_queued: int | None, **kw: object
+) -> bool:
     refused = run_store.create_run_within_limits(
         engine, run=new_run(run_id), max_running=max_running, max_queued=max_queued, **kw
     )
@@ -78,5 +80,25 @@ def test_admission_waits_for_a_free_slot_and_only_moves_queued_runs(engine: Engi
     assert run is not None and run.status == "running"
     run_store.update_run(engine, run_id="c1", status="success")
     assert create(engine, "c3", max_running=1, max_queued=0) is False  # c2 holds the one slot
-    run_store.update_run(engine, run_id="c2", status="waiting_for_input")  # still holds it
-    assert create(engine, "c4", max_running=2, max_queued=0)
+    # A run waiting for a person keeps its worker but gives its slot up.
+    run_store.update_run(engine, run_id="c2", status="waiting_for_input")
+    assert create(engine, "c4", max_running=1, max_queued=0)
+    assert run_store.admit_queued(engine, run_id="c4", project_id=PROJECT, max_running=1)
+    # Resuming it takes a slot again, only once one is free.
+    resumable = run_store.RESUMABLE_STATUSES
+    assert not run_store.admit_queued(
+        engine, run_id="c2", project_id=PROJECT, max_running=1, from_statuses=resumable
+    )
+    run_store.update_run(engine, run_id="c4", status="success")
+    assert run_store.admit_queued(
+        engine, run_id="c2", project_id=PROJECT, max_running=1, from_statuses=resumable
+    )
+
+
+def test_the_queue_counts_the_servers_free_slots_when_the_project_sets_no_running_limit(
+    engine: Engine,
+) -> None:
+    for i in range(3):  # two take the process's two free slots, one waits
+        assert create(engine, f"d{i}", max_running=None, max_queued=1, free_slots=2)
+    assert not create(engine, "d3", max_running=None, max_queued=1, free_slots=2)
+    assert create(engine, "d4", max_running=None, max_queued=None, free_slots=2)

@@ -240,9 +240,12 @@ async def test_a_2026_retry_on_b_with_a_wrong_answer_is_refused_and_nothing_is_l
 async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
     replicas: tuple[LiveServer, LiveServer], engine: Engine
 ) -> None:
+    """A running run holds the project's one slot (a run waiting for a person would give it
+    up); the calls racing it on both replicas are refused, counted in the database."""
     a, b = replicas
     key = a.create_key("ruth")
     a.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "0")
+    before = {r.id for r in run_store.list_runs(engine, project_ids=[TORTURE], limit=1000)}
     outcomes: list[dict[str, Any]] = []
     try:
         with anyio.fail_after(WAIT):
@@ -250,20 +253,25 @@ async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
                 for server in (a, b, a, b):
 
                     async def one(server: LiveServer = server) -> None:
-                        outcomes.append(await call(server, key, TORTURE, "ask_once", {}))
+                        outcomes.append(await call(server, key, TORTURE, "sleep", {"seconds": 3600}))
 
                     tg.start_soon(one)
-        codes = sorted(o["error"]["code"] for o in outcomes)
-        assert codes == ["interaction_required", "queue_limit", "queue_limit", "queue_limit"], outcomes
-        (waiting,) = [o for o in outcomes if o["error"]["code"] == "interaction_required"]
-        assert all("runId" not in o for o in outcomes if o is not waiting)
+                while len(outcomes) < 3:
+                    await anyio.sleep(0.02)  # until the three refusals came back, bounded above
+                tg.cancel_scope.cancel()  # the client leaves: the sleeping run is cancelled
+        assert [o["error"]["code"] for o in outcomes] == ["queue_limit"] * 3, outcomes
+        assert all("runId" not in o for o in outcomes)
+        created = [
+            r for r in run_store.list_runs(engine, project_ids=[TORTURE], limit=1000) if r.id not in before
+        ]
+        assert len(created) == 1
+        with anyio.fail_after(WAIT):
+            while (
+                run := run_store.get_run(engine, run_id=created[0].id)
+            ) is None or run.status != "cancelled":
+                await anyio.sleep(0.05)  # until the cancelled run is recorded, bounded above
     finally:
         a.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
-    async with httpx2.AsyncClient(base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}) as api:
-        r = await api.post(
-            f"/api/interactions/{waiting['error']['interactionId']}/answer", json={"action": "cancel"}
-        )
-        assert r.status_code == 200, r.text
 
 
 async def test_a_run_queued_on_b_starts_when_the_run_on_a_ends(
@@ -274,28 +282,27 @@ async def test_a_run_queued_on_b_starts_when_the_run_on_a_ends(
     a.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "1")
     try:
         with anyio.fail_after(WAIT):
-            first = await call(a, key, TORTURE, "ask_once", {})
-            assert first["error"]["code"] == "interaction_required"
             queued: list[dict[str, Any]] = []
             async with anyio.create_task_group() as tg:
+                holder = anyio.CancelScope()
+
+                async def on_a() -> None:
+                    with holder:  # runs (holding the one slot) until the test leaves
+                        await call(a, key, TORTURE, "sleep", {"seconds": 3600})
 
                 async def on_b() -> None:
                     queued.append(await call(b, key, TORTURE, "ask_once", {}))
 
+                tg.start_soon(on_a)
+                while not run_store.list_runs(engine, project_ids=[TORTURE], status="running"):
+                    await anyio.sleep(0.02)  # until A's run holds the slot, bounded above
                 tg.start_soon(on_b)
                 # B's call is queued (in the database) before A refuses a third one
                 while not run_store.list_runs(engine, project_ids=[TORTURE], status="queued"):
                     await anyio.sleep(0.02)  # until B recorded its queued run, bounded above
                 third = await call(a, key, TORTURE, "ask_once", {})
                 assert third["error"]["code"] == "queue_limit"
-                async with httpx2.AsyncClient(
-                    base_url=a.base_url, headers={"Authorization": f"Bearer {key}"}
-                ) as api:
-                    r = await api.post(
-                        f"/api/interactions/{first['error']['interactionId']}/answer",
-                        json={"action": "accept", "content": {"name": "Al"}},
-                    )
-                    assert r.status_code == 200, r.text
+                holder.cancel()  # A's client leaves: its run is cancelled, its slot freed
             # A's run ended; B's queued run was admitted and asks its question
             assert queued[0]["error"]["code"] == "interaction_required", queued
             assert driven_by(engine, queued[0]["runId"], b)

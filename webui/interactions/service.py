@@ -22,7 +22,7 @@ from sqlmodel import Session
 
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
-from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
+from webui.errors import InteractionClosed, InteractionConflict, InteractionExpired, InvalidAnswer, NotFound
 from webui.events import EventHub
 from webui.interactions.owner import Party, check_answer
 from webui.store import files as file_store
@@ -179,6 +179,49 @@ class InteractionService:
         )
         return True
 
+    def expire(self, interaction_id: str, *, project_id: str | None, actor: str | None = None) -> Interaction:
+        """Blocking: close a run's question as expired if its `expires_at` has passed and
+        nobody answered it, with an `interaction.expired` audit event; the row as it stands
+        afterwards (`answered` if an answer came first, `pending` if not due yet)."""
+        closed: list[bool] = []
+
+        def audit(s: Session) -> None:
+            closed.append(True)
+            self._audit_expired(s, interaction_id, project_id=project_id, run_id=None, actor=actor)
+
+        row = interaction_store.expire_interaction(self.engine, interaction_id=interaction_id, audit=audit)
+        if closed:
+            self.hub.publish(
+                "interactions",
+                "closed",
+                interactionId=interaction_id,
+                runId=row.run_id,
+                reason="expired",
+                conversationId=row.conversation_id,
+            )
+        return row
+
+    def _audit_expired(
+        self,
+        s: Session,
+        interaction_id: str,
+        *,
+        project_id: str | None,
+        run_id: str | None,
+        actor: str | None,
+    ) -> None:
+        row = s.get(Interaction, interaction_id)
+        self.audit.record(
+            s,
+            "interaction.expired",
+            project_id=project_id,
+            run_id=run_id if run_id is not None else (row.run_id if row is not None else None),
+            actor=actor,
+            outcome="expired",
+            source="mcp" if row is None or row.origin == "run" else "host",
+            details={"interactionId": interaction_id},
+        )
+
     def get(self, interaction_id: str) -> Interaction:
         row = interaction_store.get_interaction(self.engine, interaction_id=interaction_id)
         if row is None:
@@ -269,8 +312,25 @@ class InteractionService:
                     return row, Answer(row.id, row.run_id, action, clean, repeated=True)
                 raise InteractionConflict(f"interaction {row.id} already has a different answer")
             if row.status == "pending" and row.expires_at is not None and as_utc(row.expires_at) <= utcnow():
-                interaction_store.mark_closed(s, row, reason="expired")
-                raise InteractionClosed(f"interaction {row.id} expired before it was answered")
+                run_id = row.run_id
+
+                def expired(session: Session) -> None:
+                    self._audit_expired(
+                        session, interaction_id, project_id=project_id, run_id=run_id, actor=None
+                    )
+
+                interaction_store.mark_closed(s, row, reason="expired", audit=expired)
+                self.hub.publish(
+                    "interactions",
+                    "closed",
+                    interactionId=interaction_id,
+                    runId=run_id,
+                    reason="expired",
+                    conversationId=row.conversation_id,
+                )
+                raise InteractionExpired(f"interaction {interaction_id} expired before it was answered")
+            if row.status == "closed" and row.close_reason == "expired":
+                raise InteractionExpired(f"interaction {row.id} expired before it was answered")
             if row.status != "pending":
                 raise InteractionClosed(f"interaction {row.id} can no longer be answered")
             details: dict[str, Any] = {"interactionId": row.id, "channel": channel, "override": overridden}
@@ -288,7 +348,7 @@ class InteractionService:
                     details=details,
                 )
 
-            interaction_store.mark_answered(
+            recorded = interaction_store.mark_answered(
                 s,
                 row,
                 action=action,
@@ -299,4 +359,6 @@ class InteractionService:
                 channel=channel,
                 audit=audit,
             )
+            if not recorded:  # closed (expired, its run ended) since it was read
+                raise InteractionClosed(f"interaction {interaction_id} can no longer be answered")
         return row, Answer(row.id, row.run_id, action, clean)

@@ -5,6 +5,15 @@ drives the worker's messages: log lines and progress become run events; `ask`/`a
 become stored Interactions and the run waits (its time limit paused) until
 `InteractionService.answer` resumes it on the same worker. Watchers (the MCP call bridge,
 later the browser) subscribe to a run's live events.
+
+Slots: only a `running` run holds one of the `max_concurrent_runs` worker slots. A run
+waiting for a person or for its child runs keeps its worker process but gives its slot
+up (so waiting runs never starve running ones, nor a parent its own children); it takes
+a slot again, ahead of new runs, before it goes on. Waiting runs have caps of their own
+(`max_waiting_runs` in all, `max_waiting_per_account` with an open question), and a
+question expires after `question_timeout_seconds` (the run fails, `question_expired`).
+Free slots go first to the account holding the fewest, so one account's burst cannot
+keep every other account waiting.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import signal
 import stat
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -40,7 +49,7 @@ from webui.runs.related import MAX_CHILD_DEPTH, RelatedTarget, Relations
 from webui.store import interactions as interaction_store
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
-from webui.store.models import Interaction, KVEntry, ManagedFile, PersistentValue, Run, utcnow
+from webui.store.models import Interaction, KVEntry, ManagedFile, PersistentValue, Run, as_utc, utcnow
 from webui.workflows.project import Entrypoint, Project, parse_params
 from webui.workflows.related import RelatedProjectError
 from webui.workflows.schema import (
@@ -69,6 +78,10 @@ KEPT_WAIT_SECONDS = 25.0
 # case the event of an answer given on another replica was missed), a queued run re-tries
 # its admission, and a run followed from another replica is re-read.
 SHARED_POLL_SECONDS = 5.0
+# Defaults of the waiting caps and of a question's expiry (webui.settings).
+DEFAULT_MAX_WAITING_RUNS = 32
+DEFAULT_MAX_WAITING_PER_ACCOUNT = 8
+DEFAULT_QUESTION_TIMEOUT_SECONDS = 24 * 3600.0
 
 
 @contextlib.contextmanager
@@ -112,6 +125,14 @@ async def _in_scope(scope: anyio.CancelScope, work: Callable[[], Coroutine[Any, 
     here, so a task cancelled before it starts leaves none un-awaited."""
     with scope:
         await work()
+
+
+def _duration(seconds: float) -> str:
+    """24 h, 90 min, 45 s: how long a limit is, for a person."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
 
 
 def new_run_id() -> str:
@@ -231,6 +252,17 @@ class _Live:
     children: set[str] = field(default_factory=set)
     # (status, output, error) once finished: what a waiting parent is told.
     outcome: tuple[str, Any, dict[str, Any] | None] | None = None
+    # Holds one of the worker slots (only while `running`; see the module docstring).
+    slot: bool = False
+    # ctx.related[...].run() calls of this run not answered yet (threads may make several).
+    child_waits: int = 0
+    # Waiting for a slot (admission order: `seq`); `deferred`: the database said no (a
+    # project limit counted across replicas), so others go first until the next wake.
+    wants_slot: bool = False
+    deferred: bool = False
+    seq: int = 0
+    # interaction id -> the timer that expires the question
+    expiry: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
 
 class RunService:
@@ -253,6 +285,9 @@ class RunService:
         pending_records: Path | None = None,
         pending_records_bytes: int = DEFAULT_MAX_BYTES,
         records_drain_seconds: float = DEFAULT_RECORDS_DRAIN_SECONDS,
+        max_waiting_runs: int = DEFAULT_MAX_WAITING_RUNS,
+        max_waiting_per_account: int = DEFAULT_MAX_WAITING_PER_ACCOUNT,
+        question_timeout_seconds: float = DEFAULT_QUESTION_TIMEOUT_SECONDS,
     ) -> None:
         """`replica_id`: the serve replica recording its runs (webui.replicas); None in a
         local process, whose runs are judged by `owner` (the process) instead.
@@ -273,6 +308,12 @@ class RunService:
         self.echo = echo
         self.owner = run_store.process_owner_token()
         self.max_concurrent_runs = max_concurrent_runs
+        self.max_waiting_runs = max_waiting_runs
+        self.max_waiting_per_account = max_waiting_per_account
+        self.question_timeout_seconds = question_timeout_seconds
+        self._seq = 0
+        # project id -> runs being created (preflight passed, not live yet)
+        self._starting: dict[str, int] = {}
         self._admission = asyncio.Condition()
         self._live: dict[str, _Live] = {}
         self._tasks = TaskSet()
@@ -323,7 +364,7 @@ class RunService:
                         break  # lagged: events were lost; re-check, then listen again
                     if event.topic == "interactions" and event.kind == "answered":
                         await self._resume_if_waiting(str(event.data.get("interactionId")))
-                    elif event.topic == "runs" and self._counts()[1]:
+                    elif event.topic == "runs" and self._slot_wanted():
                         await self._wake_queue()
             await self._recheck()
 
@@ -336,7 +377,7 @@ class RunService:
                 rows = await run_db(interaction_store.answered_among, self.engine, interaction_ids=asked)
                 for row in rows:
                     await self._resume_with(row)
-            if self._counts()[1]:
+            if self._slot_wanted():
                 await self._wake_queue()
         except Exception:
             log.exception("re-checking the waiting runs failed")
@@ -377,18 +418,36 @@ class RunService:
 
     # ----------------------------------------------------------------- API
     def _counts(self, project_id: str | None = None) -> tuple[int, int]:
-        """(holding a worker, queued) among live runs, for one project or all."""
-        holding = queued = 0
+        """(holding a slot, queued) among live runs, for one project or all."""
+        holding = 0
+        starting = self._starting
+        queued = sum(starting.values()) if project_id is None else starting.get(project_id, 0)
         for live in self._live.values():
             if project_id is not None and live.request.project.id != project_id:
                 continue
-            if live.status == "waiting_for_child":
-                continue  # its child holds the slot while it waits
-            if live.status == "queued":
-                queued += 1
-            else:
+            if live.slot:
                 holding += 1
+            elif live.status == "queued":
+                queued += 1
         return holding, queued
+
+    def _slot_wanted(self) -> bool:
+        return any(live.wants_slot for live in self._live.values())
+
+    def _free_slots(self) -> int:
+        return self.max_concurrent_runs - self._counts()[0]
+
+    def _waiting(self, account_id: int | None = None, *, asking: bool = False) -> int:
+        """Runs holding a worker process but no slot (waiting for a person or a child run,
+        or for a slot to go on); `asking`: only those of `account_id` with an open question."""
+        n = 0
+        for live in self._live.values():
+            if live.worker is None or live.slot or live.done.is_set():
+                continue
+            if asking and (live.request.account_id != account_id or not live.pending):
+                continue
+            n += 1
+        return n
 
     def preflight(self, request: RunRequest) -> None:
         limits = request.limits
@@ -398,49 +457,125 @@ class RunService:
             raise RunRefused("run_gate_closed", "The project's run gate is closed; no new runs are accepted.")
         if limits.max_queued is not None and not self.shared:  # shared: counted as the run is inserted
             holding, queued = self._counts(request.project.id)
-            would_queue = limits.max_running is not None and holding >= limits.max_running
-            if would_queue and queued >= limits.max_queued:
+            if run_store.queue_full(
+                holding=holding,
+                queued=queued,
+                max_running=limits.max_running,
+                max_queued=limits.max_queued,
+                free_slots=self._free_slots(),
+            ):
                 raise RunRefused(
                     "queue_limit",
-                    f"The project already has {holding} active and {queued} queued runs; try again later.",
+                    f"The project already has {holding} running and {queued} queued runs; try again later.",
                 )
 
     def _slotless(self) -> list[str]:
-        """This process's runs whose slot their child run holds (the database may still
-        say `running`)."""
-        return [live.run_id for live in self._live.values() if live.status == "waiting_for_child"]
-
-    async def _admit_shared(self, live: _Live) -> None:
-        """Wait for a worker slot in this process and for the project's running limit,
-        counted in the database shared with the other replicas."""
-        req = live.request
-        async with self._admission:
-            while True:
-                await self._admission.wait_for(
-                    lambda: live.terminating is not None or self._counts()[0] < self.max_concurrent_runs
-                )
-                if live.terminating is not None:
-                    return
-                admitted = await run_db(
-                    run_store.admit_queued,
-                    self.engine,
-                    run_id=live.run_id,
-                    project_id=req.project.id,
-                    max_running=req.limits.max_running,
-                    exclude=self._slotless(),
-                )
-                if admitted:
-                    live.status = "running"  # holds its slot from here
-                    return
-                # A slot freed here or elsewhere wakes us; the poll covers a missed event.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._admission.wait(), SHARED_POLL_SECONDS)
+        """This process's runs past their admission that hold no slot now (the database
+        may still say `running`); queued ones are counted as queued."""
+        return [live.run_id for live in self._live.values() if not live.slot and live.status != "queued"]
 
     def _may_run_now(self, live: _Live) -> bool:
-        if self._counts()[0] >= self.max_concurrent_runs:
+        """A slot is free for `live`, and it is next in line for one: runs that already
+        have a worker (resuming after an answer or their child runs) first, then the
+        account holding the fewest slots, then the oldest. One pass over the live runs
+        (as the counting before it): every waiter checks this when a slot frees."""
+        held = 0
+        by_account: dict[int | None, int] = {}
+        by_project: dict[str, int] = {}
+        for other in self._live.values():
+            if other.slot:
+                held += 1
+                by_account[other.request.account_id] = by_account.get(other.request.account_id, 0) + 1
+                by_project[other.request.project.id] = by_project.get(other.request.project.id, 0) + 1
+        if held >= self.max_concurrent_runs:
             return False
-        limit = live.request.limits.max_running
-        return limit is None or self._counts(live.request.project.id)[0] < limit
+
+        def allowed(run: _Live) -> bool:
+            limit = run.request.limits.max_running
+            return limit is None or by_project.get(run.request.project.id, 0) < limit
+
+        def rank(run: _Live) -> tuple[bool, int, int]:
+            return (run.worker is None, by_account.get(run.request.account_id, 0), run.seq)
+
+        if not allowed(live):
+            return False
+        mine = rank(live)
+        return not any(
+            other is not live
+            and other.wants_slot
+            and not other.deferred
+            and other.terminating is None
+            and rank(other) < mine
+            and allowed(other)
+            for other in self._live.values()
+        )
+
+    async def _take_slot(self, live: _Live) -> bool:
+        """Wait until `live` may hold a slot (this process's worker slots, the project's
+        running limit, counted in the database on a shared one) and take it; False when
+        the run ends meanwhile."""
+        req = live.request
+        counted_in_db = self.shared and req.limits.max_running is not None
+        resuming = live.worker is not None
+        self._seq += 1
+        live.seq = self._seq
+        live.wants_slot = True
+        try:
+            async with self._admission:
+                while True:
+                    await self._admission.wait_for(
+                        lambda: live.terminating is not None or self._may_run_now(live)
+                    )
+                    if live.terminating is not None:
+                        return False
+                    if counted_in_db:
+                        admitted = await run_db(
+                            run_store.admit_queued,
+                            self.engine,
+                            run_id=live.run_id,
+                            project_id=req.project.id,
+                            max_running=req.limits.max_running,
+                            exclude=self._slotless(),
+                            from_statuses=run_store.RESUMABLE_STATUSES if resuming else ("queued",),
+                        )
+                        if not admitted:
+                            # Taken elsewhere: let the others here go first; a slot freed
+                            # here or elsewhere wakes us, the poll covers a missed event.
+                            live.deferred = True
+                            self._admission.notify_all()
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(self._admission.wait(), SHARED_POLL_SECONDS)
+                            live.deferred = False
+                            continue
+                    live.slot = True
+                    if self._free_slots() > 0:
+                        self._admission.notify_all()  # the next in line may find one free too
+                    return True
+        finally:
+            live.wants_slot = False
+
+    def _release_slot(self, live: _Live) -> None:
+        """The run stops running for now (it waits for a person or for its child runs):
+        its time limit pauses and its slot goes to the next in line."""
+        self._stop_timer(live)
+        if live.slot:
+            live.slot = False
+            self._tasks.spawn(self._wake_queue())
+
+    async def _resume(self, live: _Live) -> bool:
+        """Take a slot again before the run goes on: False when it ended meanwhile."""
+        if live.slot:
+            return True
+        if not await self._take_slot(live):
+            return False
+        try:
+            await self._set_status(live, "running")
+        except Exception:
+            log.exception("run %s: its resumption was not recorded", live.run_id)
+            live.status = "running"
+        self._start_timer(live)
+        self._publish(live, RunUpdate("running", live.run_id, live.status))
+        return True
 
     async def start(self, request: RunRequest) -> str:
         self.preflight(request)
@@ -475,27 +610,40 @@ class RunService:
         def audit(s: Any) -> None:
             self.audit.record(s, "run.created", **request.audit_fields(run_id), outcome="queued")
 
-        if self.shared:
-            refused = await run_db(
-                run_store.create_run_within_limits,
-                self.engine,
-                run=run,
-                max_running=request.limits.max_running,
-                max_queued=request.limits.max_queued,
-                exclude=self._slotless(),
-                audit=audit,
-            )
-            if refused is not None:
-                holding, queued = refused
-                raise RunRefused(
-                    "queue_limit",
-                    f"The project already has {holding} active and {queued} queued runs; try again later.",
+        # Until its run is live, a start counts as queued: starts racing each other all
+        # see it (the preflight above and the insert below are apart by a thread wait).
+        project_id = request.project.id
+        self._starting[project_id] = self._starting.get(project_id, 0) + 1
+        try:
+            if self.shared:
+                refused = await run_db(
+                    run_store.create_run_within_limits,
+                    self.engine,
+                    run=run,
+                    max_running=request.limits.max_running,
+                    max_queued=request.limits.max_queued,
+                    exclude=self._slotless(),
+                    free_slots=self._free_slots(),
+                    audit=audit,
                 )
-        else:
-            await run_db(run_store.create_run, self.engine, run=run, audit=audit)
-        live = _Live(request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
-        live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
-        self._live[run_id] = live
+                if refused is not None:
+                    holding, queued = refused
+                    raise RunRefused(
+                        "queue_limit",
+                        f"The project already has {holding} running and {queued} queued runs;"
+                        " try again later.",
+                    )
+            else:
+                await run_db(run_store.create_run, self.engine, run=run, audit=audit)
+            live = _Live(
+                request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+            )
+            live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
+            self._live[run_id] = live
+        finally:
+            left = self._starting.pop(project_id) - 1
+            if left:
+                self._starting[project_id] = left
         if request.on_created is not None:
             request.on_created(run_id)
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
@@ -576,16 +724,8 @@ class RunService:
     # ----------------------------------------------------------------- driving
     async def _drive(self, live: _Live) -> None:
         try:
-            if self.shared and live.request.limits.max_running is not None:
-                await self._admit_shared(live)
-            else:
-                async with self._admission:
-                    await self._admission.wait_for(
-                        lambda: live.terminating is not None or self._may_run_now(live)
-                    )
-                    if live.terminating is None:
-                        live.status = "running"  # holds its slot from here
-            if live.terminating is None:
+            if await self._take_slot(live):
+                live.status = "running"  # holds its slot from here
                 await self._run_worker(live)
         except Exception:
             log.exception("run %s: the run service failed", live.run_id)
@@ -668,6 +808,9 @@ class RunService:
         if live.done.is_set():
             return
         self._stop_timer(live)
+        for timer in live.expiry.values():
+            timer.cancel()
+        live.expiry.clear()
         status, detail = live.terminating or (
             "failed",
             {"code": "internal", "message": "The run ended without an outcome."},
@@ -703,6 +846,7 @@ class RunService:
         final = RunUpdate("final", live.run_id, status, output=output, error=error, files=list(live.created))
         self._publish(live, final)
         self._live.pop(live.run_id, None)
+        live.slot = False
         live.done.set()
         self._tasks.spawn(self._wake_queue())
 
@@ -717,6 +861,8 @@ class RunService:
             return
         if live.terminating is None:
             live.terminating = (status, error)
+        if live.wants_slot:
+            await self._wake_queue()  # it stops waiting for a slot
         grace = self.kill_grace_seconds if grace is None else grace
         worker = live.worker
         if worker is None and live.task is not None:
@@ -739,6 +885,8 @@ class RunService:
 
     # ----------------------------------------------------------------- time limit
     def _start_timer(self, live: _Live) -> None:
+        if live.timer is not None:
+            return  # already counting: one timer per run, stopped as often as started
         loop = asyncio.get_running_loop()
         live.timer_started = loop.time()
         live.timer = loop.call_later(max(live.remaining, 0.0), self._on_timeout, live)
@@ -886,7 +1034,29 @@ class RunService:
         )
         return worker_view(row)
 
+    def _waiting_refusal(self, live: _Live) -> str | None:
+        """Why this run may not wait for a person now (a waiting run keeps its worker
+        process): None when it may."""
+        if live.slot and self._waiting() >= self.max_waiting_runs:
+            return (
+                f"The server already has {self.max_waiting_runs} runs waiting for an answer or a"
+                " child run (STEAMHARNESS_MAX_WAITING_RUNS); this run stopped instead of waiting."
+            )
+        account = live.request.account_id
+        if not live.pending and self._waiting(account, asking=True) >= self.max_waiting_per_account:
+            return (
+                f"This account already has {self.max_waiting_per_account} runs waiting for an answer"
+                " (STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT); answer or cancel one of them, then"
+                " call again."
+            )
+        return None
+
     async def _open_interaction(self, live: _Live, rid: int, op: str, args: dict[str, Any]) -> None:
+        refusal = self._waiting_refusal(live)
+        if refusal is not None:
+            error = {"code": "too_many_waiting", "message": refusal}
+            self._tasks.spawn(self._terminate(live, "failed", error), name=f"refuse-{live.run_id}")
+            return
         if op == "ask":
             params = parse_params(args.get("fields") or [], where="ctx.ask() fields")
             title = str(args.get("title") or "Input needed")
@@ -927,10 +1097,19 @@ class RunService:
                 blockers=blockers,
                 project_id=live.request.project.id,
                 actor=live.request.actor,
+                expires_at=expires_at,
             )
 
+        expires_at = utcnow() + timedelta(seconds=self.question_timeout_seconds)
         self._stop_timer(live)  # a person thinking is not the handler running
-        row = await self._write(live, record)
+        try:
+            row = await self._write(live, record)
+        except BaseException:
+            if live.slot:
+                self._start_timer(live)
+            raise
+        self._release_slot(live)
+        self._schedule_expiry(live, row.id, expires_at)
         live.pending[row.id] = rid
         live.waiting_on = row
         live.asked = True
@@ -951,6 +1130,9 @@ class RunService:
         if live is None or answer.repeated or row.id not in live.pending:
             return
         rid = live.pending.pop(row.id)
+        timer = live.expiry.pop(row.id, None)
+        if timer is not None:
+            timer.cancel()
         live.waiting_on = None
         parent = live.parent
         while parent is not None:
@@ -962,18 +1144,73 @@ class RunService:
                 live, "cancelled", {"code": "cancelled", "message": "The person cancelled the run."}
             )
             return
-        await self._set_status(live, "running")
-        self._start_timer(live)
-        self._publish(live, RunUpdate("running", live.run_id, live.status))
+        # The run goes on once it has a slot again; whoever answered need not wait for that.
+        reply = {"action": answer.action, "content": answer.content}
+        self._tasks.spawn(self._reply_when_resumed(live, rid, reply), name=f"resume-{live.run_id}")
+
+    async def _reply_when_resumed(self, live: _Live, rid: int, result: dict[str, Any]) -> None:
+        if not await self._after_wait(live):
+            return
         assert live.worker is not None
-        await live.worker.send(
-            {
-                "type": "reply",
-                "id": rid,
-                "ok": True,
-                "result": {"action": answer.action, "content": answer.content},
+        await live.worker.send({"type": "reply", "id": rid, "ok": True, "result": result})
+
+    async def _after_wait(self, live: _Live) -> bool:
+        """One thing the run waited for is done (an answer, a child run). It goes on, with
+        a slot taken again, once nothing else is pending; until then it waits for the rest
+        (the thread that was answered goes on meanwhile). False when the run ended."""
+        if live.done.is_set() or live.terminating is not None:
+            return False
+        if live.pending:
+            return True
+        if live.child_waits:
+            if live.status != "waiting_for_child":
+                try:
+                    await self._set_status(live, "waiting_for_child")
+                except Exception:
+                    log.exception("run %s: waiting for its child runs was not recorded", live.run_id)
+            return True
+        return await self._resume(live)
+
+    # ----------------------------------------------------------------- question expiry
+    def _schedule_expiry(self, live: _Live, interaction_id: str, expires_at: datetime) -> None:
+        delay = max((expires_at - utcnow()).total_seconds(), 0.0)
+
+        def due() -> None:
+            self._tasks.spawn(self._expire(live, interaction_id), name=f"expire-{interaction_id}")
+
+        live.expiry[interaction_id] = asyncio.get_running_loop().call_later(delay, due)
+
+    async def _expire(self, live: _Live, interaction_id: str) -> None:
+        """The question's time is up: the stored row decides (an answer given meanwhile, on
+        any replica, wins); an expired question ends its run with `question_expired`."""
+        live.expiry.pop(interaction_id, None)
+        if live.done.is_set() or interaction_id not in live.pending:
+            return
+        req = live.request
+        try:
+            row = await run_db(
+                self.interactions.expire, interaction_id, project_id=req.project.id, actor=req.actor
+            )
+        except Exception:
+            log.exception("interaction %s: expiring it failed; trying again", interaction_id)
+            retry = utcnow() + timedelta(seconds=SHARED_POLL_SECONDS)
+            self._schedule_expiry(live, interaction_id, retry)
+            return
+        if row.status == "answered":
+            await self._resume_with(row)
+        elif row.status == "pending" and row.expires_at is not None:
+            self._schedule_expiry(live, interaction_id, as_utc(row.expires_at))  # not due by its row yet
+        elif row.status == "closed":
+            limit = _duration(self.question_timeout_seconds)
+            error = {
+                "code": "question_expired",
+                "message": (
+                    f"Nobody answered the question {row.title!r} within {limit}"
+                    " (STEAMHARNESS_QUESTION_TIMEOUT_SECONDS); the run stopped."
+                ),
+                "interactionId": interaction_id,
             }
-        )
+            await self._terminate(live, "failed", error)
 
     # ----------------------------------------------------------------- child runs
     def _resolve_related(self, live: _Live, alias: str) -> RelatedTarget:
@@ -1040,14 +1277,24 @@ class RunService:
             depth=req.depth + 1,
             config=config,
         )
-        # The parent stops holding its slot before the child asks for one.
-        self._stop_timer(live)
-        live.status = "waiting_for_child"
+        if live.slot and self._waiting() >= self.max_waiting_runs:
+            raise RelatedProjectError(
+                f"related project {alias!r}: the server already has {self.max_waiting_runs} runs"
+                " waiting (STEAMHARNESS_MAX_WAITING_RUNS); try again later"
+            )
+        # The parent gives its slot up before the child asks for one: a parent waiting for
+        # any child never holds a slot its children need. Its handler's threads may start
+        # several; it runs again only once none is pending.
+        live.child_waits += 1
+        self._release_slot(live)
+        if not live.pending:
+            live.status = "waiting_for_child"
         try:
             child_id = await self.start(child_request)
         except BaseException as exc:
-            live.status = "running"
-            self._start_timer(live)
+            live.child_waits -= 1
+            if isinstance(exc, Exception) and not await self._after_wait(live):
+                raise RelatedProjectError(f"related project {alias!r}: the run is ending") from None
             if isinstance(exc, RunRefused):  # its run gate or queue limit
                 raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None
             raise
@@ -1071,7 +1318,8 @@ class RunService:
                 data=back,
                 source=req.source,
             )
-            await self._set_status(live, "waiting_for_child")
+            if not live.pending and live.status == "waiting_for_child":
+                await self._set_status(live, "waiting_for_child")
         except Exception:
             log.exception("run %s: the link to its child run %s could not be recorded", live.run_id, child_id)
         finally:
@@ -1084,22 +1332,21 @@ class RunService:
         await child.done.wait()
         await linked.wait()  # the parent's records say it waits before they say it resumed
         live.children.discard(child.run_id)
+        live.child_waits -= 1
         if live.done.is_set() or live.terminating is not None:
             return
         lost = {"code": "internal", "message": "The child run ended without an outcome."}
         status, output, error = child.outcome or ("failed", None, lost)
-        live.waiting_on = None
+        shown = live.waiting_on
+        if shown is not None and shown.run_id != live.run_id and shown.run_id not in self._live:
+            live.waiting_on = None  # the question of a child run that ended; its own stays
         data = {"runId": child.run_id, "status": status}
         try:
             await self._add_event(live, "child", text=f"child run {child.run_id} ended: {status}", data=data)
-            await self._set_status(live, "running")
         except Exception:
-            log.exception(
-                "run %s: its resumption after child run %s was not recorded", live.run_id, child.run_id
-            )
-            live.status = "running"
-        self._start_timer(live)
-        self._publish(live, RunUpdate("running", live.run_id, live.status))
+            log.exception("run %s: the end of its child run %s was not recorded", live.run_id, child.run_id)
+        if not await self._after_wait(live):
+            return
         result = {"runId": child.run_id, "status": status, "output": output, "error": error}
         await worker.send({"type": "reply", "id": rid, "ok": True, "result": result})
 

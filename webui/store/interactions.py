@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy.engine import Engine
+from sqlalchemy import update
+from sqlalchemy.engine import CursorResult, Engine
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from webui.store.db import AuditWrite, add_row, get_row, storable_text
@@ -86,6 +88,36 @@ def close_interaction(engine: Engine, *, interaction_id: str, reason: str) -> In
     return row
 
 
+def expire_interaction(
+    engine: Engine, *, interaction_id: str, audit: AuditWrite | None = None
+) -> Interaction:
+    """Close the interaction as expired if it is still pending and its `expires_at` has
+    passed (one conditional UPDATE: an answer racing it on another replica either lands
+    first or finds it closed), with its audit event; the row as it stands afterwards."""
+    with Session(engine, expire_on_commit=False) as s:
+        moved = cast(
+            CursorResult[Any],
+            s.execute(
+                update(Interaction)
+                .where(
+                    col(Interaction.id) == interaction_id,
+                    col(Interaction.status) == "pending",
+                    col(Interaction.expires_at) <= utcnow(),
+                )
+                .values(status="closed", close_reason="expired")
+                .execution_options(synchronize_session=False)
+            ),
+        )
+        if moved.rowcount == 1 and audit is not None:
+            audit(s)
+        s.commit()
+        row = s.get(Interaction, interaction_id)
+        if row is None:
+            raise LookupError(interaction_id)
+        s.refresh(row)
+        return row
+
+
 def pending_for_run(engine: Engine, *, run_id: str) -> Interaction | None:
     """The run's newest pending interaction."""
     with Session(engine, expire_on_commit=False) as s:
@@ -129,10 +161,12 @@ def load_owned(s: Session, *, interaction_id: str) -> OwnedInteraction | None:
     return OwnedInteraction(row, owner, project_id)
 
 
-def mark_closed(s: Session, row: Interaction, *, reason: str) -> None:
-    """Close the row (loaded in `s`) with `reason`, and commit."""
+def mark_closed(s: Session, row: Interaction, *, reason: str, audit: AuditWrite | None = None) -> None:
+    """Close the row (loaded in `s`) with `reason` (and its audit event), and commit."""
     row.status, row.close_reason = "closed", reason
     s.add(row)
+    if audit is not None:
+        audit(s)
     s.commit()
 
 
@@ -147,20 +181,38 @@ def mark_answered(
     override: bool,
     channel: str,
     audit: AuditWrite | None = None,
-) -> None:
-    """Record the answer on the row (loaded in `s`) and its audit event, and commit."""
-    row.status = "answered"
-    row.action = action
-    row.answer = answer
-    row.answer_digest = digest
-    row.answered_by = answered_by
-    row.answer_override = override or None
-    row.channel = channel
-    row.answered_at = utcnow()
-    s.add(row)
+) -> bool:
+    """Record the answer on the row (loaded in `s`) and its audit event, and commit: False
+    (nothing written) when the row was no longer pending by then (it expired, or its run
+    ended, in another transaction since it was read)."""
+    values: dict[str, Any] = {
+        "status": "answered",
+        "action": action,
+        "answer": answer,
+        "answer_digest": digest,
+        "answered_by": answered_by,
+        "answer_override": override or None,
+        "channel": channel,
+        "answered_at": utcnow(),
+    }
+    moved = cast(
+        CursorResult[Any],
+        s.execute(
+            update(Interaction)
+            .where(col(Interaction.id) == row.id, col(Interaction.status) == "pending")
+            .values(values)
+            .execution_options(synchronize_session=False)
+        ),
+    )
+    if moved.rowcount != 1:
+        s.rollback()
+        return False
     if audit is not None:
         audit(s)
     s.commit()
+    for name, value in values.items():
+        set_committed_value(row, name, value)
+    return True
 
 
 def _joined() -> Any:

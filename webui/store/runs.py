@@ -221,8 +221,11 @@ def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_al
 
 
 # Run gate and queue limits across replicas (PostgreSQL): counted in the database, under a
-# per-project lock, in the transaction that inserts or admits the run.
-HOLDING_STATUSES = ("running", "waiting_for_input")
+# per-project lock, in the transaction that inserts or admits the run. Only a `running` run
+# holds a slot: a run waiting for a person or for a child run keeps its worker process but
+# gives its slot up (webui.runs.service), so waiting runs never starve running ones.
+HOLDING_STATUSES = ("running",)
+RESUMABLE_STATUSES = ("running", "waiting_for_input", "waiting_for_child")
 
 
 def _lock_project_runs(conn: Connection, project_id: str) -> None:
@@ -232,8 +235,8 @@ def _lock_project_runs(conn: Connection, project_id: str) -> None:
 
 
 def _project_counts(conn: Connection, project_id: str, exclude: Collection[str]) -> tuple[int, int]:
-    """(holding a worker, queued) among the project's active runs, minus `exclude` (runs
-    whose slot is held by a child run they wait on)."""
+    """(holding a slot, queued) among the project's active runs, minus `exclude` (this
+    process's runs that hold no slot whatever the database still says)."""
     stmt = (
         sa_select(_RUNS.c.status, func.count())
         .where(_RUNS.c.project_id == project_id, _RUNS.c.status.in_(("queued", *HOLDING_STATUSES)))
@@ -246,6 +249,24 @@ def _project_counts(conn: Connection, project_id: str, exclude: Collection[str])
     return holding, counts.get("queued", 0)
 
 
+def queue_full(
+    *, holding: int, queued: int, max_running: int | None, max_queued: int | None, free_slots: int | None
+) -> bool:
+    """Whether one more run would wait behind `max_queued` runs already waiting. A queued
+    run may not have taken its free slot yet: only queued runs beyond the free slots (the
+    project's `max_running`, and the server's worker slots, `free_slots`) really wait."""
+    if max_queued is None:
+        return False
+    free: int | None = None
+    if max_running is not None:
+        free = max(max_running - holding, 0)
+    if free_slots is not None:
+        free = max(free_slots, 0) if free is None else min(free, max(free_slots, 0))
+    if free is None:
+        return False  # nothing limits how many run at once: nothing waits
+    return queued - free >= max_queued
+
+
 def create_run_within_limits(
     engine: Engine,
     *,
@@ -253,32 +274,48 @@ def create_run_within_limits(
     max_running: int | None,
     max_queued: int | None,
     exclude: Collection[str] = (),
+    free_slots: int | None = None,
     audit: Callable[[Any], Any] | None = None,
 ) -> tuple[int, int] | None:
     """Insert the run unless the project's queue limit refuses it: None when inserted, else
-    the (holding, queued) counts that refused it. Race-free across processes."""
+    the (holding, queued) counts that refused it. Race-free across processes. `free_slots`:
+    the worker slots free in the inserting process (its queue counts even when the project
+    sets no running limit)."""
     with engine.begin() as conn:
         _lock_project_runs(conn, run.project_id)
-        if max_queued is not None and max_running is not None:
+        if max_queued is not None and (max_running is not None or free_slots is not None):
             holding, queued = _project_counts(conn, run.project_id, exclude)
-            # A queued run may not have taken its free slot yet: queued runs beyond the
-            # free slots are the ones really waiting.
-            if holding + queued >= max_running and holding + queued - max_running >= max_queued:
+            if queue_full(
+                holding=holding,
+                queued=queued,
+                max_running=max_running,
+                max_queued=max_queued,
+                free_slots=free_slots,
+            ):
                 return holding, queued
         _insert_run(conn, run, audit)
     return None
 
 
 def admit_queued(
-    engine: Engine, *, run_id: str, project_id: str, max_running: int | None, exclude: Collection[str] = ()
+    engine: Engine,
+    *,
+    run_id: str,
+    project_id: str,
+    max_running: int | None,
+    exclude: Collection[str] = (),
+    from_statuses: Collection[str] = ("queued",),
 ) -> bool:
-    """Move a queued run to running if the project has a free slot (counted in the database
-    under the project's lock); False when it must keep waiting or is no longer queued."""
+    """Move a run to running if the project has a free slot (counted in the database under
+    the project's lock); False when it must keep waiting or is no longer in `from_statuses`
+    (a resumed run passes RESUMABLE_STATUSES)."""
     with engine.begin() as conn:
         _lock_project_runs(conn, project_id)
         if max_running is not None and _project_counts(conn, project_id, exclude)[0] >= max_running:
             return False
         moved = conn.execute(
-            update(_RUNS).where(_RUNS.c.id == run_id, _RUNS.c.status == "queued").values(status="running")
+            update(_RUNS)
+            .where(_RUNS.c.id == run_id, _RUNS.c.status.in_(list(from_statuses)))
+            .values(status="running")
         )
         return moved.rowcount == 1
