@@ -114,6 +114,15 @@ class ConfigurationRefused(SteamharnessError):
     status = 400
 
 
+class SecretsExportNeedsPost(SteamharnessError):
+    """Exporting configurations with their secrets asked with GET: a link, a prefetch or an
+    image tag can make a browser send a GET with its cookie, so secrets leave only on a POST
+    (which a browser session must back with its CSRF token)."""
+
+    code = "secrets_export_needs_post"
+    status = 405
+
+
 class ServerUnreachable(SteamharnessError):
     """A steamharness server the CLI talks to did not answer (or not like one)."""
 
