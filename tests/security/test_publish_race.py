@@ -200,7 +200,9 @@ def test_the_cli_publishes_only_the_revision_named(server: LiveServer) -> None:
         data = json.loads(before)
         data["description"] = "changed after the diff"
         package.write_text(json.dumps(data), encoding="utf-8")
-        refused = server.cli("projects", "publish", HELLO, "--version", "4.0.0", "--revision", revision, check=False)
+        refused = server.cli(
+            "projects", "publish", HELLO, "--version", "4.0.0", "--revision", revision, check=False
+        )
         assert refused.returncode != 0
         assert "changed since it was reviewed" in refused.stderr
         assert "4.0.0" not in stored(server)

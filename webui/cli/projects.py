@@ -160,4 +160,6 @@ def projects_diff(
     label = against if old is not None else "no online version"
     breaking = sum(c.breaking for c in changes)
     typer.echo(f"{len(changes)} change(s), {breaking} breaking, against {label}", err=True)
-    typer.echo(f"draft revision {review.revision} (to publish just it: --revision {review.revision})", err=True)
+    typer.echo(
+        f"draft revision {review.revision} (to publish just it: --revision {review.revision})", err=True
+    )

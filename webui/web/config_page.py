@@ -18,7 +18,6 @@ page (or the whole page with the error).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -407,9 +406,7 @@ async def activate_config(
     )
 
 
-@router.get(
-    "/projects/{project_id}/config/export", summary="Download the configurations (secrets masked)"
-)
+@router.get("/projects/{project_id}/config/export", summary="Download the configurations (secrets masked)")
 async def export_config(
     request: Request, project_id: str, user: UserDep, account: str | None = None, secrets: str | None = None
 ) -> Response:
