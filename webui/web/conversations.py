@@ -51,6 +51,7 @@ from webui.store import runs as run_store
 from webui.web import forms
 from webui.web.conversation_views import (
     Card,
+    RunHider,
     ServerNames,
     Timeline,
     build_cards,
@@ -63,6 +64,7 @@ from webui.web.conversation_views import (
     visible_item,
 )
 from webui.web.deps import ServicesDep, UserDep
+from webui.web.runs_pages import run_hider
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(tags=["pages"])
@@ -113,7 +115,8 @@ def timeline_fragment(run_id: str, request: Request, user: UserDep, services: Se
     # The questions and answers are the run owner's: others who may use the project get 404.
     if run is None or not user.may_use(run.project_id) or not Party.of_user(user).may_see(run.account_id):
         raise NotFound(f"run {run_id!r} not found")
-    return page(request, TIMELINE, {"timeline": run_timeline(services.engine, run)})
+    timeline = run_timeline(services.engine, run, run_hider(services, user))
+    return page(request, TIMELINE, {"timeline": timeline})
 
 
 def _card_response(request: Request, engine: Engine, user: UiUser, card: Card, status: int) -> Response:
@@ -134,8 +137,10 @@ def _settled_response(request: Request, engine: Engine, user: UiUser, card: Card
     return _card_response(request, engine, user, card, InteractionClosed.status)
 
 
-def _fresh_card(engine: Engine, user: UiUser, interaction_id: str, names: ServerNames) -> Card:
-    return build_cards(engine, [visible_item(engine, user, interaction_id)], names, user)[0]
+def _fresh_card(
+    engine: Engine, user: UiUser, interaction_id: str, names: ServerNames, hide: RunHider
+) -> Card:
+    return build_cards(engine, [visible_item(engine, user, interaction_id)], names, user, hide)[0]
 
 
 @router.post("/interactions/{interaction_id}/answer", summary="Answer an interaction from the browser")
@@ -143,7 +148,7 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
     engine = services.engine
     names = server_names_of(request)
     item = await run_db(visible_item, engine, user, interaction_id)
-    card = (await run_db(build_cards, engine, [item], names, user))[0]
+    card = (await run_db(build_cards, engine, [item], names, user, run_hider(services, user)))[0]
     form = await request.form()
     action = str(form.get("action") or "")
     if action not in ACTIONS:
@@ -182,12 +187,12 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
         card.problem = "Some answers need attention." if card.errors else exc.message
         return await run_db(_card_response, request, engine, user, card, exc.status)
     except (InteractionConflict, InteractionClosed) as exc:
-        fresh = await run_db(_fresh_card, engine, user, interaction_id, names)
+        fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
         fresh.problem = exc.message
         return await run_db(_card_response, request, engine, user, fresh, exc.status)
     if not is_htmx(request):
         return RedirectResponse("/conversations", status_code=303)
-    fresh = await run_db(_fresh_card, engine, user, interaction_id, names)
+    fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
     # `refresh`: the run moves on while this response travels, and its SSE updates may
     # reach the page before this card does; the card re-reads its timeline once in place.
     return page(request, PAGE, {"card": fresh, "refresh": True}, block="card")
@@ -203,6 +208,7 @@ class Feed:
     engine: Engine
     env: Environment
     server_names: ServerNames = no_server_names
+    services: Any = None  # for redacting runs' configuration secrets (`run_hider`)
 
     def render(self, block: str, **context: Any) -> str:
         return render_block(self.env, PAGE, block, **context)
@@ -258,7 +264,7 @@ def _events_for(
         run = run_store.get_run(feed.engine, run_id=run_id) if run_id in runs else None
         if run is None:
             return []
-        html = feed.render_timeline(run_timeline(feed.engine, run))
+        html = feed.render_timeline(run_timeline(feed.engine, run, run_hider(feed.services, user)))
         return [ServerSentEvent(html, event=f"run-{run_id}")]
     interaction_id = str(data.get("interactionId"))
     if event.kind == "pending":
@@ -271,7 +277,7 @@ def _events_for(
         item = find_item(feed.engine, user, interaction_id)  # hers, or any for an admin
         if item is None or item.interaction.status != "pending":
             return []  # answered already: its `answered` event finds nothing to update
-        card = build_cards(feed.engine, [item], feed.server_names, user)[0]
+        card = build_cards(feed.engine, [item], feed.server_names, user, run_hider(feed.services, user))[0]
         shown.add(interaction_id)
         if card.run is not None:
             runs.add(card.run.id)
@@ -282,7 +288,7 @@ def _events_for(
         shown.discard(interaction_id)
         if item is None:
             return []
-        card = build_cards(feed.engine, [item], feed.server_names, user)[0]
+        card = build_cards(feed.engine, [item], feed.server_names, user, run_hider(feed.services, user))[0]
         html = feed.render("card", card=card, user=user)
         return [ServerSentEvent(html, event=f"resolved-{interaction_id}")]
     return []
@@ -290,7 +296,7 @@ def _events_for(
 
 @router.get("/conversations/events", summary="Live updates of the conversation view (SSE)")
 def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> EventSourceResponse:
-    feed = Feed(services.engine, request.app.state.templates.env, server_names_of(request))
+    feed = Feed(services.engine, request.app.state.templates.env, server_names_of(request), services)
     cookie = request.cookies.get(COOKIE_NAME)
     ui_auth = request.app.state.ui_auth
 

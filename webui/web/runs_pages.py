@@ -16,6 +16,7 @@ conversation view."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -55,6 +56,15 @@ class RunRedaction:
     def of(services: Any, party: Party, run: Run) -> RunRedaction:
         secrets: Redaction = services.configs.run_redaction(run)
         return RunRedaction(NO_REDACTION if party.owns(run.account_id) else secrets, secrets)
+
+
+def run_hider(services: Any, user: UiUser | None) -> Callable[[Run], Run]:
+    """`run` as `user` may see its params, output and error (for views that show runs).
+    Without `services` (a view built outside the app, in tests) runs are shown as they are."""
+    if user is None or services is None:
+        return lambda run: run
+    party = Party.of_user(user)
+    return lambda run: shown_run(run, RunRedaction.of(services, party, run).result)
 
 
 def shown_run(run: Run, redaction: Redaction) -> Run:
