@@ -165,6 +165,18 @@ def test_the_owner_sees_her_output_but_her_log_lines_are_redacted(server: LiveSe
         assert all(leaks(line) == [] and "[redacted]" in line for line in logs)
 
 
+def test_the_conversation_timeline_redacts_for_an_administrator(server: LiveServer, run_id: str) -> None:
+    with browser(server, ADA) as ada:
+        r = ada.get(f"/runs/{run_id}/timeline")
+        assert r.status_code == 200, r.text
+        assert leaks(r.text) == [] and "[redacted]" in r.text
+    with browser(server, ALICE) as alice:
+        r = alice.get(f"/runs/{run_id}/timeline")
+        assert r.status_code == 200 and "tok/3n" in r.text
+    with browser(server, BOB) as bob:
+        assert bob.get(f"/runs/{run_id}/timeline").status_code == 404
+
+
 def test_the_runs_api_redacts_for_everyone_but_the_owner(server: LiveServer, run_id: str) -> None:
     bob_key = server.create_key("bob", projects=[PROJECT], scopes=["runs.read"])
     for key, owner in ((bob_key, False), (server.admin_key, False), (server.env["ALICE_KEY"], True)):
