@@ -74,7 +74,7 @@ def error(r: httpx2.Response) -> dict[str, Any]:
 def names(client: httpx2.Client) -> list[str]:
     r = client.get(API)
     assert r.status_code == 200, r.text
-    return sorted(c["name"] for c in r.json()["data"])
+    return sorted(c["name"] for c in r.json()["data"]["configurations"])
 
 
 def live_keys(server: LiveServer, user: str) -> int:
