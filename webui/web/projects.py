@@ -156,12 +156,10 @@ async def publish(request: Request, project_id: str, user: UserDep, registry: Re
     except SteamharnessError as exc:
         # The refusal shows the draft as it is now: its diff and the revision to review.
         preview = await run_db(views.preview, registry, project_id)
-        if isinstance(exc, DraftChanged):
-            error, status = DRAFT_CHANGED, 409
-            if preview.problem is not None:
-                error = f"{DRAFT_CHANGED} As it is now it cannot be published: {preview.problem}"
-        elif preview.problem is not None:
+        if preview.problem is not None:  # whatever was reviewed, the draft cannot be published now
             error, status = preview.problem, 422
+        elif isinstance(exc, DraftChanged):
+            error, status = DRAFT_CHANGED, 409
         else:
             error, status = exc.message, exc.status if exc.status in (409, 422) else 422
         return await run_db(render, publish=preview, error=error, version_value=version, status_code=status)
