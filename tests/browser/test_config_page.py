@@ -79,7 +79,7 @@ def test_editing_a_value_and_saving_in_the_browser(server: LiveServer, ui: Page)
     expect(ui.get_by_role("status")).to_have_text("Saved default.")
     expect(card.get_by_role("heading", name=re.compile("revision 3"))).to_be_visible()
     assert ui.evaluate("window.__sameDocument === true"), "the panel should be swapped in place"
-    doc = admin_api(server, "GET", f"{API}/export", params={"secrets": "true"}).json()
+    doc = admin_api(server, "POST", f"{API}/export", params={"secrets": "true"}).json()
     default = next(c for c in doc["configurations"] if c["name"] == "default")
     assert default["values"] == {
         "endpoint": "https://a.example",
