@@ -18,7 +18,7 @@ from webui.account_rules import InvalidAccount, name_taken, new_account_errors
 from webui.audit.log import AuditLog
 from webui.auth.keys import DEFAULT_SCOPES, KEY_PREFIX, new_api_key, sha256_hex
 from webui.auth.passwords import hash_password
-from webui.errors import NotFound, NotGranted, SteamharnessError
+from webui.errors import NotFound, NotGranted, SteamharnessError, TooManyKeys
 from webui.projects.registry import ProjectRegistry
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
@@ -26,6 +26,7 @@ from webui.store.models import Account, ApiKey, ProjectRecord
 
 # For callers without an event hub (tests, tools): audit events are written all the same.
 PLAIN_AUDIT = AuditLog()
+DEFAULT_MAX_KEYS = 25  # Settings.max_keys_per_account's default
 
 
 def create_user(
@@ -101,7 +102,10 @@ def create_key(
     actor: str = "cli",
     source: str = "cli",
     audit: AuditLog = PLAIN_AUDIT,
+    max_keys: int = DEFAULT_MAX_KEYS,
 ) -> tuple[str, ApiKey]:
+    """A new API key of `user`: refused (`too_many_keys`) when the account already holds
+    `max_keys` live keys (revoked ones do not count), counted as the key is stored."""
     account = account_store.get_account(engine, name=user)
     if account is None or account.id is None:
         raise NotFound(f"user {user!r} does not exist (create it with: steamharness users create {user})")
@@ -123,13 +127,22 @@ def create_key(
         account_id=account.id, name=name, scopes=list(scopes or DEFAULT_SCOPES), projects=projects or None
     )
     details = {"keyId": key.id, "user": user, "scopes": key.scopes, "projects": key.projects}
-    account_store.add_key(
-        engine,
-        key=key,
-        audit=lambda s: audit.record(
-            s, "key.created", actor=actor, outcome="ok", source=source, details=details
-        ),
-    )
+    try:
+        account_store.add_key(
+            engine,
+            key=key,
+            audit=lambda s: audit.record(
+                s, "key.created", actor=actor, outcome="ok", source=source, details=details
+            ),
+            cap=max_keys,
+        )
+    except account_store.KeysFull:
+        raise TooManyKeys(
+            f"too_many_keys: user {user!r} already holds {max_keys} live API keys, the most one"
+            " account may hold (STEAMHARNESS_MAX_KEYS_PER_ACCOUNT); revoke one first (steamharness"
+            " keys revoke KEY_ID, or the API keys page)",
+            limit=max_keys,
+        ) from None
     return raw, key
 
 

@@ -156,7 +156,7 @@ async def page_calls(app: FastAPI, engine: Engine, audit: AuditLog, host: HostSe
     try_it: TryIt | None = None
     try:
         async with try_it_calls() as try_calls, host_calls() as launches:
-            try_it = TryIt(try_calls, engine, audit)
+            try_it = TryIt(try_calls, engine, audit, max_keys=app.state.settings.max_keys_per_account)
             app.state.try_it = try_it
             app.state.host_calls = HostCalls(launches, host)
             try:

@@ -166,6 +166,43 @@ class ConfigurationRefused(SteamharnessError):
     status = 400
 
 
+class SecretsExportNeedsPost(SteamharnessError):
+    """Exporting configurations with their secrets asked with GET: a link, a prefetch or an
+    image tag can make a browser send a GET with its cookie, so secrets leave only on a POST
+    (which a browser session must back with its CSRF token)."""
+
+    code = "secrets_export_needs_post"
+    status = 405
+
+
+class TooManyConfigurations(SteamharnessError):
+    """A scope already holds `limit` configurations (`STEAMHARNESS_MAX_CONFIGS_PER_SCOPE`)."""
+
+    code = "too_many_configs"
+    status = 409
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def details(self) -> dict[str, object]:
+        return {"limit": self.limit}
+
+
+class TooManyKeys(SteamharnessError):
+    """An account already holds `limit` live API keys (`STEAMHARNESS_MAX_KEYS_PER_ACCOUNT`)."""
+
+    code = "too_many_keys"
+    status = 409
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def details(self) -> dict[str, object]:
+        return {"limit": self.limit}
+
+
 class ServerUnreachable(SteamharnessError):
     """A steamharness server the CLI talks to did not answer (or not like one)."""
 

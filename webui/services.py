@@ -91,7 +91,7 @@ def config_service(settings: Settings, engine: Engine, audit: AuditLog) -> Confi
         with contextlib.suppress(FileNotFoundError):
             fallbacks.append((settings.keys_dir / "config.key").read_bytes())
     box = SecretBox(persistent_secret(settings, "config.key"), fallbacks=fallbacks)
-    return ConfigService(engine, box=box, audit=audit)
+    return ConfigService(engine, box=box, audit=audit, max_per_scope=settings.max_configs_per_scope)
 
 
 def persistent_secret(settings: Settings, name: str) -> bytes:

@@ -169,6 +169,12 @@ class Settings(BaseSettings):
     max_sse_streams_per_account: int = Field(default=8, ge=1)
     project_file_quota_bytes: int = Field(default=5 * 1024**3, ge=0)
     project_file_quota_count: int = Field(default=10_000, ge=0)
+    # Named configurations one scope (an account's, or the local one, of one project) may
+    # hold, `default` included; creating, copying or importing past it is `too_many_configs`.
+    max_configs_per_scope: int = Field(default=50, ge=1)
+    # Live (unrevoked) API keys one account may hold; a new one past it is `too_many_keys`
+    # (revoke one first). Revoked keys do not count.
+    max_keys_per_account: int = Field(default=25, ge=1)
 
     @field_validator("server_admin_key")
     @classmethod

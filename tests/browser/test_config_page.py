@@ -5,6 +5,7 @@ typed."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -78,7 +79,7 @@ def test_editing_a_value_and_saving_in_the_browser(server: LiveServer, ui: Page)
     expect(ui.get_by_role("status")).to_have_text("Saved default.")
     expect(card.get_by_role("heading", name=re.compile("revision 3"))).to_be_visible()
     assert ui.evaluate("window.__sameDocument === true"), "the panel should be swapped in place"
-    doc = admin_api(server, "GET", f"{API}/export", params={"secrets": "true"}).json()
+    doc = admin_api(server, "POST", f"{API}/export", params={"secrets": "true"}).json()
     default = next(c for c in doc["configurations"] if c["name"] == "default")
     assert default["values"] == {
         "endpoint": "https://a.example",
@@ -106,3 +107,37 @@ def test_editing_a_value_and_saving_in_the_browser(server: LiveServer, ui: Page)
     expect(ui.get_by_role("status")).to_have_text("Saved default.")
     shown = admin_api(server, "GET", f"{API}/default").json()["data"]
     assert shown["revision"] == 5 and shown["values"]["threshold"] == 99
+
+
+def test_exporting_with_secrets_from_the_page_downloads_them(server: LiveServer, ui: Page) -> None:
+    """The Export form is a POST carrying the page's CSRF token: ticking Include secrets and
+    pressing Download JSON still downloads the secret (and a GET link no longer would)."""
+    seeded = admin_api(server, "GET", f"{API}/default")
+    assert seeded.status_code == 200, seeded.text
+    revision = seeded.headers["etag"]
+    saved = admin_api(
+        server, "PATCH", f"{API}/default", headers={"If-Match": revision}, json={"values": {"token": SECRET}}
+    )
+    assert saved.status_code == 200, saved.text
+
+    ui.goto(f"{server.base_url}/login?next=/projects/{SETTINGS_PROJECT}/config")
+    ui.get_by_label("Username").fill(NAME)
+    ui.get_by_label("Password").fill(PASSWORD)
+    ui.get_by_role("button", name="Log in").click()
+    expect(ui).to_have_url(f"{server.base_url}/projects/{SETTINGS_PROJECT}/config")
+    export = ui.locator("form", has=ui.get_by_role("button", name="Download JSON"))
+    expect(export).to_have_attribute("method", "post")
+    ui.get_by_label("Include secrets").check()
+    with ui.expect_download() as info:
+        ui.get_by_role("button", name="Download JSON").click()
+    path = info.value.path()
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["secretsIncluded"] is True
+    default = next(c for c in doc["configurations"] if c["name"] == "default")
+    assert default["values"]["token"] == SECRET
+
+    ui.get_by_label("Include secrets").uncheck()
+    with ui.expect_download() as info:
+        ui.get_by_role("button", name="Download JSON").click()
+    plain = info.value.path().read_text(encoding="utf-8")
+    assert SECRET not in plain and json.loads(plain)["secretsIncluded"] is False

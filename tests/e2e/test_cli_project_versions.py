@@ -42,7 +42,7 @@ def test_diff_prints_each_change_and_marks_the_breaking_ones(tmp_path: Path) -> 
     assert "against no online version" in nothing.stderr
     assert run(data, "projects", "publish", COPY).returncode == 0
     same = run(data, "projects", "diff", COPY)
-    assert (same.returncode, same.stdout, same.stderr.strip()) == (
+    assert (same.returncode, same.stdout, same.stderr.splitlines()[0]) == (
         0,
         "",
         "0 change(s), 0 breaking, against latest",
@@ -62,7 +62,8 @@ def test_diff_prints_each_change_and_marks_the_breaking_ones(tmp_path: Path) -> 
         "param_added greet.note: new optional param (string)",
         "BREAKING param_added greet.style: new required param (string)",
     ]
-    assert diff.stderr.strip() == "3 change(s), 2 breaking, against latest"
+    assert diff.stderr.splitlines()[0] == "3 change(s), 2 breaking, against latest"
+    assert diff.stderr.splitlines()[1].startswith("draft revision rev-")
     pinned = run(data, "projects", "diff", COPY, "--against", "1.0.0")
     assert pinned.stdout == diff.stdout
     missing = run(data, "projects", "diff", COPY, "--against", "9.9.9")

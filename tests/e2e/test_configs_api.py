@@ -231,7 +231,7 @@ def test_export_and_import_round_trip_and_refusals(server: LiveServer, alice: Ap
     entry = next(c for c in doc["configurations"] if c["name"] == "exp-a")
     assert entry["omittedSecrets"] == ["token"] and entry["revision"] == 1
 
-    with_secrets = bob("GET", f"{BASE}/export", params={"secrets": "true"})
+    with_secrets = bob("POST", f"{BASE}/export", params={"secrets": "true"})
     assert SECRET in with_secrets.text
     exports = [r for r in audit_rows(server) if r.event == "config.exported" and r.actor == "user:bob"]
     assert [r.details["with_secrets"] for r in exports] == [False, True]

@@ -281,8 +281,8 @@ def test_export_downloads_and_import_uploads(cweb: tuple[Web, Path], hx: dict[st
     plain = web.client.get(f"{PAGE}/export")
     assert plain.status_code == 200 and plain.headers["content-disposition"].startswith("attachment;")
     assert SECRET not in plain.text and plain.json()["secretsIncluded"] is False
-    full = web.client.get(f"{PAGE}/export", params={"secrets": "on"})
-    assert SECRET in full.text
+    full = web.client.post(f"{PAGE}/export", data={"csrf_token": csrf, "secrets": "on"})
+    assert full.status_code == 200 and SECRET in full.text
     assert [e.details["with_secrets"] for e in audit(web, "config.exported")] == [False, True]
 
     doc = full.json()

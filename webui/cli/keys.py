@@ -32,7 +32,8 @@ def keys_create(
     """Create an API key. The raw key is printed once, alone on stdout."""
     from webui.admin import create_key
 
-    engine, registry = open_store(server_settings(data_dir, database_url))
+    settings = server_settings(data_dir, database_url)
+    engine, registry = open_store(settings)
     raw, key = create_key(
         engine,
         user=user,
@@ -41,6 +42,7 @@ def keys_create(
         name=name,
         registry=registry,
         audit=cli_audit(),
+        max_keys=settings.max_keys_per_account,
     )
     typer.echo(
         f"created {key.id} for {user}: scopes {', '.join(key.scopes)}; projects "

@@ -53,12 +53,19 @@ def projects_add(
 def projects_publish(
     project_id: Annotated[str, typer.Argument(metavar="ID")],
     version: Annotated[str | None, typer.Option(help="X.Y.Z (default: package.json version).")] = None,
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            help="Publish only the draft revision you reviewed (as `projects diff` prints it): if the"
+            " copied draft is another revision, nothing is published."
+        ),
+    ] = None,
     data_dir: DataDirOpt = None,
     database_url: DatabaseOpt = None,
 ) -> None:
     """Snapshot the draft as an immutable, online version."""
     _, registry = open_store(server_settings(data_dir, database_url))
-    row = registry.publish(project_id, version, actor="cli", audit=cli_audit())
+    row = registry.publish(project_id, version, reviewed=revision, actor="cli", audit=cli_audit())
     typer.echo(f"published {project_id} {row.version} ({row.revision})", err=True)
     typer.echo(row.version)
 
@@ -142,7 +149,8 @@ def projects_diff(
     from webui.workflows.targets import parse_target
 
     _, registry = open_store(server_settings(data_dir, database_url))
-    draft = registry.draft(project_id)
+    review = registry.review_draft(project_id)
+    draft = review.project
     old = None
     if against != "latest" or registry.online_versions(project_id):
         old = registry.resolve(project_id, parse_target(against)).project
@@ -152,3 +160,6 @@ def projects_diff(
     label = against if old is not None else "no online version"
     breaking = sum(c.breaking for c in changes)
     typer.echo(f"{len(changes)} change(s), {breaking} breaking, against {label}", err=True)
+    typer.echo(
+        f"draft revision {review.revision} (to publish just it: --revision {review.revision})", err=True
+    )

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from webui.audit.log import AuditLog
+from webui.configs.redaction import LOG_SECRETS, Redaction, sealed_secrets
 from webui.configs.secrets import PREFIX as SEALED_PREFIX
 from webui.configs.secrets import SecretBox
 from webui.errors import (
@@ -29,10 +30,11 @@ from webui.errors import (
     ConfigurationInvalid,
     ConfigurationNotFound,
     ConfigurationRefused,
+    TooManyConfigurations,
 )
 from webui.store import configs as store
 from webui.store.configs import DEFAULT_NAME, NameTaken, Replacement, Scope, StaleRevision
-from webui.store.models import ProjectConfig, as_utc, utcnow
+from webui.store.models import ProjectConfig, Run, as_utc, utcnow
 from webui.workflows.configuration import (
     ConfigField,
     effective_values,
@@ -45,6 +47,7 @@ NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 EXPORT_FORMAT: Final = "steamharness.configurations"
 EXPORT_VERSION: Final = 1
 IMPORT_MODES: Final = ("merge", "replace")
+DEFAULT_MAX_PER_SCOPE: Final = 50  # Settings.max_configs_per_scope's default
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,21 @@ def _invalid(name: str, problems: dict[str, str]) -> ConfigurationInvalid:
 
 
 class ConfigService:
-    def __init__(self, engine: Engine, *, box: SecretBox, audit: AuditLog) -> None:
+    def __init__(
+        self, engine: Engine, *, box: SecretBox, audit: AuditLog, max_per_scope: int = DEFAULT_MAX_PER_SCOPE
+    ) -> None:
         self.engine = engine
         self.box = box
         self.audit = audit
+        self.max_per_scope = max_per_scope
+
+    def _full(self, place: ConfigPlace) -> TooManyConfigurations:
+        return TooManyConfigurations(
+            f"too_many_configs: the scope {place.owner} of project {place.project_id} already holds"
+            f" {self.max_per_scope} configurations, the most one scope may hold"
+            " (STEAMHARNESS_MAX_CONFIGS_PER_SCOPE); delete one first",
+            limit=self.max_per_scope,
+        )
 
     # ----------------------------------------------------------------- reading
 
@@ -291,9 +305,12 @@ class ConfigService:
                 values=merged,
                 actor=who.actor,
                 audit=self._audit(place, who, event, name, fields=sorted(merged), source_config=copy_of),
+                cap=self.max_per_scope,
             )
         except NameTaken:
             raise _conflict(place, name, None, self._revision_of(place, name)) from None
+        except store.ScopeFull:
+            raise self._full(place) from None
         return self._view(place, row)
 
     def copy(self, place: ConfigPlace, name: str, new_name: str, who: Who) -> ConfigView:
@@ -404,12 +421,23 @@ class ConfigService:
                     if k in {f.name for f in place.fields if f.secret}
                 },
             ) from None
+        secret = {f.name for f in place.fields if f.secret}
+        LOG_SECRETS.remember(v for k, v in plain.items() if k in secret and isinstance(v, str))
         return ConfigSnapshot(
             name=row.name,
             revision=row.revision,
             values=effective_values(place.fields, plain),
             stored=row.values,
         )
+
+    def run_redaction(self, run: Run) -> Redaction:
+        """What hides the secret values `run` started with (see `webui.configs.redaction`)."""
+        from webui.configs.places import PRINCIPAL_OWNER_ID  # places builds on this module
+
+        owners = [PRINCIPAL_OWNER_ID] if run.account_id is None else [run.account_id, PRINCIPAL_OWNER_ID]
+        found = sealed_secrets(self.box, project_id=run.project_id, owners=owners, values=run.config_values)
+        LOG_SECRETS.remember(found)
+        return Redaction(found)
 
     # ----------------------------------------------------------------- export / import
 
@@ -494,24 +522,28 @@ class ConfigService:
             error.args = (error.message,)
             return error
 
-        store.import_configs(
-            self.engine,
-            place.scope,
-            writes=writes,
-            remove_others=mode == "replace",
-            active=active,
-            actor=who.actor,
-            audit=self._audit(
-                place,
-                who,
-                "config.imported",
-                None,
-                mode=mode,
-                force=force,
-                configurations=[w.name for w in writes],
-            ),
-            conflict=conflict,
-        )
+        try:
+            store.import_configs(
+                self.engine,
+                place.scope,
+                writes=writes,
+                remove_others=mode == "replace",
+                active=active,
+                actor=who.actor,
+                audit=self._audit(
+                    place,
+                    who,
+                    "config.imported",
+                    None,
+                    mode=mode,
+                    force=force,
+                    configurations=[w.name for w in writes],
+                ),
+                conflict=conflict,
+                cap=self.max_per_scope,
+            )
+        except store.ScopeFull:
+            raise self._full(place) from None
         return self.list(place)
 
     def _read_document(self, place: ConfigPlace, doc: Any) -> tuple[list[dict[str, Any]], str | None]:

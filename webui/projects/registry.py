@@ -8,10 +8,12 @@ draft's content revision at that moment.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,29 @@ log = logging.getLogger(__name__)
 class VersionExists(SteamharnessError):
     code = "version_exists"
     status = 409
+
+
+class DraftChanged(SteamharnessError):
+    """The draft copied for a publish is not the revision that was reviewed: nothing stored."""
+
+    code = "draft_changed"
+    status = 409
+
+    def __init__(self, message: str, *, reviewed: str, copied: str) -> None:
+        super().__init__(message)
+        self.reviewed = reviewed
+        self.copied = copied
+
+    def details(self) -> dict[str, object]:
+        return {"reviewed": self.reviewed, "revision": self.copied}
+
+
+@dataclass(frozen=True)
+class DraftReview:
+    """The draft as one consistent copy: what a publish preview shows and names by revision."""
+
+    project: Project  # loaded from the copy, `root` naming the draft folder
+    revision: str  # the copy's content revision
 
 
 @dataclass(frozen=True)
@@ -115,29 +140,47 @@ class ProjectRegistry:
         project_id: str,
         version: str | None = None,
         *,
+        reviewed: str | None = None,
         actor: str | None = None,
         source: str = "cli",
         audit: AuditLog | None = None,
     ) -> ProjectVersion:
-        """With `audit`, a `project.published` event commits with the new version's row."""
-        project = self.draft(project_id)
-        label = check_version(version or project.version or "")
-        self.check_relations(project)
-        if project_store.get_version(self.engine, project_id=project_id, version=label) is not None:
-            raise VersionExists(f"project {project_id} already has version {label}; versions are immutable")
-        dest = self.versions_dir / project_id / label
-        if dest.exists():
-            shutil.rmtree(dest)
-        private_folder(dest.parent)
-        tmp = dest.with_name(f".{label}.incoming")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(project.root, tmp, ignore=shutil.ignore_patterns(*SKIP_DIRS, "*.pyc"))
-        load_project(tmp)  # the snapshot must load on its own
-        tmp.rename(dest)
+        """Copy the draft as version `version`. With `reviewed` (a revision someone reviewed),
+        the copy itself must have that revision, else `DraftChanged` and nothing is stored:
+        the draft may change while it is copied, so checking the draft before copying proves
+        nothing about the copy. With `audit`, a `project.published` event commits with the
+        new version's row."""
+        root = Path(self.record(project_id).root)
+        folder = self.versions_dir / project_id
+        private_folder(folder)
+        work = Path(tempfile.mkdtemp(prefix=".publish-", suffix=".incoming", dir=folder))
+        try:
+            tmp = work / "copy"
+            revision = self._copy_draft(root, tmp)
+            if reviewed is not None and revision != reviewed:
+                raise DraftChanged(
+                    f"the draft of project {project_id} changed since it was reviewed (reviewed {reviewed},"
+                    f" now {revision}); review the new changes before publishing",
+                    reviewed=reviewed,
+                    copied=revision,
+                )
+            copied = _load_copy(tmp, root)  # the snapshot must load on its own
+            label = check_version(version or copied.version or "")
+            if project_store.get_version(self.engine, project_id=project_id, version=label) is not None:
+                raise VersionExists(
+                    f"project {project_id} already has version {label}; versions are immutable"
+                )
+            self.check_relations(copied)
+            dest = folder / label
+            if dest.exists():
+                shutil.rmtree(dest)  # left by a publish that stopped before its row was stored
+            tmp.rename(dest)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         row = ProjectVersion(
             project_id=project_id,
             version=label,
-            revision=self.hasher.revision(dest),
+            revision=revision,
             snapshot_dir=to_stored(dest, self.root),
             published_by=actor,
         )
@@ -146,6 +189,30 @@ class ProjectRegistry:
             details = {"version": label, "revision": row.revision}
             write = _audit_write(audit, "project.published", actor, source, project_id, label, details)
         return project_store.add_version(self.engine, row=row, audit=write)
+
+    def review_draft(self, project_id: str) -> DraftReview:
+        """The draft loaded from one private copy and that copy's revision, so what is shown
+        (its tools) and the revision it is named by are of the same content, even while the
+        draft is being rewritten."""
+        root = Path(self.record(project_id).root)
+        self.versions_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".review-", dir=self.versions_dir))
+        try:
+            revision = self._copy_draft(root, work / "draft")
+            project = _load_copy(work / "draft", root)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return DraftReview(project, revision)
+
+    def _copy_draft(self, root: Path, tmp: Path) -> str:
+        """Copy the draft folder `root` to `tmp` (which must not exist yet); the copy's revision.
+
+        The copy is hashed by a fresh hasher: the shared one trusts size and mtime, and the
+        copy keeps the draft's mtimes, so a rewrite of the same size within one clock tick
+        would otherwise pass as the old content."""
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(root, tmp, ignore=shutil.ignore_patterns(*SKIP_DIRS, "*.pyc"))
+        return RevisionHasher().revision(tmp)
 
     def check_relations(self, project: Project) -> None:
         """Every project `project` names in relatedProjects is registered here and (in its
@@ -242,6 +309,16 @@ def close_to_others(projects_dir: Path) -> None:
             log.warning("projects dir %s could not be closed to other users: %s", projects_dir, exc)
             return
         log.info("projects dir %s: closed to other users (workflow code runs as one)", projects_dir)
+
+
+def _load_copy(copy: Path, root: Path) -> Project:
+    """The project loaded from `copy` of the draft folder `root`, named (and its problems
+    reported) as the draft folder, which is what the person knows."""
+    try:
+        project = load_project(copy)
+    except ProjectError as exc:
+        raise ProjectError(exc.message.replace(str(copy), str(root))) from None
+    return dataclasses.replace(project, root=root.resolve())
 
 
 def _audit_write(

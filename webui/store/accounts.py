@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import Table, bindparam
+from sqlalchemy import Table, bindparam, func, text
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -65,8 +65,41 @@ def set_password(engine: Engine, *, account_id: int, password_hash: str) -> None
             s.commit()
 
 
-def add_key(engine: Engine, *, key: ApiKey, audit: AuditWrite | None = None) -> ApiKey:
-    return add_row(engine, key, audit=audit)
+class KeysFull(Exception):
+    """The account would hold more than `cap` live (unrevoked) keys: nothing written."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(cap)
+        self.cap = cap
+
+
+def add_key(
+    engine: Engine, *, key: ApiKey, audit: AuditWrite | None = None, cap: int | None = None
+) -> ApiKey:
+    """The new key and its audit event; with `cap`, its account's live keys are counted in
+    the same transaction, the new one included (`KeysFull` past `cap`)."""
+    if cap is None:
+        return add_row(engine, key, audit=audit)
+    with Session(engine, expire_on_commit=False) as s:
+        conn = s.connection()
+        if conn.dialect.name == "postgresql":  # SQLite: the INSERT already serializes writers
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"keys:{key.account_id}"}
+            )
+        s.add(key)
+        s.flush()
+        live = s.exec(
+            select(func.count())
+            .select_from(ApiKey)
+            .where(col(ApiKey.account_id) == key.account_id, col(ApiKey.revoked_at).is_(None))
+        ).one()
+        if live > cap:
+            s.rollback()
+            raise KeysFull(cap)
+        if audit is not None:
+            audit(s)
+        s.commit()
+    return key
 
 
 def get_key(engine: Engine, *, key_id: str) -> ApiKey | None:

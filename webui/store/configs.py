@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -30,6 +30,30 @@ class StaleRevision(Exception):
         super().__init__(name)
         self.name = name
         self.found = found
+
+
+class ScopeFull(Exception):
+    """The write would leave the scope with more than `cap` configurations (nothing written)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(cap)
+        self.cap = cap
+
+
+def _lock_scope(s: Session, scope: Scope, cap: int | None) -> None:
+    """Serialize writers that count a scope's configurations (PostgreSQL; SQLite's first
+    INSERT already does), until the transaction ends."""
+    conn = s.connection()
+    if cap is not None and conn.dialect.name == "postgresql":
+        key = f"configs:{scope.project_id}:{scope.owner_id}"
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
+
+def _check_cap(s: Session, scope: Scope, cap: int | None) -> None:
+    """Counted in the writing transaction, after its own rows are flushed."""
+    if cap is not None and len(s.exec(_scope_query(scope)).all()) > cap:
+        s.rollback()
+        raise ScopeFull(cap)
 
 
 class NameTaken(Exception):
@@ -82,18 +106,28 @@ def _find(s: Session, scope: Scope, name: str) -> ProjectConfig | None:
 
 
 def add_config(
-    engine: Engine, scope: Scope, *, name: str, values: dict[str, Any], actor: str | None, audit: AuditWrite
+    engine: Engine,
+    scope: Scope,
+    *,
+    name: str,
+    values: dict[str, Any],
+    actor: str | None,
+    audit: AuditWrite,
+    cap: int | None = None,
 ) -> ProjectConfig:
-    """A new configuration at revision 1 (`NameTaken` if the scope has one of that name)."""
+    """A new configuration at revision 1 (`NameTaken` if the scope has one of that name,
+    `ScopeFull` if the scope would then hold more than `cap`)."""
     row = ProjectConfig(
         project_id=scope.project_id, owner_id=scope.owner_id, name=name, values=values, updated_by=actor
     )
     with Session(engine, expire_on_commit=False) as s:
+        _lock_scope(s, scope, cap)
         s.add(row)
         try:
             s.flush()
         except IntegrityError:
             raise NameTaken(name) from None
+        _check_cap(s, scope, cap)
         audit(s)
         s.commit()
     return row
@@ -224,13 +258,15 @@ def import_configs(
     actor: str | None,
     audit: AuditWrite,
     conflict: Callable[[str, int | None, int | None], Exception],
+    cap: int | None = None,
 ) -> list[ProjectConfig]:
     """Write every configuration of an import in one transaction, or none: a configuration
     whose revision is not the expected one (unless forced) raises `conflict(name, expected,
     found)`. `remove_others` deletes the scope's configurations the import does not name
-    (never `default`)."""
+    (never `default`). `ScopeFull`: the scope would hold more than `cap`."""
     writes = list(writes)
     with Session(engine, expire_on_commit=False) as s:
+        _lock_scope(s, scope, cap)
         existing = {r.name: r for r in s.exec(_scope_query(scope)).all()}
         for w in writes:
             row = existing.get(w.name)
@@ -259,6 +295,7 @@ def import_configs(
                 if name not in named:
                     s.delete(row)
         s.flush()
+        _check_cap(s, scope, cap)
         if active is not None:
             _activate(s, scope, active)
         elif not any(r.active for r in s.exec(_scope_query(scope)).all()):

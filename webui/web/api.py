@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from webui.auth.keys import AuthError, Forbidden, Principal
 from webui.blocking import run_db
+from webui.configs.redaction import NO_REDACTION
 from webui.errors import InvalidAnswer, NotFound
 from webui.files.store import FileTooLarge, check_mime_type
 from webui.interactions.owner import Party
@@ -18,6 +19,7 @@ from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
 from webui.web.json_body import json_object
+from webui.web.runs_pages import RunRedaction, shown_event, shown_run
 from webui.web.security import check_csrf
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -94,8 +96,13 @@ async def upload_file(
     return JSONResponse({"data": [file_json(row)]}, status_code=201)
 
 
-def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> dict[str, Any]:
-    """`questions`: include the pending question (only for whoever may see it)."""
+def run_json(
+    run: Run, services: Any, *, full: bool, questions: bool = True, hide: RunRedaction | None = None
+) -> dict[str, Any]:
+    """`questions`: include the pending question (only for whoever may see it); `hide`:
+    the configuration secrets this viewer must not see (`runs_pages.RunRedaction`)."""
+    logs = hide.logs if hide is not None else NO_REDACTION
+    run = shown_run(run, hide.result) if hide is not None else run
     data: dict[str, Any] = {
         "runId": run.id,
         "projectId": run.project_id,
@@ -144,7 +151,7 @@ def run_json(run: Run, services: Any, *, full: bool, questions: bool = True) -> 
                 "data": e.data,
                 "at": e.created_at.isoformat(),
             }
-            for e in run_store.list_events(services.engine, run_id=run.id)
+            for e in (shown_event(e, logs) for e in run_store.list_events(services.engine, run_id=run.id))
         ]
     return data
 
@@ -171,8 +178,10 @@ def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict
     run = run_store.get_run(services.engine, run_id=run_id)
     if run is None or not principal.may_read(run.project_id):
         raise NotFound(f"run {run_id!r} not found")
-    questions = Party.of_principal(principal).may_see(run.account_id)
-    return {"data": run_json(run, services, full=principal.kind == "admin", questions=questions)}
+    party = Party.of_principal(principal)
+    hide = RunRedaction.of(services, party, run)
+    full = principal.kind == "admin"
+    return {"data": run_json(run, services, full=full, questions=party.may_see(run.account_id), hide=hide)}
 
 
 class AnswerBody(BaseModel):

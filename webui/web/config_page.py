@@ -5,7 +5,8 @@
     POST /projects/{id}/config/save                    one configuration's values (its revision)
     POST /projects/{id}/config/create                  a new one, empty or a copy of another
     POST /projects/{id}/config/rename | delete | activate
-    GET  /projects/{id}/config/export[?secrets=on]     the export document, as a download
+    GET  /projects/{id}/config/export                  the export document (secrets masked), as a download
+    POST /projects/{id}/config/export                  the same; `secrets=on` in the form: in clear (audited)
     POST /projects/{id}/config/import                  an uploaded export (mode, force)
 
 Every form carries the revision it was drawn from; a stale save shows the conflict naming both
@@ -17,7 +18,6 @@ page (or the whole page with the error).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +39,7 @@ from webui.errors import (
     SteamharnessError,
 )
 from webui.store import accounts as account_store
-from webui.web.configs_api import Caller, resolve_place, who
+from webui.web.configs_api import Caller, export_response, resolve_place, secrets_need_post, who
 from webui.web.deps import UserDep
 from webui.web.json_body import parse_json
 from webui.web.templating import is_htmx, page
@@ -406,28 +406,48 @@ async def activate_config(
     )
 
 
-@router.get(
-    "/projects/{project_id}/config/export", summary="Download the configurations as one JSON document"
-)
+@router.get("/projects/{project_id}/config/export", summary="Download the configurations (secrets masked)")
 async def export_config(
     request: Request, project_id: str, user: UserDep, account: str | None = None, secrets: str | None = None
 ) -> Response:
+    if secrets is not None:
+        exc = secrets_need_post(request.url.path)
+        message = "Exporting with secrets is done with the page's Export form (a POST), never by a link."
+        response = page(
+            request,
+            "error.html",
+            {"status": exc.status, "title": "Not allowed", "message": message},
+            status_code=exc.status,
+        )
+        response.headers["Allow"] = "POST"
+        return response
+    return await _export(request, project_id, user, account, with_secrets=False)
+
+
+@router.post(
+    "/projects/{project_id}/config/export",
+    summary="Download the configurations as one JSON document (secrets=on: in clear, audited)",
+)
+async def export_config_post(
+    request: Request, project_id: str, user: UserDep, account: str | None = None
+) -> Response:
+    form = await request.form()  # UserDep has checked its csrf_token
+    with_secrets = form.get("secrets") == "on"
+    await form.close()
+    return await _export(request, project_id, user, account, with_secrets=with_secrets)
+
+
+async def _export(
+    request: Request, project_id: str, user: UiUser, account: str | None, *, with_secrets: bool
+) -> Response:
     caller = Caller.of_user(user)
     place = await run_db(resolve_place, request, caller, project_id, account)
-    with_secrets = secrets == "on"
     doc = await run_db(
         lambda: request.app.state.services.configs.export(
             place, secrets=with_secrets, who=who(request, caller)
         )
     )
-    return Response(
-        json.dumps(doc, indent=2, ensure_ascii=False) + "\n",
-        media_type="application/json",
-        headers={
-            "Content-Disposition": f'attachment; filename="configurations-{project_id}.json"',
-            "Cache-Control": "no-store",
-        },
-    )
+    return export_response(doc, project_id)
 
 
 @router.post("/projects/{project_id}/config/import", summary="Import an exported configurations document")

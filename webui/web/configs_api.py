@@ -2,7 +2,8 @@
 
     GET    /api/workflows/{id}/configs                  list, the fields, which is active
     POST   /api/workflows/{id}/configs                  create {name, values} or {name, copyOf}
-    GET    /api/workflows/{id}/configs/export           one JSON document (?secrets=true: audited)
+    GET    /api/workflows/{id}/configs/export           one JSON document, secrets masked
+    POST   /api/workflows/{id}/configs/export           the same (?secrets=true: in clear, audited)
     POST   /api/workflows/{id}/configs/import           apply an export (?mode=merge|replace&force=true)
     GET    /api/workflows/{id}/configs/{name}           one configuration (ETag: "<revision>")
     PATCH  /api/workflows/{id}/configs/{name}           {values, unset}; If-Match required
@@ -33,7 +34,7 @@ from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.configs.places import account_place
 from webui.configs.service import ConfigPlace, ConfigView, Who
-from webui.errors import ConfigurationRefused, NotFound, SteamharnessError
+from webui.errors import ConfigurationRefused, NotFound, SecretsExportNeedsPost, SteamharnessError
 from webui.services import Services
 from webui.store import accounts as account_store
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
@@ -230,17 +231,8 @@ async def create_config(request: Request, project_id: str, account: AccountQuery
     return response
 
 
-@router.get("/export", summary="Export every configuration of the scope (secrets only with ?secrets=true)")
-async def export_configs(
-    request: Request,
-    project_id: str,
-    account: AccountQuery = None,
-    secrets: bool = Query(default=False, description="Include secret values in clear (audited)."),
-) -> Response:
-    caller, place = await _place(request, project_id, account)
-    doc = await run_db(
-        lambda: request.app.state.services.configs.export(place, secrets=secrets, who=who(request, caller))
-    )
+def export_response(doc: dict[str, Any], project_id: str) -> Response:
+    """An export document as a download (never cached: it may hold secrets)."""
     return Response(
         json.dumps(doc, indent=2, ensure_ascii=False) + "\n",
         media_type="application/json",
@@ -249,6 +241,53 @@ async def export_configs(
             "Cache-Control": "no-store",
         },
     )
+
+
+def secrets_need_post(path: str) -> SecretsExportNeedsPost:
+    return SecretsExportNeedsPost(
+        f"exporting with secrets is a POST (POST {path}?secrets=true; a browser session sends its"
+        " X-CSRF-Token): a GET could be sent by any page the browser opens"
+    )
+
+
+@router.get("/export", summary="Export every configuration of the scope, secrets masked")
+async def export_configs(
+    request: Request,
+    project_id: str,
+    account: AccountQuery = None,
+    secrets: bool = Query(default=False, description="Refused (405): secrets are exported only by POST."),
+) -> Response:
+    if secrets:
+        # Refused before anything is read: not even who is asking matters for a GET with secrets.
+        exc = secrets_need_post(request.url.path)
+        return JSONResponse(
+            {"error": {"code": exc.code, "message": exc.message}},
+            status_code=exc.status,
+            headers={"Allow": "POST"},
+        )
+    caller, place = await _place(request, project_id, account)
+    doc = await run_db(
+        lambda: request.app.state.services.configs.export(place, secrets=False, who=who(request, caller))
+    )
+    return export_response(doc, project_id)
+
+
+@router.post(
+    "/export",
+    summary="Export every configuration of the scope (secrets in clear only with ?secrets=true, audited)",
+    responses={403: {"description": "csrf: a browser session without its X-CSRF-Token"}},
+)
+async def export_configs_post(
+    request: Request,
+    project_id: str,
+    account: AccountQuery = None,
+    secrets: bool = Query(default=False, description="Include secret values in clear (audited)."),
+) -> Response:
+    caller, place = await _place(request, project_id, account)  # a browser session: CSRF checked
+    doc = await run_db(
+        lambda: request.app.state.services.configs.export(place, secrets=secrets, who=who(request, caller))
+    )
+    return export_response(doc, project_id)
 
 
 @router.post(

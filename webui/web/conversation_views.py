@@ -48,6 +48,11 @@ HOST_CLOSE_REASONS = {
 
 Item = InteractionWithRun | HostInteraction
 ServerNames = Callable[[], Mapping[str, str]]
+RunHider = Callable[[Run], Run]
+
+
+def _shown_as_is(run: Run) -> Run:
+    return run
 
 
 def channel_label(channel: str | None) -> str:
@@ -155,14 +160,16 @@ def host_verdict(ia: Interaction, server: str) -> str:
     return f"Ended without an answer: {reason}" if reason else "Ended without an answer"
 
 
-def build_timeline(run: Run, interactions: Iterable[Interaction]) -> Timeline:
-    return Timeline(run, [Step(ia, verdict(ia, run), answer_items(ia)) for ia in interactions])
+def build_timeline(run: Run, interactions: Iterable[Interaction], hide: RunHider = _shown_as_is) -> Timeline:
+    """`hide`: the run as the viewer may see it (its configuration secrets redacted for
+    anyone but its own account: `runs_pages.run_hider`)."""
+    return Timeline(hide(run), [Step(ia, verdict(ia, run), answer_items(ia)) for ia in interactions])
 
 
-def run_timeline(engine: Engine, run: Run) -> Timeline:
+def run_timeline(engine: Engine, run: Run, hide: RunHider = _shown_as_is) -> Timeline:
     """The context for conversations/_timeline.html: `{% include %}` it with `timeline`."""
     steps = interaction_store.list_for_runs(engine, run_ids=[run.id])[run.id]
-    return build_timeline(run, steps)
+    return build_timeline(run, steps, hide)
 
 
 # --------------------------------------------------------------------------- cards
@@ -256,7 +263,11 @@ def no_server_names() -> Mapping[str, str]:
 
 
 def build_cards(
-    engine: Engine, items: Iterable[Item], names: ServerNames = no_server_names, user: UiUser | None = None
+    engine: Engine,
+    items: Iterable[Item],
+    names: ServerNames = no_server_names,
+    user: UiUser | None = None,
+    hide: RunHider = _shown_as_is,
 ) -> list[Card]:
     """Cards with their run timelines; `names` (read only when a host request is among the
     items) gives the servers' display names; `user`, who looks (whose cards are `owned`)."""
@@ -269,21 +280,24 @@ def build_cards(
     for i in items:
         owned = party is None or party.owns(i.owner)
         if isinstance(i, InteractionWithRun):
-            cards.append(Card(i, build_timeline(i.run, by_run[i.run.id]), owned=owned))
+            cards.append(Card(i, build_timeline(i.run, by_run[i.run.id], hide), owned=owned))
         else:
             name = shown.get(i.interaction.server_id or "")
             cards.append(Card(i, None, server_name=name, owned=owned))
     return cards
 
 
-def pending_cards(engine: Engine, user: UiUser, names: ServerNames = no_server_names) -> list[Card]:
+def pending_cards(
+    engine: Engine, user: UiUser, names: ServerNames = no_server_names, hide: RunHider = _shown_as_is
+) -> list[Card]:
+    """`hide`: each run as `user` may see it (`runs_pages.run_hider`)."""
     account = None if user.is_admin else user.account_id
     items: list[Item] = [
         *interaction_store.list_pending(engine, project_ids=user.projects, account_id=account)
     ]
     items += interaction_store.list_pending_host(engine, account_id=account)
     items.sort(key=lambda i: (as_utc(i.interaction.created_at), i.interaction.id), reverse=True)
-    return build_cards(engine, items[: interaction_store.PENDING_LIMIT], names, user)
+    return build_cards(engine, items[: interaction_store.PENDING_LIMIT], names, user, hide)
 
 
 def load_item(engine: Engine, interaction_id: str) -> Item | None:

@@ -36,6 +36,7 @@ page."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from webui.web import forms
 from webui.web.conversation_views import (
     Card,
     Item,
+    RunHider,
     ServerNames,
     Timeline,
     build_cards,
@@ -75,6 +77,7 @@ from webui.web.conversation_views import (
     visible_item,
 )
 from webui.web.deps import ServicesDep, UserDep
+from webui.web.runs_pages import run_hider, shown_run
 from webui.web.streams import SharedWork, StreamSlots
 from webui.web.templating import is_htmx, page
 
@@ -114,7 +117,9 @@ def conversations(request: Request, user: UserDep, services: ServicesDep) -> Res
     # htmx gets the feed alone, except when restoring history, which needs the whole page;
     # caches keep the answers apart.
     restoring = request.headers.get("hx-history-restore-request") == "true"
-    context = {"cards": pending_cards(services.engine, user, server_names_of(request))}
+    context = {
+        "cards": pending_cards(services.engine, user, server_names_of(request), run_hider(services, user))
+    }
     response = page(request, PAGE, context, block=None if restoring else "feed")
     response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
     return response
@@ -126,7 +131,8 @@ def timeline_fragment(run_id: str, request: Request, user: UserDep, services: Se
     # The questions and answers are the run owner's: others who may use the project get 404.
     if run is None or not user.may_use(run.project_id) or not Party.of_user(user).may_see(run.account_id):
         raise NotFound(f"run {run_id!r} not found")
-    return page(request, TIMELINE, {"timeline": run_timeline(services.engine, run)})
+    timeline = run_timeline(services.engine, run, run_hider(services, user))
+    return page(request, TIMELINE, {"timeline": timeline})
 
 
 def _card_response(request: Request, engine: Engine, user: UiUser, card: Card, status: int) -> Response:
@@ -134,7 +140,8 @@ def _card_response(request: Request, engine: Engine, user: UiUser, card: Card, s
         return page(request, PAGE, {"card": card, "refresh": True}, block="card", status_code=status)
     # Without htmx, the whole page, with this card (and its errors) in place.
     names = server_names_of(request)
-    cards = [c for c in pending_cards(engine, user, names) if c.interaction.id != card.interaction.id]
+    hide = run_hider(request.app.state.services, user)
+    cards = [c for c in pending_cards(engine, user, names, hide) if c.interaction.id != card.interaction.id]
     return page(request, PAGE, {"cards": [card, *cards]}, status_code=status)
 
 
@@ -147,8 +154,10 @@ def _settled_response(request: Request, engine: Engine, user: UiUser, card: Card
     return _card_response(request, engine, user, card, InteractionClosed.status)
 
 
-def _fresh_card(engine: Engine, user: UiUser, interaction_id: str, names: ServerNames) -> Card:
-    return build_cards(engine, [visible_item(engine, user, interaction_id)], names, user)[0]
+def _fresh_card(
+    engine: Engine, user: UiUser, interaction_id: str, names: ServerNames, hide: RunHider
+) -> Card:
+    return build_cards(engine, [visible_item(engine, user, interaction_id)], names, user, hide)[0]
 
 
 @router.post("/interactions/{interaction_id}/answer", summary="Answer an interaction from the browser")
@@ -156,7 +165,7 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
     engine = services.engine
     names = server_names_of(request)
     item = await run_db(visible_item, engine, user, interaction_id)
-    card = (await run_db(build_cards, engine, [item], names, user))[0]
+    card = (await run_db(build_cards, engine, [item], names, user, run_hider(services, user)))[0]
     form = await request.form()
     action = str(form.get("action") or "")
     if action not in ACTIONS:
@@ -195,12 +204,12 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
         card.problem = "Some answers need attention." if card.errors else exc.message
         return await run_db(_card_response, request, engine, user, card, exc.status)
     except (InteractionConflict, InteractionClosed) as exc:
-        fresh = await run_db(_fresh_card, engine, user, interaction_id, names)
+        fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
         fresh.problem = exc.message
         return await run_db(_card_response, request, engine, user, fresh, exc.status)
     if not is_htmx(request):
         return RedirectResponse("/conversations", status_code=303)
-    fresh = await run_db(_fresh_card, engine, user, interaction_id, names)
+    fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
     # `refresh`: the run moves on while this response travels, and its SSE updates may
     # reach the page before this card does; the card re-reads its timeline once in place.
     return page(request, PAGE, {"card": fresh, "refresh": True}, block="card")
@@ -244,6 +253,7 @@ class Feed:
     env: Environment
     server_names: ServerNames = no_server_names
     shared: SharedWork = field(default_factory=SharedWork)
+    services: Any = None  # for redacting runs' configuration secrets (`hide_for`)
 
     def render(self, block: str, **context: Any) -> str:
         return render_block(self.env, PAGE, block, **context)
@@ -263,13 +273,27 @@ class Feed:
         """The card as everyone it belongs to (`owned`), or every administrator looking at
         someone else's, sees it."""
         marker = f"csrf-{secrets.token_urlsafe(24)}"
-        card = Card(loaded.item, loaded.timeline, server_name=loaded.server_name, owned=owned)
+        timeline = loaded.timeline
+        if timeline is not None:
+            # The card's owner is the run's account: what it owns, it sees as it is.
+            timeline = self.hidden(timeline, own=owned)
+        card = Card(loaded.item, timeline, server_name=loaded.server_name, owned=owned)
         html = self.render("card", card=card, user=Viewer(marker), pushed=pushed)
         return CardRender(html, marker)
 
-    def run_fragment(self, run_id: str) -> str | None:
+    def load_timeline(self, run_id: str) -> Timeline | None:
+        """One read for every stream: the run and its questions, as they are (`hidden`
+        makes each viewer's copy)."""
         run = run_store.get_run(self.engine, run_id=run_id)
-        return None if run is None else self.render_timeline(run_timeline(self.engine, run))
+        return None if run is None else run_timeline(self.engine, run)
+
+    def hidden(self, timeline: Timeline, *, own: bool) -> Timeline:
+        """`timeline` as its run's own account (`own`) or anyone else sees it: the run's
+        configuration secrets redacted for others (`runs_pages.shown_run`)."""
+        if own or self.services is None:
+            return timeline
+        run = timeline.run
+        return dataclasses.replace(timeline, run=shown_run(run, self.services.configs.run_redaction(run)))
 
 
 _TICK = object()
@@ -285,7 +309,7 @@ async def conversation_stream(
         runs: set[str] = set()  # runs whose timeline this stream keeps current
 
         def snapshot() -> ServerSentEvent:
-            cards = pending_cards(feed.engine, user, feed.server_names)
+            cards = pending_cards(feed.engine, user, feed.server_names, run_hider(feed.services, user))
             shown.clear()
             shown.update(c.interaction.id for c in cards)
             runs.update(c.run.id for c in cards if c.run is not None)
@@ -320,8 +344,18 @@ async def _events_for(
         run_id = str(data.get("runId"))
         if run_id not in runs:
             return []
-        html = await feed.shared.get(event, f"run:{run_id}", lambda: feed.run_fragment(run_id))
-        return [] if html is None else [ServerSentEvent(html, event=f"run-{run_id}")]
+        timeline = await feed.shared.get(event, f"run:{run_id}", lambda: feed.load_timeline(run_id))
+        if timeline is None:
+            return []
+        # Rendered once per kind of viewer: the run's own account sees it as it is, anyone
+        # else with its configuration secrets redacted.
+        own = Party.of_user(user).owns(timeline.run.account_id)
+        html = await feed.shared.get(
+            event,
+            f"run:{run_id}:{'own' if own else 'other'}",
+            lambda: feed.render_timeline(feed.hidden(timeline, own=own)),
+        )
+        return [ServerSentEvent(html, event=f"run-{run_id}")]
     interaction_id = str(data.get("interactionId"))
     if event.kind == "pending":
         if interaction_id in shown:
@@ -357,7 +391,9 @@ async def _events_for(
 @router.get("/conversations/events", summary="Live updates of the conversation view (SSE)")
 def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> Response:
     state = request.app.state
-    feed = Feed(services.engine, state.templates.env, server_names_of(request), shared_work(request))
+    feed = Feed(
+        services.engine, state.templates.env, server_names_of(request), shared_work(request), services
+    )
     cookie = request.cookies.get(COOKIE_NAME)
     ui_auth = state.ui_auth
 

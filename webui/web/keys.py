@@ -15,7 +15,7 @@ from webui import admin
 from webui.auth.keys import SCOPES
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
-from webui.errors import NotFound
+from webui.errors import NotFound, SteamharnessError, TooManyKeys
 from webui.services import Services
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
@@ -52,6 +52,7 @@ def _panel(
     values: dict[str, Any] | None = None,
     errors: dict[str, str] | None = None,
     created: tuple[str, ApiKey] | None = None,
+    refusal: SteamharnessError | None = None,
     status_code: int = 200,
 ) -> Response:
     projects = [p for p in project_store.list_projects(services.engine) if user.may_use(p.id)]
@@ -68,6 +69,7 @@ def _panel(
             "values": values or {"name": "", "scopes": ["runs.create"], "projects": []},
             "errors": errors or {},
             "created": created,
+            "refusal": refusal,
         },
         block="keys_panel",
         status_code=status_code,
@@ -115,17 +117,22 @@ def create_key(
     if errors:
         values = {"name": name, "scopes": chosen_scopes, "projects": chosen_projects}
         return _panel(request, user, services, values=values, errors=errors, status_code=422)
-    raw, key = admin.create_key(
-        services.engine,
-        user=user.name,
-        projects=chosen_projects or None,
-        scopes=chosen_scopes,
-        name=name,
-        registry=registry,
-        actor=user.actor,
-        source="ui",
-        audit=services.audit,
-    )
+    try:
+        raw, key = admin.create_key(
+            services.engine,
+            user=user.name,
+            projects=chosen_projects or None,
+            scopes=chosen_scopes,
+            name=name,
+            registry=registry,
+            actor=user.actor,
+            source="ui",
+            audit=services.audit,
+            max_keys=request.app.state.settings.max_keys_per_account,
+        )
+    except TooManyKeys as exc:
+        values = {"name": name, "scopes": chosen_scopes, "projects": chosen_projects}
+        return _panel(request, user, services, values=values, refusal=exc, status_code=exc.status)
     return _panel(request, user, services, created=(raw, key), status_code=201)
 
 

@@ -1,6 +1,8 @@
 """Keep credentials out of the server's own logs, whoever logs them and however they got
 into the text: anything shaped like one of our keys (`shk_`, `she_`, `shw_`), the
-configured admin key, and the value of credential-named query parameters are redacted;
+configured admin key, the secret configuration values runs of this process started with
+(`webui.configs.redaction.LOG_SECRETS`, also JSON-escaped and URL-encoded), and the value
+of credential-named query parameters are redacted;
 MCP session ids (32 hex digits) are shortened to their first 8, enough to correlate
 lines without handing out a usable id.
 
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from webui.configs.redaction import LOG_SECRETS
 from webui.mcp.http import QUERY_CREDENTIALS
 
 REDACTED = "[redacted]"
@@ -40,6 +43,7 @@ class Redactor:
     def __call__(self, text: str) -> str:
         if self._secrets is not None:
             text = self._secrets.sub(REDACTED, text)
+        text = LOG_SECRETS.redaction().text(text)
         text = _KEY_SHAPED.sub(rf"\1{REDACTED}", text)
         text = _QUERY_SECRET.sub(rf"\1{REDACTED}", text)
         return _SESSION_ID.sub(r"\1…", text)

@@ -400,10 +400,18 @@ class TryIt:
     registry the app's lifespan owns, so a call outlives the request that started it (a long
     run is not cancelled because the browser's request ended) and ends with the app."""
 
-    def __init__(self, calls: BackgroundCalls[TryCall], engine: Engine, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        calls: BackgroundCalls[TryCall],
+        engine: Engine,
+        audit: AuditLog,
+        *,
+        max_keys: int = admin.DEFAULT_MAX_KEYS,
+    ) -> None:
         self.calls = calls
         self._engine = engine
         self._audit = audit
+        self._max_keys = max_keys  # the account's key cap, which the Try it key counts against
         self._keys: dict[int, tuple[str, str]] = {}  # account id -> (key id, raw key)
 
     def key_for(self, user: UiUser) -> str:
@@ -422,6 +430,7 @@ class TryIt:
             actor=user.actor,
             source="ui",
             audit=self._audit,
+            max_keys=self._max_keys,
         )
         self._keys[user.account_id] = (row.id, raw)
         return raw

@@ -90,12 +90,18 @@ def draft(registry: ProjectRegistry, project_id: str) -> DraftView:
 
 
 def preview(registry: ProjectRegistry, project_id: str) -> PublishPreview:
-    """The publish preview; a draft that cannot be published gives `problem` and no changes."""
-    seen = draft(registry, project_id)
+    """The publish preview; a draft that cannot be published gives `problem` and no changes.
+
+    Made from one copy of the draft (`ProjectRegistry.review_draft`): the diff shown and the
+    revision the form carries are of the same content, which is what a publish then checks
+    its own copy against."""
     online = registry.online_versions(project_id)
     base = online[0].version if online else None
-    if seen.project is None:
-        return PublishPreview(base, "", None, [], seen.problem)
+    try:
+        seen = registry.review_draft(project_id)
+    except (OSError, ProjectError) as exc:
+        message = exc.message if isinstance(exc, ProjectError) else f"the draft folder cannot be read: {exc}"
+        return PublishPreview(base, "", None, [], message)
     project = seen.project
     try:
         registry.check_relations(project)

@@ -28,7 +28,7 @@ from webui.auth.keys import Forbidden
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import SteamharnessError
-from webui.projects.registry import ProjectRegistry
+from webui.projects.registry import DraftChanged, ProjectRegistry
 from webui.store import projects as project_store
 from webui.store.models import ProjectRecord
 from webui.web import project_views as views
@@ -138,32 +138,31 @@ async def publish(request: Request, project_id: str, user: UserDep, registry: Re
     version = str(form.get("version") or "").strip()
     reviewed = str(form.get("revision") or "")
     render = functools.partial(_render, request, user, registry, record)
-    preview = await run_db(views.preview, registry, project_id)
-    if preview.problem is not None:
-        return await run_db(
-            render, publish=preview, error=preview.problem, version_value=version, status_code=422
-        )
-    if preview.revision != reviewed:
-        return await run_db(
-            render, publish=preview, error=DRAFT_CHANGED, version_value=version, status_code=409
-        )
     services = request.app.state.services
     try:
+        # The registry checks the revision of its own copy of the draft: comparing a fresh
+        # preview here first would prove nothing about what is then copied.
         row = await run_db(
             functools.partial(
                 registry.publish,
                 project_id,
                 version or None,
+                reviewed=reviewed,
                 actor=user.actor,
                 source="ui",
                 audit=services.audit,
             )
         )
     except SteamharnessError as exc:
-        status = exc.status if exc.status in (409, 422) else 422
-        return await run_db(
-            render, publish=preview, error=exc.message, version_value=version, status_code=status
-        )
+        # The refusal shows the draft as it is now: its diff and the revision to review.
+        preview = await run_db(views.preview, registry, project_id)
+        if preview.problem is not None:  # whatever was reviewed, the draft cannot be published now
+            error, status = preview.problem, 422
+        elif isinstance(exc, DraftChanged):
+            error, status = DRAFT_CHANGED, 409
+        else:
+            error, status = exc.message, exc.status if exc.status in (409, 422) else 422
+        return await run_db(render, publish=preview, error=error, version_value=version, status_code=status)
     return _done(project_id, "published", row.version)
 
 

@@ -3,11 +3,21 @@
 The full report (stdout, stderr, ctx.log lines) is shown only to administrators and to the
 person who started the run; everyone who may use the project sees params, status, the
 state timeline, output or error. Runs of other projects are 404, never 403, so
-their ids are not confirmed to exist."""
+their ids are not confirmed to exist.
+
+The secret values of the configuration the run started with are redacted
+(`webui.configs.redaction`) from what anyone but the run's own account sees: params,
+output, error, timeline (administrators included: they export an account's secrets
+explicitly when they need them, audited). Log lines are redacted for everyone, the owner
+too: a log is copied and shared more readily than a result. `shown_run` and `shown_event`
+are the one place both rules are applied, for this page, `/api/runs/{id}` and the
+conversation view."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -15,11 +25,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from webui.auth.ui import UiUser
+from webui.configs.redaction import NO_REDACTION, Redaction
 from webui.errors import NotFound
 from webui.interactions.owner import Party
 from webui.store import projects as project_store
 from webui.store import runs as run_store
-from webui.store.models import ProjectRecord, Run
+from webui.store.models import ProjectRecord, Run, RunEvent
 from webui.web.deps import ServicesDep, UserDep
 from webui.web.templating import page
 
@@ -31,6 +42,49 @@ STATUSES = (*run_store.ACTIVE_STATUSES, *run_store.FINAL_STATUSES)
 SOURCES = ("mcp", "api", "ui")
 # "child"/"parent": the links between a run and the child runs it started through ctx.related.
 TIMELINE_KINDS = frozenset({"state", "child", "parent"})
+
+
+@dataclass(frozen=True)
+class RunRedaction:
+    """What hides a run's secrets from one viewer: `result` for params, output, error and
+    the timeline (nothing for the run's own account), `logs` for log lines (always)."""
+
+    result: Redaction
+    logs: Redaction
+
+    @staticmethod
+    def of(services: Any, party: Party, run: Run) -> RunRedaction:
+        secrets: Redaction = services.configs.run_redaction(run)
+        return RunRedaction(NO_REDACTION if party.owns(run.account_id) else secrets, secrets)
+
+
+def run_hider(services: Any, user: UiUser | None) -> Callable[[Run], Run]:
+    """`run` as `user` may see its params, output and error (for views that show runs).
+    Without `services` (a view built outside the app, in tests) runs are shown as they are."""
+    if user is None or services is None:
+        return lambda run: run
+    party = Party.of_user(user)
+    return lambda run: shown_run(run, RunRedaction.of(services, party, run).result)
+
+
+def shown_run(run: Run, redaction: Redaction) -> Run:
+    """`run` as a viewer may see it: a detached copy with params, output and error redacted."""
+    if not redaction:
+        return run
+    copy = Run.model_validate(run.model_dump())
+    copy.params = redaction.value(run.params)
+    copy.output = redaction.value(run.output)
+    copy.error = redaction.value(run.error)
+    return copy
+
+
+def shown_event(event: RunEvent, redaction: Redaction) -> RunEvent:
+    if not redaction:
+        return event
+    copy = RunEvent.model_validate(event.model_dump())
+    copy.text = redaction.text(event.text) if event.text is not None else None
+    copy.data = redaction.value(event.data)
+    return copy
 
 
 def get_run_or_404(run_id: str, user: UserDep, services: ServicesDep) -> Run:
@@ -122,6 +176,9 @@ def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep
     events = run_store.list_events(services.engine, run_id=run.id)
     full = may_see_report(user, run)
     record = project_store.get_project(services.engine, project_id=run.project_id)
+    hide = RunRedaction.of(services, Party.of_user(user), run)
+    owner_view = run
+    run = shown_run(run, hide.result)
     return swappable_page(
         request,
         "runs/detail.html",
@@ -132,11 +189,13 @@ def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep
             "pretty": pretty,
             "project_name": record.name if record else run.project_id,
             "active": run.status in run_store.ACTIVE_STATUSES,
-            "timeline": [e for e in events if e.kind in TIMELINE_KINDS],
-            "report": [e for e in events if e.kind not in TIMELINE_KINDS] if full else None,
+            "timeline": [shown_event(e, hide.result) for e in events if e.kind in TIMELINE_KINDS],
+            "report": [shown_event(e, hide.logs) for e in events if e.kind not in TIMELINE_KINDS]
+            if full
+            else None,
             # A pending question is shown (and linked) only to whoever may answer or see it.
             "interaction": services.interactions.pending_for_run(run.id)
-            if Party.of_user(user).may_see(run.account_id)
+            if Party.of_user(user).may_see(owner_view.account_id)
             else None,
         },
         block="run",
