@@ -260,7 +260,7 @@ def generic_config(url: str) -> dict[str, Any]:
 
 
 def tool_names(page: Page) -> Locator:
-    return page.locator("#mcp-target article.tool > h3 > code")
+    return page.locator("#mcp-target article.tool > .tool-about > h3 > code")
 
 
 def picker(page: Page) -> Locator:
