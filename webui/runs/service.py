@@ -624,6 +624,9 @@ class RunService:
                     max_queued=request.limits.max_queued,
                     exclude=self._slotless(),
                     free_slots=self._free_slots(),
+                    replica_slots=(
+                        (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
+                    ),
                     audit=audit,
                 )
                 if refused is not None:

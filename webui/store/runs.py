@@ -249,6 +249,16 @@ def _project_counts(conn: Connection, project_id: str, exclude: Collection[str])
     return holding, counts.get("queued", 0)
 
 
+def _replica_holding(conn: Connection, replica_id: str, exclude: Collection[str]) -> int:
+    """How many runs of `replica_id` hold one of its worker slots, minus `exclude`."""
+    stmt = sa_select(func.count()).where(
+        _RUNS.c.replica_id == replica_id, _RUNS.c.status.in_(list(HOLDING_STATUSES))
+    )
+    if exclude:
+        stmt = stmt.where(_RUNS.c.id.not_in(list(exclude)))
+    return int(conn.execute(stmt).scalar_one())
+
+
 def queue_full(
     *, holding: int, queued: int, max_running: int | None, max_queued: int | None, free_slots: int | None
 ) -> bool:
@@ -275,14 +285,20 @@ def create_run_within_limits(
     max_queued: int | None,
     exclude: Collection[str] = (),
     free_slots: int | None = None,
+    replica_slots: tuple[str, int] | None = None,
     audit: Callable[[Any], Any] | None = None,
 ) -> tuple[int, int] | None:
     """Insert the run unless the project's queue limit refuses it: None when inserted, else
     the (holding, queued) counts that refused it. Race-free across processes. `free_slots`:
     the worker slots free in the inserting process (its queue counts even when the project
-    sets no running limit)."""
+    sets no running limit). `replica_slots` (replica id, its worker slots): the free slots
+    counted here, under the lock, from the replica's runs holding one, so they agree with
+    the queued count (a run admitted meanwhile moves from one count to the other at once;
+    a count taken before the lock would see it in neither)."""
     with engine.begin() as conn:
         _lock_project_runs(conn, run.project_id)
+        if replica_slots is not None:
+            free_slots = replica_slots[1] - _replica_holding(conn, replica_slots[0], exclude)
         if max_queued is not None and (max_running is not None or free_slots is not None):
             holding, queued = _project_counts(conn, run.project_id, exclude)
             if queue_full(
