@@ -89,7 +89,7 @@ class Worker:
             return None  # end of stream, possibly mid-message: the worker is gone
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: malformed too
             msg = None
         if not isinstance(msg, dict):
             raise WorkerProtocolError("handler_error", "The worker sent a malformed message.")
@@ -215,8 +215,10 @@ class WorkerPool:
         try:
             line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_SECONDS)
             hello = json.loads(line)
+            if not isinstance(hello, dict):
+                raise ValueError("the hello is not a JSON object")
             fut = self._hellos.pop(str(hello.get("token")), None)
-        except (TimeoutError, ValueError, ConnectionError):
+        except (TimeoutError, ValueError, RecursionError, ConnectionError):
             fut = None
             hello = {}
         self._unclaimed.discard(writer)
