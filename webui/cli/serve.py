@@ -153,6 +153,7 @@ def serve_command(
             header_timeout=settings.header_timeout_seconds,
             body_pace=BodyPace(settings.body_timeout_seconds, settings.body_min_rate_bytes_per_second),
             max_connections=settings.max_connections,
+            max_body_bytes=settings.max_body_bytes,
         ),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
         # max_connections for everything, a few more for /healthz (webui/web/connections.py)
