@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webui.runs.child import MAX_FRAME_BYTES
-from webui.runs.isolation import WorkerUids, WorkerUser, zygote_env
+from webui.runs.isolation import WorkerUids, WorkerUser, sweep_shared_temp, zygote_env
 
 log = logging.getLogger(__name__)
 
@@ -273,9 +273,22 @@ class WorkerPool:
         self._spares.append(worker)
 
     def _give_back_uid(self, pid: int) -> None:
+        """Once what the run left in the shared temporary folders is gone (the next run
+        given the uid would own it)."""
         uid = self._uid_of.pop(pid, None)
-        if uid is not None and self.uids is not None:
-            self.uids.release(uid)
+        if uid is None or self.uids is None:
+            return
+        uids = self.uids
+
+        async def give_back() -> None:
+            try:
+                await asyncio.to_thread(sweep_shared_temp, uid)
+            finally:
+                uids.release(uid)
+
+        task = asyncio.get_running_loop().create_task(give_back())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def spawn(self, spec: dict[str, Any]) -> Worker:
         """Hand a run to a fresh worker: a spare forked ahead of time when there is one
