@@ -22,6 +22,7 @@ ENTRYPOINTS = [
     {"id": "big_ask", "handler": "h.py:big_ask", "params": [{"name": "size", "type": "number"}]},
     {"id": "raw_frame", "handler": "h.py:raw_frame", "params": [{"name": "size", "type": "number"}]},
     {"id": "garbage_frame", "handler": "h.py:garbage_frame"},
+    {"id": "deep_frame", "handler": "h.py:deep_frame"},
     {"id": "identity", "handler": "h.py:identity"},
 ]
 
@@ -243,6 +244,13 @@ def raw_frame(ctx):
 def garbage_frame(ctx):
     ctx.progress(0, None, str(os.getpid()))
     os.write(_run_socket(), b"this is not json\n")
+    time.sleep(3600)
+
+
+def deep_frame(ctx):
+    # Well-formed JSON nested past the parser's recursion limit (RecursionError, not ValueError).
+    ctx.progress(0, None, str(os.getpid()))
+    os.write(_run_socket(), b"[" * 200000 + b"]" * 200000 + b"\n")
     time.sleep(3600)
 '''
 

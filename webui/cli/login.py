@@ -91,6 +91,9 @@ def check_key(url: str, key: str) -> dict[str, Any]:
             headers={"Authorization": f"Bearer {key}", "Accept": "application/json"},
             timeout=CHECK_TIMEOUT_SECONDS,
             follow_redirects=False,
+            # Plain http:// is allowed to loopback only, and must stay there: a proxy from
+            # the environment (HTTP_PROXY, ALL_PROXY) would receive the key in clear.
+            trust_env=urlsplit(url).scheme != "http",
         )
     except httpx2.HTTPError as exc:
         raise ServerUnreachable(f"cannot reach {url}: {exc or type(exc).__name__}") from None

@@ -74,6 +74,7 @@ def serve_command(
     ] = False,
 ) -> None:
     """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
+    _hide_database_password(database_url)
     import uvicorn
 
     from webui import replicas
@@ -153,6 +154,7 @@ def serve_command(
             header_timeout=settings.header_timeout_seconds,
             body_pace=BodyPace(settings.body_timeout_seconds, settings.body_min_rate_bytes_per_second),
             max_connections=settings.max_connections,
+            max_body_bytes=settings.max_body_bytes,
         ),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
         # max_connections for everything, a few more for /healthz (webui/web/connections.py)
@@ -164,3 +166,24 @@ def serve_command(
         server.run()
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+
+
+def _hide_database_password(database_url: str | None) -> None:
+    """A password in --database-url is overwritten in this process's command line, which
+    every process on the machine, workflow code included, may read (`webui.cli.argv`)."""
+    from urllib.parse import urlsplit
+
+    from webui.cli.argv import hide_in_cmdline
+
+    if not database_url:
+        return
+    try:
+        password = urlsplit(database_url).password
+    except ValueError:
+        return  # not a URL: the settings refuse it with their own words
+    if password and not hide_in_cmdline(password):
+        typer.echo(
+            "warning: the --database-url password stays readable in this process's command line"
+            " (ps, /proc); give it in STEAMHARNESS_DATABASE_URL instead",
+            err=True,
+        )

@@ -23,6 +23,7 @@ import grp
 import logging
 import os
 import pwd
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,35 @@ class WorkerUids:
 
     def in_use(self) -> int:
         return len(self._taken)
+
+
+# World-writable folders every run can write to outside its scratch dir.
+SHARED_TEMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def sweep_shared_temp(uid: int, folders: tuple[str, ...] = SHARED_TEMP_FOLDERS) -> int:
+    """Removes what `uid` owns at the top of the shared temporary folders; call it once
+    every process of `uid` is gone, before the uid is handed to another run (which would
+    own, and so read or trust, whatever the last run left there). Entries are removed
+    without following links. Returns how many were removed."""
+    removed = 0
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+            except OSError as exc:
+                log.warning("could not remove %s left by worker uid %d: %s", entry.path, uid, exc)
+    return removed
 
 
 def worker_uids(base: int, count: int) -> WorkerUids | None:

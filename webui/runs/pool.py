@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webui.runs.child import MAX_FRAME_BYTES
-from webui.runs.isolation import WorkerUids, WorkerUser, zygote_env
+from webui.runs.isolation import WorkerUids, WorkerUser, sweep_shared_temp, zygote_env
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class Worker:
             return None  # end of stream, possibly mid-message: the worker is gone
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: malformed too
             msg = None
         if not isinstance(msg, dict):
             raise WorkerProtocolError("handler_error", "The worker sent a malformed message.")
@@ -215,8 +215,10 @@ class WorkerPool:
         try:
             line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_SECONDS)
             hello = json.loads(line)
+            if not isinstance(hello, dict):
+                raise ValueError("the hello is not a JSON object")
             fut = self._hellos.pop(str(hello.get("token")), None)
-        except (TimeoutError, ValueError, ConnectionError):
+        except (TimeoutError, ValueError, RecursionError, ConnectionError):
             fut = None
             hello = {}
         self._unclaimed.discard(writer)
@@ -271,9 +273,22 @@ class WorkerPool:
         self._spares.append(worker)
 
     def _give_back_uid(self, pid: int) -> None:
+        """Once what the run left in the shared temporary folders is gone (the next run
+        given the uid would own it)."""
         uid = self._uid_of.pop(pid, None)
-        if uid is not None and self.uids is not None:
-            self.uids.release(uid)
+        if uid is None or self.uids is None:
+            return
+        uids = self.uids
+
+        async def give_back() -> None:
+            try:
+                await asyncio.to_thread(sweep_shared_temp, uid)
+            finally:
+                uids.release(uid)
+
+        task = asyncio.get_running_loop().create_task(give_back())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def spawn(self, spec: dict[str, Any]) -> Worker:
         """Hand a run to a fresh worker: a spare forked ahead of time when there is one

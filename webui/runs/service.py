@@ -10,8 +10,9 @@ Slots: only a `running` run holds one of the `max_concurrent_runs` worker slots.
 waiting for a person or for its child runs keeps its worker process but gives its slot
 up (so waiting runs never starve running ones, nor a parent its own children); it takes
 a slot again, ahead of new runs, before it goes on. Waiting runs have caps of their own
-(`max_waiting_runs` in all, `max_waiting_per_account` with an open question), and a
-question expires after `question_timeout_seconds` (the run fails, `question_expired`).
+(`max_waiting_runs` in all, `max_waiting_per_account` with an open question; an account
+with that many runs waiting, for any reason, starts no child run), and a question
+expires after `question_timeout_seconds` (the run fails, `question_expired`).
 Free slots go first to the account holding the fewest, so one account's burst cannot
 keep every other account waiting.
 """
@@ -448,6 +449,17 @@ class RunService:
                 continue
             n += 1
         return n
+
+    def _waiting_of(self, account_id: int | None) -> int:
+        """Runs of `account_id` holding a worker process but no slot, for any reason."""
+        return sum(
+            1
+            for live in self._live.values()
+            if live.worker is not None
+            and not live.slot
+            and not live.done.is_set()
+            and live.request.account_id == account_id
+        )
 
     def preflight(self, request: RunRequest) -> None:
         limits = request.limits
@@ -1284,6 +1296,14 @@ class RunService:
             raise RelatedProjectError(
                 f"related project {alias!r}: the server already has {self.max_waiting_runs} runs"
                 " waiting (STEAMHARNESS_MAX_WAITING_RUNS); try again later"
+            )
+        # An account's runs waiting for children count against its own cap too: chains of
+        # child runs, each level a waiting run, would otherwise let one account fill the
+        # server's whole cap while its open questions stay under the account's.
+        if live.slot and self._waiting_of(req.account_id) >= self.max_waiting_per_account:
+            raise RelatedProjectError(
+                f"related project {alias!r}: this account already has {self.max_waiting_per_account}"
+                " runs waiting (STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT); try again later"
             )
         # The parent gives its slot up before the child asks for one: a parent waiting for
         # any child never holds a slot its children need. Its handler's threads may start

@@ -11,7 +11,10 @@
   enforced on bodies nobody reads any more (the response went out first, e.g. a route
   that takes no body, or `/healthz` sent a Content-Length): once overdue, such a
   connection is closed when its response is complete. Without it, a client that declares
-  `Content-Length: 100` and sends nothing, or trickles, holds its slot for ever.
+  `Content-Length: 100` and sends nothing, or trickles, holds its slot for ever. Nor may
+  such an unread body outgrow `max_body_bytes` (framing included) once its response is
+  complete: a chunked body has no end announced, and one sent just above the minimum rate
+  would otherwise never fall behind, holding its connection for ever.
 - Connections for `/healthz`: `max_connections` bounds everything else; `/healthz`
   requests are served on up to `HEALTH_RESERVE` connections more (uvicorn's own
   `limit_concurrency`, which `serve` sets to the sum), so a load balancer's probe still
@@ -58,6 +61,7 @@ class EdgeH11Protocol(H11Protocol):
     header_timeout: float = 10.0
     body_pace: BodyPace = BodyPace(timeout=30.0, min_rate=1024)
     max_connections: int | None = None
+    max_body_bytes: int | None = None  # of a body still arriving after its response
     _header_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
     _body_started: float | None = None
@@ -76,13 +80,28 @@ class EdgeH11Protocol(H11Protocol):
         if self.conn.their_state is h11.SEND_BODY:
             self._body_bytes += len(data)  # framing included: near enough for a pace
         super().data_received(data)
+        if self._unread_body_too_long():
+            self._close("a request body nobody reads grew past the body size limit")
+            return
         self._watch_headers()
         self._watch_body()
+
+    def _unread_body_too_long(self) -> bool:
+        cycle = self.cycle
+        return (
+            self.max_body_bytes is not None
+            and self._body_bytes > self.max_body_bytes
+            and self.conn.their_state is h11.SEND_BODY
+            and (cycle is None or cycle.response_complete)
+        )
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if self._body_overdue and self.conn.their_state is h11.SEND_BODY:
             self._close("a request body nobody reads did not arrive in time")
+            return
+        if self._unread_body_too_long():
+            self._close("a request body nobody reads grew past the body size limit")
             return
         self._watch_headers()
         self._watch_body()
@@ -166,12 +185,21 @@ class EdgeH11Protocol(H11Protocol):
 
 
 def edge_protocol(
-    *, header_timeout: float, body_pace: BodyPace, max_connections: int | None
+    *,
+    header_timeout: float,
+    body_pace: BodyPace,
+    max_connections: int | None,
+    max_body_bytes: int | None = None,
 ) -> type[EdgeH11Protocol]:
     """The protocol class to pass as uvicorn's `http=`; give uvicorn
     `limit_concurrency=max_connections + HEALTH_RESERVE`."""
     return type(
         "EdgeH11Protocol",
         (EdgeH11Protocol,),
-        {"header_timeout": header_timeout, "body_pace": body_pace, "max_connections": max_connections},
+        {
+            "header_timeout": header_timeout,
+            "body_pace": body_pace,
+            "max_connections": max_connections,
+            "max_body_bytes": max_body_bytes,
+        },
     )

@@ -310,8 +310,11 @@ async def conversation_stream(
 
         def snapshot() -> ServerSentEvent:
             cards = pending_cards(feed.engine, user, feed.server_names, run_hider(feed.services, user))
+            # Only what this snapshot shows is followed from now on: a run of a project the
+            # person lost (or no longer sees as an administrator) is dropped with its card.
             shown.clear()
             shown.update(c.interaction.id for c in cards)
+            runs.clear()
             runs.update(c.run.id for c in cards if c.run is not None)
             return ServerSentEvent(feed.render("feed", cards=cards, user=user), event="snapshot")
 
@@ -326,7 +329,7 @@ async def conversation_stream(
                 fresh = await run_db(recheck)
                 if fresh is None:
                     return
-                if fresh.projects != user.projects:
+                if fresh.projects != user.projects or fresh.is_admin != user.is_admin:
                     user = fresh
                     yield await run_db(snapshot)
                 continue

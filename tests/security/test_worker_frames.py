@@ -1,0 +1,42 @@
+"""A worker's frames nested too deeply to parse: the run fails as for any malformed frame,
+and the worker is killed (before the fix the RecursionError escaped the reader, the run
+was reported "internal" and the worker outlived its run, its timeout and its slot)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import next_update, process_gone, start_run
+from tests.security.workers_project import write_project
+from webui.services import Services, open_services
+from webui.settings import Settings
+from webui.workflows.project import Project, load_project
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def svc(tmp_path: Path) -> AsyncIterator[Services]:
+    async with open_services(Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)) as services:
+        yield services
+
+
+@pytest.fixture
+def intruder(tmp_path: Path) -> Project:
+    return load_project(write_project(tmp_path / "intruder"))
+
+
+async def test_a_frame_nested_past_the_parsers_limit_kills_the_worker_and_fails_the_run(
+    svc: Services, intruder: Project
+) -> None:
+    run_id = await start_run(svc, intruder, "deep_frame")
+    update = await next_update(svc, run_id, ("progress",))
+    assert update.progress is not None
+    worker = int(str(update.progress["message"]))
+    final = await next_update(svc, run_id)
+    assert final.status == "failed"
+    assert final.error == {"code": "handler_error", "message": "The worker sent a malformed message."}
+    assert process_gone(worker)
