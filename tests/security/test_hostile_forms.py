@@ -58,7 +58,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     entry = {"command": sys.executable, "args": [str(FIXTURES / "hostile_server.py"), "stdio"]}
     (root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": {"Hostile": entry}}), "utf-8")
     (root / "config.yaml").write_text(f"defaults:\n  mcp_servers: [{SERVER_ID}]\n", "utf-8")
-    with running_server(tmp, STEAMHARNESS_ROOT=str(root)) as live:
+    # STEAMHARNESS_HOST_SERVER_USER "": the hostile server is this interpreter, which may live
+    # where the unprivileged host user cannot run it (its isolation: test_host_isolation.py).
+    with running_server(tmp, STEAMHARNESS_ROOT=str(root), STEAMHARNESS_HOST_SERVER_USER="") as live:
         live.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
         yield live
 

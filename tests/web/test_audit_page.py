@@ -437,5 +437,5 @@ def test_the_live_tail_delivers_a_new_event_as_a_rendered_row(tmp_path: Path) ->
                     key, _, value = line.partition(":")
                     event[key] = event.get(key, "") + value.strip()
     row = event["data"]
-    assert row.startswith(f'<tr id="audit-{event["id"]}">')
+    assert row.startswith(f'<tr id="audit-{event["id"]}" hx-disable>')
     assert "ui.login" in row and ">failed<" in row and "user:root" in row
