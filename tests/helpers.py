@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import anyio
+import pytest
 
 from webui.runs.service import RunRequest, RunUpdate
 from webui.services import Services
@@ -60,3 +62,12 @@ async def run_to_end(
 ) -> RunUpdate:
     """Start a run and wait for its final update."""
     return await next_update(svc, await start_run(svc, project, ep, params))
+
+
+# Only a server running as root switches its workers (and host servers) to other users; a
+# developer's non-root run skips these tests. Under CI (CI set) they always run: a CI that is
+# not root fails them loudly instead of passing with the isolation untested.
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 and not os.environ.get("CI"),
+    reason="needs root: only a root server switches workers to other users (CI always runs these)",
+)

@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.e2e.server import STEAMHARNESS
+from tests.helpers import needs_root
 from webui.admin import create_user
 from webui.audit.log import AuditLog
 from webui.events import EventHub
@@ -35,7 +36,7 @@ from webui.store.db import make_engine, private_dir
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only a root server switches to another user"),
+    needs_root,
 ]
 
 NOBODY = pwd.getpwnam("nobody")

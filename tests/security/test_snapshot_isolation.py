@@ -22,6 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.e2e.server import STEAMHARNESS, LiveServer
+from tests.helpers import needs_root
 from tests.security.isolation_project import (
     SECRET,
     VICTIM_ID,
@@ -34,9 +35,7 @@ from tests.security.isolation_project import (
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        os.geteuid() != 0, reason="needs root: only a root server switches workers to other users"
-    ),
+    needs_root,
 ]
 
 

@@ -7,7 +7,6 @@ gets the first run's uid again."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 from collections.abc import AsyncIterator
@@ -15,16 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_to_end
+from tests.helpers import needs_root, run_to_end
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.workflows.project import Project, load_project
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        os.geteuid() != 0, reason="needs root: only a root server gives runs uids of their own"
-    ),
+    needs_root,
 ]
 
 PROJECT_ID = "7a1e3c5d-2b4f-4a6e-9c8d-0f1e2d3c4b5a"

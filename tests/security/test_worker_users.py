@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import LiveServer
+from tests.helpers import needs_root
 from tests.security.isolation_project import VICTIM_ID, WALKER_ID, account_key, call_tool, isolated_server
 from webui.errors import ConfigError
 from webui.runs.isolation import WorkerUids, is_mapped
@@ -23,9 +24,7 @@ from webui.settings import Settings
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        os.geteuid() != 0, reason="needs root: only a root server switches workers to other users"
-    ),
+    needs_root,
 ]
 
 

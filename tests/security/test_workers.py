@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
-from tests.helpers import next_update, process_gone, run_to_end, start_run, wait_until_gone
+from tests.helpers import needs_root, next_update, process_gone, run_to_end, start_run, wait_until_gone
 from tests.security.workers_project import PROJECT_ID, write_project
 from webui.errors import ConfigError
 from webui.runs.child import LOG_TEXT_LIMIT, MAX_FRAME_BYTES, PROGRESS_MESSAGE_LIMIT
@@ -38,9 +38,6 @@ from webui.workflows.project import Project, load_project
 pytestmark = pytest.mark.anyio
 # Only a server running as root switches its workers to the worker user (a non-root server
 # has no other user to switch to), so these tests need a root test run; CI runs as root.
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root: only a root server switches workers to another user"
-)
 
 NOBODY = pwd.getpwnam("nobody")
 TOO_BIG = MAX_FRAME_BYTES + 1
