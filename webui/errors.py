@@ -175,32 +175,29 @@ class SecretsExportNeedsPost(SteamharnessError):
     status = 405
 
 
-class TooManyConfigurations(SteamharnessError):
+class OverCap(SteamharnessError):
+    """A per-scope or per-account cap is reached; `limit` is said in the error's details."""
+
+    status = 409
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def details(self) -> dict[str, object]:
+        return {"limit": self.limit}
+
+
+class TooManyConfigurations(OverCap):
     """A scope already holds `limit` configurations (`STEAMHARNESS_MAX_CONFIGS_PER_SCOPE`)."""
 
     code = "too_many_configs"
-    status = 409
-
-    def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-    def details(self) -> dict[str, object]:
-        return {"limit": self.limit}
 
 
-class TooManyKeys(SteamharnessError):
+class TooManyKeys(OverCap):
     """An account already holds `limit` live API keys (`STEAMHARNESS_MAX_KEYS_PER_ACCOUNT`)."""
 
     code = "too_many_keys"
-    status = 409
-
-    def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-    def details(self) -> dict[str, object]:
-        return {"limit": self.limit}
 
 
 class ServerUnreachable(SteamharnessError):
