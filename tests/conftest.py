@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,15 @@ TORTURE = FIXTURES / "torture"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prepared_data_dirs() -> Iterator[None]:
+    """The session's prepared data dirs (`tests/prepared.py`) are removed at its end."""
+    from tests import prepared
+
+    yield
+    prepared.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,15 @@
 """A real `steamharness serve` on a free loopback port, started and stopped by PID.
 
-Projects are registered and published through the CLI on the same data dir first, the
-way an operator would; tests talk to the server only over HTTP."""
+Its data dir starts with the example projects registered and published (a copy of the
+session's prepared data dir, or the CLI's registry calls made in this process;
+`make_server(via_cli=True)` goes through the CLI commands as an operator would); tests
+talk to the server only over HTTP."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
-from tests.conftest import EXAMPLES
+from tests import prepared
 from webui.store.db import engine_url
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
@@ -32,11 +33,8 @@ STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 # (STEAMHARNESS_TEST_START_TIMEOUT raises it further).
 START_TIMEOUT = float(os.environ.get("STEAMHARNESS_TEST_START_TIMEOUT", "120"))
 
-HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
-INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-FILES = "3f2b8a44-1c5d-4e7f-8a9b-0c1d2e3f4a5b"
-LEDGER = "9a1d2c3b-4e5f-4a6b-8c7d-1e2f3a4b5c6d"
-TORTURE = "0d4c9a6e-2b1f-4e3a-9c8d-7f6e5d4c3b2a"
+HELLO, INTERACTIVE, FILES, LEDGER = prepared.HELLO, prepared.INTERACTIVE, prepared.FILES, prepared.LEDGER
+TORTURE = prepared.TORTURE_ID
 
 
 def free_port() -> int:
@@ -205,30 +203,42 @@ class LiveServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path else ""
 
 
-def make_server(tmp_path: Path, database_url: str | None = None, **env: str) -> LiveServer:
-    projects = tmp_path / "projects"
-    shutil.copytree(EXAMPLES, projects, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "torture", projects / "torture")
+def make_server(
+    tmp_path: Path, database_url: str | None = None, *, via_cli: bool = False, **env: str
+) -> LiveServer:
+    """A server (not started) whose data dir holds the example projects (copied to
+    `tmp_path / "projects"`) registered, and the five published. On the default store a copy
+    of the session's prepared data dir (`tests/prepared.py`); on another database or shared
+    dir the same registry calls made here; `via_cli`: through ten `steamharness projects`
+    commands, the way an operator would."""
     admin_key = secrets.token_urlsafe(32)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     if database_url is not None:
         env = {"STEAMHARNESS_DATABASE_URL": database_url, **env}
     server = LiveServer(
         data_dir=tmp_path / "data",
-        projects=projects,
+        projects=tmp_path / "projects",
         port=free_port(),
         admin_key=admin_key,
         env={**base_env, "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key, **env},
         database_url=database_url,
     )
-    for folder in sorted(projects.iterdir()):
-        server.cli("projects", "add", str(folder))
-    for project_id in (HELLO, INTERACTIVE, FILES, LEDGER, TORTURE):
-        server.cli("projects", "publish", project_id)
+    if via_cli:
+        prepared.copy_projects(server.projects)
+        for folder in sorted(server.projects.iterdir()):
+            server.cli("projects", "add", str(folder))
+        for project_id in prepared.PUBLISHED:
+            server.cli("projects", "publish", project_id)
+    elif any(key in env for key in ("STEAMHARNESS_DATABASE_URL", "STEAMHARNESS_SHARED_DIR")):
+        prepared.prepare_server(server.data_dir, prepared.copy_projects(server.projects), **env)
+    else:
+        prepared.copy_prepared("server", server.data_dir, server.projects)
     return server
 
 
 @contextlib.contextmanager
-def running_server(tmp_path: Path, database_url: str | None = None, **env: str) -> Iterator[LiveServer]:
-    with make_server(tmp_path, database_url, **env).running() as server:
+def running_server(
+    tmp_path: Path, database_url: str | None = None, *, via_cli: bool = False, **env: str
+) -> Iterator[LiveServer]:
+    with make_server(tmp_path, database_url, via_cli=via_cli, **env).running() as server:
         yield server

@@ -27,23 +27,17 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, col, select
 
-from tests import helpers
-from tests.conftest import EXAMPLES, TORTURE
-from webui.admin import create_user, grant_projects
+from tests import helpers, prepared
 from webui.app import create_app
-from webui.projects.registry import ProjectRegistry
 from webui.runs.service import RunRequest, RunUpdate
 from webui.settings import Settings
 from webui.store import accounts as account_store
-from webui.store.db import make_engine
 from webui.store.models import AuditEvent
 from webui.workflows.project import load_project
 
-HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
-INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-LEDGER = "9a1d2c3b-4e5f-4a6b-8c7d-1e2f3a4b5c6d"
-ADMIN = ("root", "admin-password-1")
-USER = ("ann", "user-password-1")
+HELLO, INTERACTIVE, LEDGER = prepared.HELLO, prepared.INTERACTIVE, prepared.LEDGER
+ADMIN, USER = prepared.ADMIN, prepared.USER
+
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
@@ -96,18 +90,10 @@ class Web:
 
 
 def prepare(data_dir: Path) -> Settings:
-    settings = Settings(data_dir=data_dir)
-    engine = make_engine(settings.resolved_database_url)
-    registry = ProjectRegistry(engine, settings.versions_dir)
-    for folder in (*sorted(p for p in EXAMPLES.iterdir() if p.is_dir()), TORTURE):
-        project, _ = registry.register(folder)
-        if project.version:
-            registry.publish(project.id, project.version)
-    create_user(engine, name=ADMIN[0], admin=True, password=ADMIN[1])
-    create_user(engine, name=USER[0], admin=False, password=USER[1])
-    grant_projects(engine, user=USER[0], projects=[HELLO, INTERACTIVE], registry=registry)
-    engine.dispose()
-    return settings
+    """Settings for a copy, at `data_dir`, of the page tests' prepared data dir (the examples
+    registered and published, an admin and a plain user: `tests/prepared.py`)."""
+    prepared.copy_prepared("web", data_dir)
+    return Settings(data_dir=data_dir)
 
 
 @pytest.fixture
