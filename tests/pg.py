@@ -1,10 +1,10 @@
 """A throwaway PostgreSQL cluster for the tests, and the `database_url` fixture that runs a
-test once on SQLite and once on PostgreSQL.
+test on SQLite, and once more on PostgreSQL where the dialect can make a difference.
 
 The cluster is Debian's `postgresql` (scripts/test installs it): initdb into a temporary
 folder, owned by the `postgres` user when the tests run as root, listening on a free
 loopback port with its unix socket in that folder, fsync off. It starts on first use, once
-per session, and is stopped by its PID at the end. Each test gets a database of its own,
+per run (one for all xdist workers), and is stopped by its PID at the end of the run. Each test gets a database of its own,
 copied from a template that already holds the tables, and dropped afterwards.
 
 Without the binaries every PostgreSQL case fails, naming the package to install: a missing
@@ -14,8 +14,10 @@ database must never look like a passing suite.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import itertools
+import json
 import os
 import pwd
 import shutil
@@ -169,19 +171,104 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
-    bin_dir = _bin_dir()
-    if bin_dir is None:
-        pytest.fail(
-            "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): "
-            "apt-get install postgresql (scripts/test installs it)",
-            pytrace=False,
-        )
+# ------------------------------------------------------------- one cluster for the run
+#
+# Every xdist worker is a process of its own, but the run has one cluster: the first worker
+# that needs it starts it under a lock on a file in the run's folder (made by the controller
+# in `pytest_configure`, named to the workers by RUN_DIR_ENV) and writes where it listens to
+# STATE_FILE; the others read that. The controller (or, without xdist, the one process)
+# stops it by its PID in `pytest_unconfigure`, once every worker is gone. A run that needs no
+# PostgreSQL (`-m "not postgres"`) starts none.
+
+RUN_DIR_ENV = "STEAMHARNESS_TEST_RUN_DIR"
+STATE_FILE = "pg.json"
+LOCK_FILE = "pg.lock"
+_owned_run_dir = pytest.StashKey[Path]()
+_started: dict[int, subprocess.Popen[bytes]] = {}  # the cluster this process started, by PID
+
+
+def _run_dir() -> Path:
+    folder = os.environ.get(RUN_DIR_ENV)
+    if not folder:
+        raise RuntimeError(f"{RUN_DIR_ENV} is not set: tests/pg.py sets it in pytest_configure")
+    return Path(folder)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller made the folder and named it in the environment
+    folder = Path(tempfile.mkdtemp(prefix="steamharness-run-"))
+    os.environ[RUN_DIR_ENV] = str(folder)  # inherited by the workers, started after this
+    config.stash[_owned_run_dir] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_owned_run_dir, None)
+    if folder is None:
+        return
+    try:
+        state = _read_state(folder)
+        if state is not None and "pid" in state:
+            _stop_pid(int(state["pid"]), Path(state["folder"]))
+            shutil.rmtree(state["folder"], ignore_errors=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get(RUN_DIR_ENV) == str(folder):
+            del os.environ[RUN_DIR_ENV]
+
+
+def _read_state(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    tmp = run_dir / f"{STATE_FILE}.tmp"
+    tmp.write_text(json.dumps(state), encoding="utf-8")
+    tmp.replace(run_dir / STATE_FILE)
+
+
+def _is_postmaster(pid: int, folder: Path) -> bool:
+    """`pid` is still this run's PostgreSQL (not a zombie, not a reused PID)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state != "Z" and str(folder / "data").encode() in cmdline
+
+
+def _stop_pid(pid: int, folder: Path) -> None:
+    """Fast shutdown by PID (SIGINT is PostgreSQL's fast mode), then kill if it lingers. The
+    process that started it reaps it; another (the controller) waits for it to be gone."""
+    proc = _started.pop(pid, None)
+    if proc is not None:
+        _stop(proc)
+        return
+    if not _is_postmaster(pid, folder):
+        return
+    os.kill(pid, signal.SIGINT)
+    for sig, timeout in ((None, STOP_TIMEOUT), (signal.SIGKILL, 10.0)):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _is_postmaster(pid, folder):
+                return
+            time.sleep(0.05)  # polling another process's exit (not our child), bounded by the deadline
+
+
+def _start_cluster(bin_dir: Path) -> dict[str, Any]:
+    """Start a cluster holding the template database; its state for STATE_FILE."""
     folder = Path(tempfile.mkdtemp(prefix="steamharness-pg-"))
     proc: subprocess.Popen[bytes] | None = None
     try:
         proc, port, user = _start(bin_dir, folder)
+        _started[proc.pid] = proc
         _wait_ready(proc, bin_dir, port, folder)
         cluster = PgCluster(port=port, user=user, folder=folder, pid=proc.pid)
         cluster.create_database(TEMPLATE)
@@ -189,35 +276,98 @@ def pg_cluster() -> Iterator[PgCluster]:
         engine = make_engine(cluster.url(TEMPLATE), check_schema=False)
         upgrade_database(engine)
         engine.dispose()
-        yield cluster
-    finally:
+    except BaseException:
         if proc is not None:
+            _started.pop(proc.pid, None)
             _stop(proc)
         shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return {"port": port, "user": user, "folder": str(folder), "pid": proc.pid}
+
+
+def shared_cluster(run_dir: Path) -> PgCluster:
+    """The run's cluster: started by the first caller of any worker, read by the others. A
+    start that failed is recorded, so every later caller fails with the same message instead
+    of trying again."""
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        pytest.fail(
+            "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): "
+            "apt-get install postgresql (scripts/test installs it)",
+            pytrace=False,
+        )
+    with (run_dir / LOCK_FILE).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        state = _read_state(run_dir)
+        if state is None:
+            try:
+                state = _start_cluster(bin_dir)
+            except Exception as e:
+                state = {"error": f"the test PostgreSQL cluster did not start: {e}"}
+            _write_state(run_dir, state)
+    if "error" in state:
+        pytest.fail(state["error"], pytrace=False)
+    return PgCluster(port=state["port"], user=state["user"], folder=Path(state["folder"]), pid=state["pid"])
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> PgCluster:
+    """The run's one cluster (see above); stopped at the end of the whole run, not here."""
+    return shared_cluster(_run_dir())
 
 
 def fresh_name() -> str:
-    """A database name no other test of this run uses."""
-    return f"t{os.getpid()}_{next(_names)}"
+    """A database name no other test of this run uses, on any worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return f"t_{worker}_{os.getpid()}_{next(_names)}"
 
 
 @contextlib.contextmanager
-def fresh_database(cluster: PgCluster) -> Iterator[str]:
-    """A new database holding the tables, for one test; dropped afterwards (with any
-    connection still open to it)."""
+def fresh_database(cluster: PgCluster, *, empty: bool = False) -> Iterator[str]:
+    """A new database holding the tables (none when `empty`), for one test; dropped
+    afterwards (with any connection still open to it)."""
     name = fresh_name()
-    cluster.create_database(name, template=TEMPLATE)
+    cluster.create_database(name, template=None if empty else TEMPLATE)
     try:
         yield cluster.url(name)
     finally:
         cluster.drop_database(name)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# ------------------------------------------------------------ SQLite, and PostgreSQL where it can differ
+#
+# A test that takes `database_url` (or a module's live server `server_database_url`) runs
+# on SQLite. It runs on PostgreSQL as well only where the dialect can make a difference: the
+# store's own modules (tests/store) and tests or modules marked `dialects` (what counts
+# under a lock, migrations, a replica's shared mode, one end-to-end pass of each transport
+# and protocol era). Everything above the store reaches the database through the same store
+# functions, which those tests run on both.
+
+DIALECT_FIXTURES = ("database_url", "server_database_url")
+BOTH = ("sqlite", "postgresql")
+DIALECT_FOLDERS = ("store",)  # every module below tests/<folder> runs on both
+
+
+def runs_on_both(metafunc: pytest.Metafunc) -> bool:
+    folder = metafunc.definition.path.parent
+    return (
+        metafunc.definition.get_closest_marker("dialects") is not None
+        or (folder.name in DIALECT_FOLDERS and folder.parent.name == "tests")
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for name in DIALECT_FIXTURES:
+        if name in metafunc.fixturenames and runs_on_both(metafunc):
+            scope = "module" if name == "server_database_url" else "function"
+            metafunc.parametrize(name, BOTH, indirect=True, scope=scope)
+
+
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The store's URL for one test: a SQLite file in the test's folder, or a fresh
-    PostgreSQL database."""
-    if request.param == "sqlite":
+    """The store's URL for one test: a SQLite file in the test's folder, or (parametrized,
+    see above) a fresh PostgreSQL database."""
+    if getattr(request, "param", "sqlite") == "sqlite":
         # where the server keeps it by default, for a data dir `tmp_path / "data"`
         yield f"sqlite:///{tmp_path / 'data' / 'steamharness.sqlite3'}"
         return
@@ -226,11 +376,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield url
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module")
 def server_database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """The store of a module's live server: None for the server's default (SQLite in its
-    data dir), or a fresh PostgreSQL database for the module."""
-    if request.param == "sqlite":
+    data dir), or (parametrized, see above) a fresh PostgreSQL database for the module."""
+    if getattr(request, "param", "sqlite") == "sqlite":
         yield None
         return
     cluster: PgCluster = request.getfixturevalue("pg_cluster")

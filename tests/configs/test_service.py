@@ -24,6 +24,9 @@ from webui.store.db import make_engine
 from webui.store.models import AuditEvent, ProjectConfig
 from webui.workflows.configuration import parse_config_fields
 
+# The configuration store's queries and revisions: both dialects (tests/pg.py).
+pytestmark = pytest.mark.dialects
+
 PROJECT = "5f0c8a52-3a55-4f7b-9d0e-0a1b2c3d4e5f"
 FIELDS = parse_config_fields(
     {

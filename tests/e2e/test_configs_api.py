@@ -17,6 +17,10 @@ from tests.e2e.server import HELLO, LiveServer, make_server
 from webui.store.db import make_engine
 from webui.store.models import AuditEvent
 
+# The end-to-end pass of configurations (revisions, scopes, secrets) on PostgreSQL too
+# (tests/pg.py).
+pytestmark = pytest.mark.dialects
+
 SECRET = "s3cr3t-token-value-7f1e"
 BASE = f"/api/workflows/{SETTINGS_PROJECT}/configs"
 

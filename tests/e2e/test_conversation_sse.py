@@ -20,7 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, running_server
 
-pytestmark = pytest.mark.anyio
+# The end-to-end pass of the conversation stream on PostgreSQL too (tests/pg.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 WAIT = 60
 PASSWORD = "conversation-pw-1"

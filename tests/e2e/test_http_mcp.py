@@ -35,7 +35,9 @@ from webui.auth.keys import new_project_credential
 from webui.store import accounts as account_store
 from webui.store.db import make_engine
 
-pytestmark = pytest.mark.anyio
+# The end-to-end pass of Streamable HTTP in both protocol eras, the run gate and queue
+# limits on PostgreSQL too (tests/pg.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 PV = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"

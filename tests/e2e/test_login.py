@@ -57,6 +57,7 @@ def one_error(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.dialects  # the server's key lookup for a login, on PostgreSQL too
 def test_whoami_names_the_key_and_refuses_a_bad_one(server: LiveServer) -> None:
     key = server.create_key("wendy", scopes=["runs.read"])
     admin = httpx2.get(
@@ -204,6 +205,7 @@ def test_relative_folders_are_refused(server: LiveServer, tmp_path: Path, comman
         assert f"{option} must be an absolute path, got 'rel'" in one_error(done)
 
 
+@pytest.mark.dialects  # a saved login used end to end, on PostgreSQL too
 @pytest.mark.anyio
 async def test_mcp_handlers_reach_the_server_with_the_saved_login(server: LiveServer, tmp_path: Path) -> None:
     auth, data = tmp_path / "auth", tmp_path / "data"

@@ -114,6 +114,7 @@ async def test_the_catalog_names_the_server_after_the_project_and_lists_strict_s
     assert all(t.description for t in tools.values())
 
 
+@pytest.mark.dialects  # the end-to-end pass of stdio in both eras on PostgreSQL too
 @pytest.mark.parametrize("mode", MODES)
 async def test_two_questions_and_an_approval_are_answered_on_one_run(
     tmp_path: Path, mode: str, database_url: str
@@ -365,6 +366,7 @@ async def test_the_worker_environment_layers_saved_auth_dotenv_and_explicit_vari
     assert saved["related"] == {}
 
 
+@pytest.mark.dialects  # the stored request state read back after a restart, on PostgreSQL too
 async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Path, database_url: str) -> None:
     """A retry after the server restarted is recognised (not 'invalid state'): the run it
     names was interrupted, and the client is told so."""

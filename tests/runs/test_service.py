@@ -20,7 +20,9 @@ from webui.store import runs as run_store
 from webui.store.models import AuditEvent, Interaction, Run
 from webui.workflows.project import Project, load_project
 
-pytestmark = pytest.mark.anyio
+# On PostgreSQL the run service is in its shared mode (answers followed through the
+# database, limits counted in it): it runs on both dialects (tests/pg.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 
 @pytest.fixture

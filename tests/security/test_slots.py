@@ -24,7 +24,9 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.e2e.server import HELLO, LiveServer, make_server
 from tests.e2e.test_http_mcp import payload
 
-pytestmark = pytest.mark.anyio
+# Slots and queue limits are counted in the database under a lock on PostgreSQL: both
+# dialects (tests/pg.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 SLOTS = "6d1f0c2a-3b4e-4c5d-8e9f-0a1b2c3d4e51"
 KID = "6d1f0c2a-3b4e-4c5d-8e9f-0a1b2c3d4e52"
