@@ -4,8 +4,9 @@ test on SQLite, and once more on PostgreSQL where the dialect can make a differe
 The cluster is Debian's `postgresql` (scripts/test installs it): initdb into a temporary
 folder, owned by the `postgres` user when the tests run as root, listening on a free
 loopback port with its unix socket in that folder, fsync off. It starts on first use, once
-per run (one for all xdist workers), and is stopped by its PID at the end of the run. Each test gets a database of its own,
-copied from a template that already holds the tables, and dropped afterwards.
+per run (one for all xdist workers), and is stopped by its PID at the end of the run. Each
+test gets a database of its own, copied from a template that already holds the tables, and
+dropped afterwards.
 
 Without the binaries every PostgreSQL case fails, naming the package to install: a missing
 database must never look like a passing suite.
@@ -91,13 +92,17 @@ class PgCluster:
 
 
 def _owner(run_as: str | None) -> dict[str, Any]:
-    """Popen arguments that run the process as `run_as` (PostgreSQL refuses to run as root);
-    the process started is PostgreSQL itself, so its PID is the one to stop."""
+    """subprocess arguments that run the command as `run_as` (PostgreSQL refuses to run as
+    root)."""
     return {"user": run_as, "group": run_as, "extra_groups": []} if run_as else {}
 
 
-def _start(bin_dir: Path, folder: Path) -> tuple[subprocess.Popen[bytes], int, str]:
-    """initdb and start the cluster in `folder`; (process, port, superuser)."""
+def _start(bin_dir: Path, folder: Path) -> tuple[int, int, str]:
+    """initdb and start the cluster in `folder`; (PID, port, superuser).
+
+    `pg_ctl start -w` starts PostgreSQL detached (no test process is its parent: the worker
+    that starts it may end before the run does) and returns once it accepts connections; the
+    PID is the one PostgreSQL writes to postmaster.pid, the one to stop."""
     run_as = "postgres" if os.geteuid() == 0 else None
     user = run_as or pwd.getpwuid(os.geteuid()).pw_name
     data = folder / "data"
@@ -113,62 +118,42 @@ def _start(bin_dir: Path, folder: Path) -> tuple[subprocess.Popen[bytes], int, s
         **_owner(run_as),
     )
     port = _free_port()
-    log = (folder / "server.log").open("ab")
-    proc = subprocess.Popen(
+    options = [
+        f"-p {port}",
+        "-c listen_addresses=127.0.0.1",
+        f"-c unix_socket_directories={folder}",
+        "-c fsync=off",
+        "-c synchronous_commit=off",
+        "-c full_page_writes=off",
+        "-c max_connections=300",
+    ]
+    started = subprocess.run(
         [
-            str(bin_dir / "postgres"),
+            str(bin_dir / "pg_ctl"),
+            "start",
             "-D",
             str(data),
-            "-p",
-            str(port),
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            f"unix_socket_directories={folder}",
-            "-c",
-            "fsync=off",
-            "-c",
-            "synchronous_commit=off",
-            "-c",
-            "full_page_writes=off",
-            "-c",
-            "max_connections=300",
+            "-l",
+            str(folder / "server.log"),
+            "-w",
+            "-t",
+            str(int(START_TIMEOUT)),
+            "-o",
+            " ".join(options),
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        capture_output=True,
+        text=True,
         stdin=subprocess.DEVNULL,
+        timeout=START_TIMEOUT + 30,
         cwd=folder,
         **_owner(run_as),
     )
-    log.close()
-    return proc, port, user
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], bin_dir: Path, port: int, folder: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"PostgreSQL exited at start-up:\n{(folder / 'server.log').read_text()}")
-        ready = subprocess.run(
-            [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-t", "1"],
-            capture_output=True,
-            timeout=30,
-        )
-        if ready.returncode == 0:
-            return
-        time.sleep(0.05)  # polling a port that is not listening yet, bounded by the deadline
-    raise RuntimeError(f"PostgreSQL did not answer within {START_TIMEOUT}s")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Fast shutdown by PID (SIGINT is PostgreSQL's fast mode), then kill if it lingers."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    log = folder / "server.log"
+    if started.returncode != 0:
+        server_log = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        raise RuntimeError(f"pg_ctl start exited {started.returncode}: {started.stderr}\n{server_log}")
+    pid = int((data / "postmaster.pid").read_text(encoding="utf-8").split("\n", 1)[0])
+    return pid, port, user
 
 
 # ------------------------------------------------------------- one cluster for the run
@@ -184,7 +169,6 @@ RUN_DIR_ENV = "STEAMHARNESS_TEST_RUN_DIR"
 STATE_FILE = "pg.json"
 LOCK_FILE = "pg.lock"
 _owned_run_dir = pytest.StashKey[Path]()
-_started: dict[int, subprocess.Popen[bytes]] = {}  # the cluster this process started, by PID
 
 
 def _run_dir() -> Path:
@@ -242,12 +226,8 @@ def _is_postmaster(pid: int, folder: Path) -> bool:
 
 
 def _stop_pid(pid: int, folder: Path) -> None:
-    """Fast shutdown by PID (SIGINT is PostgreSQL's fast mode), then kill if it lingers. The
-    process that started it reaps it; another (the controller) waits for it to be gone."""
-    proc = _started.pop(pid, None)
-    if proc is not None:
-        _stop(proc)
-        return
+    """Fast shutdown by PID (SIGINT is PostgreSQL's fast mode), then kill if it lingers; it
+    is no child of ours, so its end is read from /proc."""
     if not _is_postmaster(pid, folder):
         return
     os.kill(pid, signal.SIGINT)
@@ -265,24 +245,21 @@ def _stop_pid(pid: int, folder: Path) -> None:
 def _start_cluster(bin_dir: Path) -> dict[str, Any]:
     """Start a cluster holding the template database; its state for STATE_FILE."""
     folder = Path(tempfile.mkdtemp(prefix="steamharness-pg-"))
-    proc: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
     try:
-        proc, port, user = _start(bin_dir, folder)
-        _started[proc.pid] = proc
-        _wait_ready(proc, bin_dir, port, folder)
-        cluster = PgCluster(port=port, user=user, folder=folder, pid=proc.pid)
+        pid, port, user = _start(bin_dir, folder)
+        cluster = PgCluster(port=port, user=user, folder=folder, pid=pid)
         cluster.create_database(TEMPLATE)
         # The schema at the newest revision, copied into every test database.
         engine = make_engine(cluster.url(TEMPLATE), check_schema=False)
         upgrade_database(engine)
         engine.dispose()
     except BaseException:
-        if proc is not None:
-            _started.pop(proc.pid, None)
-            _stop(proc)
+        if pid is not None:
+            _stop_pid(pid, folder)
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return {"port": port, "user": user, "folder": str(folder), "pid": proc.pid}
+    return {"port": port, "user": user, "folder": str(folder), "pid": pid}
 
 
 def shared_cluster(run_dir: Path) -> PgCluster:
@@ -350,9 +327,8 @@ DIALECT_FOLDERS = ("store",)  # every module below tests/<folder> runs on both
 
 def runs_on_both(metafunc: pytest.Metafunc) -> bool:
     folder = metafunc.definition.path.parent
-    return (
-        metafunc.definition.get_closest_marker("dialects") is not None
-        or (folder.name in DIALECT_FOLDERS and folder.parent.name == "tests")
+    return metafunc.definition.get_closest_marker("dialects") is not None or (
+        folder.name in DIALECT_FOLDERS and folder.parent.name == "tests"
     )
 
 

@@ -5,6 +5,7 @@ revisions, and the states a database can be in are told apart."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel, create_engine
 
-from tests.pg import PgCluster
+from tests.pg import PgCluster, fresh_database
 from webui.errors import SchemaOutOfDate
 from webui.store import models  # noqa: F401  (registers the tables)
 from webui.store.db import make_engine, sqlite_url
@@ -112,23 +113,24 @@ def test_opening_the_store_refuses_what_it_cannot_use_and_changes_nothing(tmp_pa
 # ------------------------------------------------------------------------- PostgreSQL
 
 
-@pytest.fixture(scope="module")
-def postgres_url(pg_cluster: PgCluster) -> str:
-    """The throwaway cluster's maintenance database (tests make their own beside it)."""
-    return pg_cluster.url("postgres")
+@pytest.fixture
+def empty_url(pg_cluster: PgCluster) -> Iterator[str]:
+    """A new empty database of the run's cluster (a name of this test's own: other workers
+    make theirs in the same cluster), dropped afterwards."""
+    with fresh_database(pg_cluster, empty=True) as url:
+        yield url
 
 
-def fresh_database(url: str, name: str) -> str:
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + f"/{name}"
+# Advisory locks held in this test's database (pg_locks lists the whole cluster's, and other
+# workers' servers migrate and count run limits under advisory locks of their own).
+ADVISORY_HERE = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
 
 
-def test_the_baseline_creates_the_models_schema_on_postgresql(postgres_url: str) -> None:
-    engine = make_engine(fresh_database(postgres_url, "baseline"), check_schema=False)
+def test_the_baseline_creates_the_models_schema_on_postgresql(empty_url: str) -> None:
+    engine = make_engine(empty_url, check_schema=False)
     with pytest.raises(SchemaOutOfDate, match="the database is empty, this release needs"):
         make_engine(
             str(engine.url.render_as_string(hide_password=False))
@@ -141,9 +143,9 @@ def test_the_baseline_creates_the_models_schema_on_postgresql(postgres_url: str)
 
 
 def test_a_postgresql_database_from_before_migrations_is_stamped_under_the_advisory_lock(
-    postgres_url: str,
+    empty_url: str,
 ) -> None:
-    url = fresh_database(postgres_url, "legacy")
+    url = empty_url
     old = create_engine(url)
     baseline_metadata().create_all(old)  # made by the release before migrations
     with old.begin() as conn:
@@ -154,7 +156,7 @@ def test_a_postgresql_database_from_before_migrations_is_stamped_under_the_advis
     old.dispose()
     engine = make_engine(url, check_schema=False)
     with migration_lock(engine) as conn:
-        held = conn.exec_driver_sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").scalar()
+        held = conn.exec_driver_sql(ADVISORY_HERE).scalar()
         assert held == 1
     done = upgrade_database(engine)
     assert done[:2] == [
@@ -166,7 +168,7 @@ def test_a_postgresql_database_from_before_migrations_is_stamped_under_the_advis
         assert conn.execute(sqlalchemy.text("SELECT name, run_gate_open FROM projects")).all() == [
             ("old", True)
         ]
-        assert conn.exec_driver_sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").scalar() == 0
+        assert conn.exec_driver_sql(ADVISORY_HERE).scalar() == 0
     engine.dispose()
 
 
