@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +16,52 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TORTURE = FIXTURES / "torture"
+
+
+# ------------------------------------------------------------ worker uids of this process
+#
+# As root, a server runs each run as a uid of its own from STEAMHARNESS_WORKER_UID_BASE on;
+# uids are the machine's, so servers of two xdist workers (or of two test runs at once)
+# handing out the same uids would sweep each other's leftovers in /tmp and find each other's
+# runs where a test looks for its own. Every test process takes a block of its own, held by
+# a lock for its lifetime, and names it in its environment, for in-process services and for
+# the servers it starts (`server_env`). Blocks start above the server's default range.
+
+UID_BASE_ENV = "STEAMHARNESS_WORKER_UID_BASE"
+UID_BLOCK = 1024  # the server's default STEAMHARNESS_WORKER_UID_COUNT
+UID_BLOCKS = 512
+_uid_block_lock: list[int] = []  # the held lock's descriptor, kept open until the process ends
+
+
+def _take_uid_block() -> None:
+    folder = Path(tempfile.gettempdir()) / "steamharness-test-uid-blocks"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for block in range(1, UID_BLOCKS + 1):
+        fd = os.open(folder / f"{block}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _uid_block_lock.append(fd)
+        os.environ[UID_BASE_ENV] = str(1_500_000_000 + block * UID_BLOCK)
+        return
+    raise RuntimeError(f"every one of the {UID_BLOCKS} test worker uid blocks is taken")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    controller = bool(getattr(config.option, "numprocesses", 0)) and not hasattr(config, "workerinput")
+    if os.geteuid() == 0 and not controller and not _uid_block_lock:
+        _take_uid_block()
+
+
+def server_env() -> dict[str, str]:
+    """The environment for a server a test starts: this process's, without the developer's
+    STEAMHARNESS_* settings, but with the worker uid block of this test process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    if UID_BASE_ENV in os.environ:
+        env[UID_BASE_ENV] = os.environ[UID_BASE_ENV]
+    return env
 
 
 @pytest.fixture

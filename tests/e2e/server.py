@@ -26,6 +26,7 @@ from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
 from tests import prepared
+from tests.conftest import server_env
 from webui.store.db import engine_url
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
@@ -212,7 +213,7 @@ def make_server(
     dir the same registry calls made here; `via_cli`: through ten `steamharness projects`
     commands, the way an operator would."""
     admin_key = secrets.token_urlsafe(32)
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    base_env = server_env()
     if database_url is not None:
         env = {"STEAMHARNESS_DATABASE_URL": database_url, **env}
     server = LiveServer(

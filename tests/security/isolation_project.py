@@ -17,6 +17,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.conftest import server_env
 from tests.e2e.server import LiveServer, free_port
 
 WALKER_ID = "a7d1c3e5-0b2f-4a6c-8e1d-3f5a7c9e1b2d"
@@ -228,7 +229,7 @@ def isolated_server(base: Path) -> LiveServer:
     write_victim(projects / "victim")
     shared = base / "shared"
     admin_key = secrets.token_urlsafe(32)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    env = server_env()
     server = LiveServer(
         data_dir=base / "data",
         projects=projects,
