@@ -99,8 +99,9 @@ def node() -> str:
 NODE_FIXTURES = ("node", "node22")
 SLOW_GROUPS = ("browser", "node", "replicas")
 SLOW_MODULES = (
-    "tests/security/test_fuzz_api.py",
+    "tests/security/test_fuzz_api.py",  # the fuzz: a minute or two each
     "tests/security/test_fuzz_mcp.py",
+    "tests/store/test_db_cli.py",  # migrations through CLI processes and two servers: 4 of the 6 slowest
 )
 
 
