@@ -170,7 +170,9 @@ async def page_calls(app: FastAPI, engine: Engine, audit: AuditLog, host: HostSe
                 await run_db(try_it.revoke_keys)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
+    """`warm_pool`: start the worker pool in the background at start-up (`serve`: the first
+    tool call then does not wait for the zygote); else at the first run (tests, short uses)."""
     admin_secret = settings.server_admin_key.get_secret_value() if settings.server_admin_key else None
     transport_security = security_settings(settings)
 
@@ -178,7 +180,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_redaction(admin_key=admin_secret)  # after the server configured logging
         replica_id = replica_id_for(settings.data_dir)
-        async with open_services(settings, replica_id=replica_id) as services:
+        async with open_services(settings, replica_id=replica_id, warm_pool=warm_pool) as services:
             registry = ProjectRegistry(services.engine, settings.versions_dir)
             # Off the event loop: the hub's listener and the lease already run on it.
             for projects_dir in settings.projects_dirs:

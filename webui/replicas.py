@@ -4,8 +4,8 @@ after replicas that stopped without saying so.
 Several serve processes, each with its own data dir, sharing one database, secret key and
 shared dir are one server. Each has a replica id, kept in its data dir (`replica-id`) so a
 restart is the same replica again, and a lease row in the database it renews every TTL/3
-seconds. A replica whose lease is older than the TTL is gone: any other replica marks its
-active runs interrupted (their workers died with it) and closes its MCP session rows. A
+seconds. A replica whose lease is older than the TTL is gone: any other replica closes its
+MCP session rows, then marks its active runs interrupted (their workers died with it). A
 replica restarting marks its own previous runs interrupted at once.
 
 Local processes (stdio MCP, the CLI) are no replicas: several may share a data dir, so a
@@ -148,14 +148,20 @@ class ReplicaLease:
         return self.sweep()
 
     def sweep(self) -> list[str]:
-        """Interrupt the runs, and close the MCP session rows, of replicas whose lease lapsed."""
+        """Close the MCP session rows, then interrupt the runs, of replicas whose lease lapsed.
+
+        Sessions first: whoever sees one of those runs interrupted sees its sessions closed.
+        Both steps are conditional updates, so a sweep that fails half way is finished by the
+        next one (a replica with active runs is still lapsed for it), and never twice. Not one
+        transaction: each run is marked in its own, with its timeline entry and audit event,
+        and that replica's sessions need no run to be closed."""
         before = utcnow() - timedelta(seconds=self.ttl)
         marked: list[str] = []
         for other in replica_store.lapsed_replicas(self.engine, before=before, exclude=self.replica_id):
-            runs = self._interrupt(other, LOST, lapsed_before=before, reason="lease expired")
             closed = replica_store.close_sessions(
                 self.engine, replica_id=other, reason="replica lost", lapsed_before=before
             )
+            runs = self._interrupt(other, LOST, lapsed_before=before, reason="lease expired")
             if runs or closed:
                 log.warning(
                     "replica %s is gone (no heartbeat for %ss): %d runs interrupted, %d sessions closed",

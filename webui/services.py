@@ -4,6 +4,7 @@ reverse order. Both transports (stdio now, the HTTP app later) use this one buil
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
 from webui.store.notify import PgRelay, is_postgres
 from webui.store.paths import private_folder, relativize_paths, tighten
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -122,12 +125,27 @@ def persistent_secret(settings: Settings, name: str) -> bytes:
     return key
 
 
+async def _warm(pool: WorkerPool) -> None:
+    try:
+        await pool.start()
+    except Exception:  # a background task's top level: the first run starts the pool again
+        log.warning("could not start the worker pool ahead of the first run", exc_info=True)
+
+
 @contextlib.asynccontextmanager
 async def open_services(
-    settings: Settings, *, echo: TextIO | None = None, replica_id: str | None = None
+    settings: Settings,
+    *,
+    echo: TextIO | None = None,
+    replica_id: str | None = None,
+    warm_pool: bool = False,
 ) -> AsyncIterator[Services]:
     """`replica_id`: this process serves as that replica of the server (webui.replicas): its
-    runs are recorded as the replica's, judged by its lease, which it keeps while open."""
+    runs are recorded as the replica's, judged by its lease, which it keeps while open.
+
+    The worker pool starts its zygote at the first run, so a process that never runs
+    anything never pays for one; `warm_pool`: start it now, in the background, so that the
+    first run does not wait for it either (a long-lived server)."""
     user = worker_user(settings.worker_user)  # fails before anything is created
     uids = worker_uids(settings.worker_uid_base, settings.worker_uid_count) if user else None
     private_dir(settings.data_dir)
@@ -187,12 +205,13 @@ async def open_services(
             )
             await run_db(replica.claim)
         tasks = TaskSet()
-        await pool.start()
         runs.start_watching()
         try:
             configs = config_service(settings, engine, audit)
             if replica is not None:
                 tasks.spawn(replica.keep(), name=f"lease {replica_id}")
+            if warm_pool:
+                tasks.spawn(_warm(pool), name="worker pool")
             yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs, replica)
         finally:
             await tasks.cancel_all()

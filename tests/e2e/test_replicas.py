@@ -150,6 +150,15 @@ def running_sleep(pair: Pair, replica: str) -> tuple[str, int] | None:
     return run_id, int(match.group(1))
 
 
+def closed_sessions(pair: Pair, ids: list[str]) -> dict[str, str | None] | None:
+    """{session id: close reason} once every one of `ids` is closed, else None."""
+    marks = ", ".join("?" * len(ids))
+    rows = pair.query(
+        f"SELECT id, close_reason FROM mcp_sessions WHERE id IN ({marks}) AND closed_at IS NOT NULL", *ids
+    )
+    return dict(rows) if len(rows) == len(ids) else None
+
+
 async def call_until_cut_off(server: LiveServer, key: str) -> None:
     """A long call; the replica dying under it ends it with an error, which is expected here."""
     with contextlib.suppress(Exception):
@@ -190,12 +199,13 @@ async def test_a_killed_replicas_run_is_interrupted_by_the_survivor_and_a_restar
             "SELECT actor, details FROM audit_events WHERE event = 'run.interrupted' AND run_id = ?", a_run
         )
         assert actor == f"replica:{b_id}" and a_id in details and "lease expired" in details
-        # The survivor's own run goes on; the dead replica's sessions are closed.
+        # The survivor's own run goes on; the dead replica's sessions are closed (the sweep
+        # closes them before it marks the runs; waited for all the same: a separate write).
         assert pair.query("SELECT status FROM runs WHERE id = ?", b_run) == [("running",)]
-        reasons = {
-            pair.query("SELECT close_reason FROM mcp_sessions WHERE id = ?", sid)[0] for sid in a_sessions
-        }
-        assert reasons == {("replica lost",)}
+        closed = await anyio.to_thread.run_sync(
+            pair.wait_for, "A's sessions closed", lambda: closed_sessions(pair, a_sessions)
+        )
+        assert set(closed.values()) == {"replica lost"}, closed
         tg.cancel_scope.cancel()
 
     pair.a.start()  # the same data dir: the same replica again

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -121,6 +122,42 @@ def test_a_lapsed_replicas_runs_are_interrupted_audited_and_its_questions_closed
     # A second sweep (by this replica or another) changes nothing again.
     assert lease(engine, "rep_other").sweep() == []
     assert me.beat() == []
+    assert len(interrupted_audit(engine)) == 1
+
+
+class RunsUpdateFails(Exception):
+    """The database refusing the sweep's run update, as a locked or lost one would."""
+
+
+def test_a_sweep_closes_the_sessions_before_it_marks_the_runs_and_the_next_one_finishes(
+    engine: Engine,
+) -> None:
+    """Whoever sees a lapsed replica's run interrupted sees its sessions closed too; a sweep
+    that fails half way leaves the runs to the next sweep."""
+    add_replica(engine, "rep_dead", age=TTL * 2)
+    add_run(engine, "r-dead", "rep_dead")
+    add_session(engine, "s-dead", "rep_dead")
+    updated: list[str] = []
+
+    def refuse_run_updates(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("UPDATE"):
+            updated.append(statement.split()[1])
+            if statement.split()[1] == "runs":
+                raise RunsUpdateFails(statement)
+
+    event.listen(engine, "before_cursor_execute", refuse_run_updates)
+    try:
+        with pytest.raises(RunsUpdateFails):
+            lease(engine, "rep_me").sweep()
+    finally:
+        event.remove(engine, "before_cursor_execute", refuse_run_updates)
+    assert updated == ["mcp_sessions", "runs"]
+    with Session(engine) as s:
+        assert s.get(McpSession, "s-dead").close_reason == "replica lost"  # type: ignore[union-attr]
+    assert status(engine, "r-dead") == "running"
+    # The dead replica still has an active run: the next sweep finds it and marks it.
+    assert lease(engine, "rep_me").sweep() == ["r-dead"]
+    assert status(engine, "r-dead") == "failed"
     assert len(interrupted_audit(engine)) == 1
 
 

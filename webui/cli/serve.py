@@ -144,7 +144,7 @@ def serve_command(
 
     from webui.shutdown import GracefulServer
 
-    web_app = create_app(settings)
+    web_app = create_app(settings, warm_pool=True)  # a long-lived server: the first call waits for no fork
     config = uvicorn.Config(
         web_app,
         host=host,

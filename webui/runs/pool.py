@@ -118,7 +118,9 @@ class Worker:
 
 
 class WorkerPool:
-    """Owns the zygote. `spawn()` hands back a connected `Worker` in a few milliseconds."""
+    """Owns the zygote. `spawn()` hands back a connected `Worker` in a few milliseconds once
+    the pool is warm. Nothing starts before the first `spawn()` (or `start()`): then the
+    zygote is started and the spares are forked."""
 
     def __init__(
         self, *, spares: int = 2, user: WorkerUser | None = None, uids: WorkerUids | None = None
@@ -138,7 +140,6 @@ class WorkerPool:
         self._exits: dict[int, asyncio.Future[ExitStatus]] = {}
         self._live: set[int] = set()
         self._lock = asyncio.Lock()
-        self._ready: asyncio.Future[None] | None = None
         self._spares_wanted = spares
         self._spares: list[Worker] = []
         self._forking = 0
@@ -147,7 +148,18 @@ class WorkerPool:
         self._unwatched: set[int] = set()
         self._unclaimed: set[asyncio.StreamWriter] = set()
 
+    @property
+    def zygote_pid(self) -> int | None:
+        """The running zygote's pid; None before the first run (or while none is running)."""
+        return self._zygote.pid if self._zygote_alive() else None
+
     async def start(self) -> None:
+        """Start the zygote and fork the spares now. Optional: the first `spawn()` does it
+        (a process that never runs anything never pays for a zygote)."""
+        await self._ensure_zygote()
+        self._replenish()
+
+    async def _listen(self) -> None:
         # A short private directory: Unix socket paths are limited to ~100 bytes.
         self._dir = tempfile.mkdtemp(prefix="shw-")
         os.chmod(self._dir, 0o700)
@@ -158,14 +170,27 @@ class WorkerPool:
         self._server = await asyncio.start_unix_server(
             self._on_connect, path=self._sock_path, limit=STREAM_LIMIT
         )
-        await self._ensure_zygote()
-        self._replenish()
+
+    def _zygote_alive(self) -> bool:
+        # Its stdout at EOF counts as dead before it is reaped: a restart must not wait for that.
+        return (
+            self._zygote is not None
+            and self._zygote.returncode is None
+            and self._zygote_reader is not None
+            and not self._zygote_reader.done()
+        )
 
     async def _ensure_zygote(self) -> asyncio.subprocess.Process:
+        """The running zygote, started first if there is none (never used yet, or died).
+        Under the lock: callers at the same moment start one zygote between them."""
         async with self._lock:
-            if self._zygote is not None and self._zygote.returncode is None:
+            if self._closing:
+                raise RuntimeError("the worker pool is closed")
+            if self._zygote is not None and self._zygote_alive():
                 return self._zygote
-            self._zygote = await asyncio.create_subprocess_exec(
+            if self._server is None:
+                await self._listen()
+            proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-P",  # never import from the current directory ahead of the stdlib and webui
                 "-m",
@@ -177,20 +202,28 @@ class WorkerPool:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=None,  # diagnostics: the server's stderr (never the stdio MCP stream)
             )
-            self._ready = asyncio.get_running_loop().create_future()
-            self._zygote_reader = asyncio.create_task(self._read_zygote(self._zygote))
-            await asyncio.wait_for(asyncio.shield(self._ready), HELLO_TIMEOUT_SECONDS)
-            return self._zygote
+            self._zygote = proc
+            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._zygote_reader = asyncio.create_task(self._read_zygote(proc, ready))
+            try:
+                await asyncio.wait_for(asyncio.shield(ready), HELLO_TIMEOUT_SECONDS)
+            except Exception:
+                # Never left half started: the caller gets the error, the next spawn a new try.
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise
+            return proc
 
-    async def _read_zygote(self, proc: asyncio.subprocess.Process) -> None:
+    async def _read_zygote(self, proc: asyncio.subprocess.Process, ready: asyncio.Future[None]) -> None:
         assert proc.stdout is not None
         while True:
             line = await proc.stdout.readline()
             if not line:
                 break
             msg = json.loads(line)
-            if msg.get("type") == "ready" and self._ready is not None and not self._ready.done():
-                self._ready.set_result(None)
+            if msg.get("type") == "ready" and not ready.done():
+                ready.set_result(None)
             elif msg.get("type") == "exit":
                 pid = int(msg["pid"])
                 self._live.discard(pid)
@@ -203,12 +236,24 @@ class WorkerPool:
                 fut = self._exits.setdefault(pid, asyncio.get_running_loop().create_future())
                 if not fut.done():
                     fut.set_result(ExitStatus(code=msg.get("code"), signal=msg.get("signal")))
-        if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(RuntimeError("the worker zygote exited during start-up"))
+        if not ready.done():
+            ready.set_exception(RuntimeError("the worker zygote exited during start-up"))
+        if proc is not self._zygote:
+            return  # one that failed to start, already replaced: it had no children
         # The zygote is gone: nobody will ever report these children's exits.
         for pid, fut in self._exits.items():
             if not fut.done() and pid in self._live:
                 fut.set_result(ExitStatus(code=None, signal=None))
+        # Forks asked of it never come; its spares have nobody to kill their strays or report
+        # their exits: the next runs get workers of a new zygote.
+        for hello in self._hellos.values():
+            if not hello.done():
+                hello.set_exception(RuntimeError("the worker zygote exited"))
+        for spare in self._spares:
+            spare.kill()
+            spare.close()
+            self._live.discard(spare.pid)
+        self._spares.clear()
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._unclaimed.add(writer)
@@ -350,10 +395,13 @@ class WorkerPool:
         return self._live - {w.pid for w in self._spares}
 
     async def close(self) -> None:
+        """Stop the zygote and every worker; nothing to do when no run ever started one."""
         self._closing = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        async with self._lock:  # a zygote start under way ends (bounded) before it is stopped
+            pass
         for spare in self._spares:
             spare.kill()
             spare.close()
