@@ -56,6 +56,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def key_id_of(raw: str) -> str:
+    """The id of an API key (`key_<public part>`), from the raw key `keys create` prints."""
+    return "key_" + raw.split("_")[1]
+
+
 def raw_request(port: int, head: str, timeout: float = 60) -> tuple[int, str]:
     """Send only a request head (no body) and read the (JSON) answer: (status, raw text)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
@@ -126,7 +131,9 @@ class LiveServer:
             for var in STORE_SETTINGS
             if var in self.env
         }
-        return server_settings(self.data_dir, given.pop("database_url", None), **given)
+        # The store named outright: this process's own environment must not pick another one.
+        database_url = given.pop("database_url", None) or self.store_url
+        return server_settings(self.data_dir, database_url, **given)
 
     @contextlib.contextmanager
     def store(self) -> Iterator[tuple[Engine, ProjectRegistry]]:
@@ -138,22 +145,17 @@ class LiveServer:
         finally:
             engine.dispose()
 
-    def add_user(
-        self,
-        name: str,
-        *,
-        admin: bool = False,
-        password: str | None = None,
-        projects: list[str] | None = None,
-        all_projects: bool = False,
-    ) -> None:
-        """`users create NAME [--admin] [--password-stdin]`, then `users grant NAME --project …`
-        or `--all` when projects are given."""
-        with self.store() as (engine, registry):
+    def add_user(self, name: str, *, admin: bool = False, password: str | None = None) -> None:
+        """`users create NAME [--admin] [--password-stdin]`."""
+        with self.store() as (engine, _):
             create_user(engine, name=name, admin=admin, password=password, audit=cli_audit())
+
+    def grant(self, name: str, projects: list[str] | None = None, *, all_projects: bool = False) -> None:
+        """`users grant NAME --project ID …` (or `--all`: every registered project)."""
+        with self.store() as (engine, registry):
             ids = [r.id for r in list_projects(engine)] if all_projects else list(projects or [])
-            if ids:
-                grant_projects(engine, user=name, projects=ids, registry=registry, audit=cli_audit())
+            assert ids, "grant --project ID (repeatable) or --all"
+            grant_projects(engine, user=name, projects=ids, registry=registry, audit=cli_audit())
 
     def create_key(
         self, user: str = "alice", *, projects: list[str] | None = None, scopes: list[str] | None = None
@@ -181,6 +183,11 @@ class LiveServer:
         """`keys revoke KEY_ID`."""
         with self.store() as (engine, _):
             revoke_key(engine, key_id=key_id, audit=cli_audit())
+
+    def register(self, folder: Path) -> str:
+        """`projects add FOLDER`: the project's id."""
+        with self.store() as (_, registry):
+            return registry.register(folder)[0].id
 
     def add_project(self, folder: Path, project_id: str) -> None:
         """Register the project in `folder` and publish it (`projects add`, `projects publish`)."""

@@ -101,7 +101,7 @@ def test_a_writer_gives_up_after_the_busy_timeout_with_503_and_retry_after(tmp_p
 
 def test_the_login_page_and_answers_report_a_busy_database_as_503(tmp_path: Path) -> None:
     with running_server(tmp_path, STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="0.5") as live:
-        live.cli("users", "create", "carol", "--password-stdin", stdin="a long enough password\n")
+        live.add_user("carol", password="a long enough password")
         with httpx2.Client(base_url=live.base_url, timeout=TIMEOUT) as http:
             form = http.get("/login")
             token = form.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
