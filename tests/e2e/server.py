@@ -2,8 +2,10 @@
 
 Its data dir starts with the example projects registered and published (a copy of the
 session's prepared data dir, or the CLI's registry calls made in this process;
-`make_server(via_cli=True)` goes through the CLI commands as an operator would); tests
-talk to the server only over HTTP."""
+`make_server(via_cli=True)` goes through the CLI commands as an operator would). The
+operator's later writes (accounts, keys, publishing, limits) are made in this process with
+the functions the commands call (`LiveServer.add_user`, `create_key`, …); tests talk to the
+server itself only over HTTP."""
 
 from __future__ import annotations
 
@@ -120,8 +122,9 @@ class LiveServer:
     # The operator's store writes, made in this process: the functions the `steamharness
     # users / keys / projects` commands call, on the server's store and data dir, with the
     # same audit events. The running server sees them as it sees a command's (they are in the
-    # database), without a subprocess importing the whole stack (1-4 s each on a loaded
-    # machine). `cli(...)` stays for the tests whose subject is the command itself.
+    # database), without a subprocess importing the whole stack (1-4 s each on an idle
+    # 2-core machine, 20 s under heavy load). `cli(...)` stays for the tests whose subject is
+    # the command itself.
 
     def settings(self) -> Settings:
         """The settings a `steamharness` command run with the server's environment reads (those
