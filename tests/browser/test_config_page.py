@@ -28,8 +28,8 @@ API = f"/api/workflows/{SETTINGS_PROJECT}/configs"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = make_server(tmp_path_factory.mktemp("browser-config"))
     server.add_project(write_settings_project(server.projects / "settings"), SETTINGS_PROJECT)
-    server.cli("users", "create", NAME, "--password-stdin", stdin=f"{PASSWORD}\n")
-    server.cli("users", "grant", NAME, "--all")
+    server.add_user(NAME, password=PASSWORD)
+    server.grant(NAME, all_projects=True)
     with server.running():
         yield server
 

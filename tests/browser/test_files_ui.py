@@ -62,7 +62,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         for name in ("pick_files", "pick_time"):
             doc["entrypoints"].append({"id": name, "title": name, "handler": f"asks.py:{name}", "params": []})
         (folder / "package.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
-        live.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
+        live.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         yield live
 
 

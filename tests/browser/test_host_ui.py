@@ -50,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         "STEAMHARNESS_HOST_SERVER_USER": "",
     }
     with running_server(tmp, **env) as live:
-        live.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
+        live.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         yield live
 
 

@@ -32,9 +32,9 @@ CALL_SECONDS = 60.0
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = make_server(tmp_path_factory.mktemp("browser-project"))
-    server.cli("users", "create", ADMIN[0], "--admin", "--password-stdin", stdin=f"{ADMIN[1]}\n")
-    server.cli("users", "create", PLAIN[0], "--password-stdin", stdin=f"{PLAIN[1]}\n")
-    server.cli("users", "grant", PLAIN[0], "--project", HELLO)
+    server.add_user(ADMIN[0], admin=True, password=ADMIN[1])
+    server.add_user(PLAIN[0], password=PLAIN[1])
+    server.grant(PLAIN[0], [HELLO])
     with server.running():
         yield server
 

@@ -32,7 +32,7 @@ STEP_SECONDS = 60.0
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("sessions-console")) as live:
-        live.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
+        live.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         yield live
 
 

@@ -81,9 +81,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with running_server(tmp_path_factory.mktemp("browser")) as server:
         hello = server.projects / "hello"
         _write_hello(hello, ["wave"])
-        server.cli("projects", "publish", HELLO, "--version", "1.1.0")
+        server.publish(HELLO, "1.1.0")
         _write_hello(hello, ["wave", "farewell"])
-        server.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
+        server.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         yield Env(server, server.create_key(ADMIN_NAME))
 
 

@@ -2,8 +2,10 @@
 
 Its data dir starts with the example projects registered and published (a copy of the
 session's prepared data dir, or the CLI's registry calls made in this process;
-`make_server(via_cli=True)` goes through the CLI commands as an operator would); tests
-talk to the server only over HTTP."""
+`make_server(via_cli=True)` goes through the CLI commands as an operator would). The
+operator's later writes (accounts, keys, publishing, limits) are made in this process with
+the functions the commands call (`LiveServer.add_user`, `create_key`, …); tests talk to the
+server itself only over HTTP."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from sqlalchemy import create_engine, text
@@ -27,7 +29,17 @@ from sqlmodel import SQLModel
 
 from tests import prepared
 from tests.conftest import server_env
+from webui.admin import create_key, create_user, grant_projects, revoke_key
+from webui.cli.common import cli_audit, open_store, server_settings
+from webui.settings import Settings
+from webui.store import accounts as account_store
 from webui.store.db import engine_url
+from webui.store.projects import list_projects
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from webui.projects.registry import ProjectRegistry
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 # A bound, not a speed check: a loaded 2-core machine can spend most of a minute importing
@@ -36,12 +48,20 @@ START_TIMEOUT = float(os.environ.get("STEAMHARNESS_TEST_START_TIMEOUT", "120"))
 
 HELLO, INTERACTIVE, FILES, LEDGER = prepared.HELLO, prepared.INTERACTIVE, prepared.FILES, prepared.LEDGER
 TORTURE = prepared.TORTURE_ID
+# The server's settings (by environment variable) that decide where an operator command's
+# store writes go or what they allow; the in-process writes below read them from `env`.
+STORE_SETTINGS = ("STEAMHARNESS_DATABASE_URL", "STEAMHARNESS_SHARED_DIR", "STEAMHARNESS_MAX_KEYS_PER_ACCOUNT")
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def key_id_of(raw: str) -> str:
+    """The id of an API key (`key_<public part>`), from the raw key `keys create` prints."""
+    return "key_" + raw.split("_")[1]
 
 
 def raw_request(port: int, head: str, timeout: float = 60) -> tuple[int, str]:
@@ -100,22 +120,101 @@ class LiveServer:
             raise AssertionError(f"steamharness {' '.join(args)} failed: {proc.stderr}")
         return proc
 
+    # The operator's store writes, made in this process: the functions the `steamharness
+    # users / keys / projects` commands call, on the server's store and data dir, with the
+    # same audit events. The running server sees them as it sees a command's (they are in the
+    # database), without a subprocess importing the whole stack (1-4 s each on an idle
+    # 2-core machine, 20 s under heavy load). `cli(...)` stays for the tests whose subject is
+    # the command itself.
+
+    def settings(self) -> Settings:
+        """The settings a `steamharness` command run with the server's environment reads (those
+        of STORE_SETTINGS; the rest do not change what the writes below do)."""
+        given = {
+            var.removeprefix("STEAMHARNESS_").lower(): self.env[var]
+            for var in STORE_SETTINGS
+            if var in self.env
+        }
+        # The store named outright: this process's own environment must not pick another one.
+        database_url = given.pop("database_url", None) or self.store_url
+        return server_settings(self.data_dir, database_url, **given)
+
+    @contextlib.contextmanager
+    def store(self) -> Iterator[tuple[Engine, ProjectRegistry]]:
+        """The server's store and registry, opened as such a command opens them; disposed when
+        the block ends."""
+        engine, registry = open_store(self.settings())
+        try:
+            yield engine, registry
+        finally:
+            engine.dispose()
+
+    def add_user(self, name: str, *, admin: bool = False, password: str | None = None) -> None:
+        """`users create NAME [--admin] [--password-stdin]`."""
+        with self.store() as (engine, _):
+            create_user(engine, name=name, admin=admin, password=password, audit=cli_audit())
+
+    def grant(self, name: str, projects: list[str] | None = None, *, all_projects: bool = False) -> None:
+        """`users grant NAME --project ID …` (or `--all`: every registered project)."""
+        with self.store() as (engine, registry):
+            ids = [r.id for r in list_projects(engine)] if all_projects else list(projects or [])
+            assert ids, "grant --project ID (repeatable) or --all"
+            grant_projects(engine, user=name, projects=ids, registry=registry, audit=cli_audit())
+
     def create_key(
         self, user: str = "alice", *, projects: list[str] | None = None, scopes: list[str] | None = None
     ) -> str:
-        if self.cli("users", "create", user, check=False).returncode == 0:
-            self.cli("users", "grant", user, "--all")
-        args = ["keys", "create", "--user", user]
-        for p in projects or []:
-            args += ["--project", p]
-        for s in scopes or []:
-            args += ["--scope", s]
-        return self.cli(*args).stdout.strip()
+        """A new API key of `user` (`keys create --user USER [--project …] [--scope …]`); a user
+        that does not exist yet is created first, without a password, and granted every project."""
+        with self.store() as (engine, registry):
+            if account_store.get_account(engine, name=user) is None:
+                create_user(engine, name=user, admin=False, password=None, audit=cli_audit())
+                ids = [r.id for r in list_projects(engine)]
+                grant_projects(engine, user=user, projects=ids, registry=registry, audit=cli_audit())
+            raw, _ = create_key(
+                engine,
+                user=user,
+                projects=projects,
+                scopes=scopes,
+                name=None,
+                registry=registry,
+                audit=cli_audit(),
+                max_keys=self.settings().max_keys_per_account,
+            )
+            return raw
+
+    def revoke_key(self, key_id: str) -> None:
+        """`keys revoke KEY_ID`."""
+        with self.store() as (engine, _):
+            revoke_key(engine, key_id=key_id, audit=cli_audit())
+
+    def register(self, folder: Path) -> str:
+        """`projects add FOLDER`: the project's id."""
+        with self.store() as (_, registry):
+            return registry.register(folder)[0].id
 
     def add_project(self, folder: Path, project_id: str) -> None:
-        """Register the project in `folder` and publish it, through the CLI."""
-        self.cli("projects", "add", str(folder))
-        self.cli("projects", "publish", project_id)
+        """Register the project in `folder` and publish it (`projects add`, `projects publish`)."""
+        with self.store() as (_, registry):
+            project, _ = registry.register(folder)
+            assert project.id == project_id, f"{folder} is project {project.id}, not {project_id}"
+            registry.publish(project_id, None, actor="cli", audit=cli_audit())
+
+    def publish(self, project_id: str, version: str | None = None) -> str:
+        """`projects publish ID [--version X.Y.Z]`: the version published."""
+        with self.store() as (_, registry):
+            return registry.publish(project_id, version, actor="cli", audit=cli_audit()).version
+
+    def set_online(self, project_id: str, version: str, online: bool) -> None:
+        """`projects online|offline ID VERSION`."""
+        with self.store() as (_, registry):
+            registry.set_online(project_id, version, online, actor="cli", audit=cli_audit())
+
+    def set_limits(self, project_id: str, **changes: Any) -> None:
+        """`projects limits ID --max-running N --max-queued N` and `projects gate ID open|close`
+        (`run_gate_open=`)."""
+        with self.store() as (_, registry):
+            registry.set_limits(project_id, **changes)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[LiveServer]:

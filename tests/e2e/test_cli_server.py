@@ -1,4 +1,5 @@
-"""The operator commands on a data dir, and `serve --demo` from a fresh one."""
+"""The operator commands on a data dir, a server its data dir was prepared for by them, and
+`serve --demo` from a fresh one."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests import prepared
 from tests.conftest import EXAMPLES
-from tests.e2e.server import HELLO, STEAMHARNESS, free_port
+from tests.e2e.server import HELLO, STEAMHARNESS, free_port, make_server
 
 TIMEOUT = 60
 
@@ -192,6 +194,56 @@ def test_serve_refuses_a_missing_projects_dir(tmp_path: Path, args: list[str]) -
         timeout=TIMEOUT,
     )
     assert proc.returncode != 0 and "not a directory" in proc.stderr
+
+
+def test_a_server_whose_projects_and_key_were_made_by_the_commands_serves_every_published_one(
+    tmp_path: Path,
+) -> None:
+    # The one live server prepared the way an operator does it (ten `projects add` / `publish`
+    # commands, then `users create`, `users grant --all` and `keys create`); every other live
+    # server starts from a copy of the prepared data dir or makes these writes in-process.
+    server = make_server(tmp_path, via_cli=True)
+    server.cli("users", "create", "ops")
+    server.cli("users", "grant", "ops", "--all")
+    key = server.cli("keys", "create", "--user", "ops").stdout.strip()
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    greet = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "ops"}},
+    }
+    with server.running():
+        for project_id in prepared.PUBLISHED:
+            url = server.mcp_url(project_id)
+            opened = httpx2.post(url, json=init, headers=headers, timeout=TIMEOUT)
+            assert opened.status_code == 200, opened.text
+            assert f"workflow-{project_id}" in opened.text
+            session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert httpx2.post(url, json=note, headers=session, timeout=TIMEOUT).status_code == 202
+            tools = httpx2.post(url, json=listed, headers=session, timeout=TIMEOUT)
+            assert tools.status_code == 200 and '"tools":[{' in tools.text.replace(" ", ""), tools.text
+            if project_id == HELLO:
+                called = httpx2.post(url, json=greet, headers=session, timeout=TIMEOUT)
+                assert called.status_code == 200 and '"isError":false' in called.text.replace(" ", ""), (
+                    called.text
+                )
 
 
 def test_serve_demo_prints_a_ready_login_and_key_that_work(tmp_path: Path) -> None:

@@ -31,8 +31,8 @@ CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("conversations"), server_database_url) as live:
-        live.cli("users", "create", "ann", "--password-stdin", stdin=f"{PASSWORD}\n")
-        live.cli("users", "grant", "ann", "--project", INTERACTIVE)
+        live.add_user("ann", password=PASSWORD)
+        live.grant("ann", [INTERACTIVE])
         yield live
 
 

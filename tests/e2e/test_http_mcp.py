@@ -27,6 +27,7 @@ from tests.e2e.server import (
     LEDGER,
     TORTURE,
     LiveServer,
+    key_id_of,
     raw_request,
     running_server,
 )
@@ -165,8 +166,7 @@ def test_a_revoked_key_fails_on_the_very_next_request_of_its_session(server: Liv
     key = server.create_key("dave")
     sid = open_session(server, key)
     assert list_tools(server, key, sid) == 200
-    key_id = json.loads(server.cli("keys", "list").stdout)[-1]["id"]
-    server.cli("keys", "revoke", key_id)
+    server.revoke_key(key_id_of(key))
     body = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
     r = httpx2.post(server.mcp_url(HELLO), headers=headers(key, sid), json=body, timeout=TIMEOUT)
     assert r.status_code == 401 and "revoked" in error_message(r)
@@ -215,17 +215,23 @@ def test_an_idle_session_expires(tmp_path: Path) -> None:
         key = live.create_key()
         sid = open_session(live, key)
         assert list_tools(live, key, sid) == 200
+        # The server closes it on its own once idle past the timeout: wait (bounded) for its
+        # row to say so, reading the database (a request would count as activity).
         with anyio.from_thread.start_blocking_portal() as portal:
-            # Wait past the idle timeout on an event that never fires: bounded, no sleep.
-            portal.call(_idle_wait, 3.5)
+            row = portal.call(_closed_session, live, sid)
+        assert row["close_reason"] == "expired"
         assert list_tools(live, key, sid) == 404
-        audit = _audit(live, "session.closed")
+        audit = _audit(live, "session.closed")  # written with the row, in its transaction
         assert any(row["session_id"] == sid and row["outcome"] == "expired" for row in audit)
 
 
-async def _idle_wait(seconds: float) -> None:
-    with anyio.move_on_after(seconds):
-        await anyio.Event().wait()
+async def _closed_session(live: LiveServer, sid: str) -> dict[str, Any]:
+    with anyio.fail_after(TIMEOUT):
+        while True:
+            (row,) = live.query("select closed_at, close_reason from mcp_sessions where id = :s", s=sid)
+            if row["closed_at"] is not None:
+                return row
+            await anyio.sleep(0.05)  # polling the database, bounded
 
 
 def _audit(live: LiveServer, event: str | None = None) -> list[dict[str, Any]]:
@@ -533,7 +539,7 @@ def _runs(live: LiveServer, entrypoint: str) -> list[dict[str, Any]]:
 
 async def test_a_closed_run_gate_refuses_calls_without_creating_a_run(server: LiveServer) -> None:
     key = server.create_key("quinn")
-    server.cli("projects", "gate", LEDGER, "close")
+    server.set_limits(LEDGER, run_gate_open=False)
     before = len(_runs(server, "post_entry"))
     try:
         async with sdk_client(server.mcp_url(LEDGER), key, "legacy") as client:
@@ -543,12 +549,12 @@ async def test_a_closed_run_gate_refuses_calls_without_creating_a_run(server: Li
         assert body["error"]["code"] == "run_gate_closed" and "runId" not in body
         assert len(_runs(server, "post_entry")) == before
     finally:
-        server.cli("projects", "gate", LEDGER, "open")
+        server.set_limits(LEDGER, run_gate_open=True)
 
 
 async def test_queue_limits_refuse_calls_beyond_them_without_creating_a_run(server: LiveServer) -> None:
     key = server.create_key("ruth")
-    server.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "0")
+    server.set_limits(TORTURE, max_running=1, max_queued=0)
     sid = open_session(server, key, TORTURE)
     try:
         async with _sleeping(server, key, sid) as call:
@@ -561,7 +567,7 @@ async def test_queue_limits_refuse_calls_beyond_them_without_creating_a_run(serv
             await call.hang_up()
             await wait_until_gone(call.pids)
     finally:
-        server.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
+        server.set_limits(TORTURE, max_running=100, max_queued=100)
     ok = call_tool(server, key, sid, "progress", {}, project=TORTURE)
     assert ok["result"]["structuredContent"]["status"] == "success"
 

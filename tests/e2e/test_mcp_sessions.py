@@ -22,7 +22,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.server import INTERACTIVE, LiveServer, running_server
+from tests.e2e.server import INTERACTIVE, LiveServer, key_id_of, running_server
+from webui.store.runs import FINAL_STATUSES
 
 pytestmark = pytest.mark.anyio
 
@@ -36,9 +37,9 @@ PV = "2025-11-25"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("sessions")) as live:
-        live.cli("users", "create", ADMIN[0], "--admin", "--password-stdin", stdin=ADMIN[1] + "\n")
-        live.cli("users", "create", USER[0], "--password-stdin", stdin=USER[1] + "\n")
-        live.cli("users", "grant", USER[0], "--project", INTERACTIVE)
+        live.add_user(ADMIN[0], admin=True, password=ADMIN[1])
+        live.add_user(USER[0], password=USER[1])
+        live.grant(USER[0], [INTERACTIVE])
         yield live
     assert "Traceback" not in live.log()
 
@@ -71,8 +72,8 @@ def db_rows(server: LiveServer, query: str, *args: Any) -> list[dict[str, Any]]:
 
 def new_key(server: LiveServer) -> tuple[str, str]:
     """(raw key, key id) of a new key of USER."""
-    raw = server.cli("keys", "create", "--user", USER[0], "--project", INTERACTIVE).stdout.strip()
-    return raw, "key_" + raw.split("_")[1]
+    raw = server.create_key(USER[0], projects=[INTERACTIVE])
+    return raw, key_id_of(raw)
 
 
 @asynccontextmanager
@@ -105,10 +106,18 @@ def session_row(server: LiveServer, key_id: str) -> dict[str, Any]:
     return rows[0]
 
 
-def assert_ended(server: LiveServer, sid: str, run_id: str, interaction_id: str, reason: str) -> None:
+async def assert_ended(server: LiveServer, sid: str, run_id: str, interaction_id: str, reason: str) -> None:
     row = db_rows(server, "select * from mcp_sessions where id = ?", sid)[0]
     assert row["closed_at"] is not None and row["close_reason"] == reason
-    run = db_rows(server, "select status, error from runs where id = ?", run_id)[0]
+    # The server waits a bounded time for a cancelled run's outcome before it closes the
+    # session's row; on a loaded machine the outcome (with its question closed) may come
+    # after the row: wait for it, bounded, as for any write of its own.
+    with anyio.fail_after(TIMEOUT):
+        while True:
+            run = db_rows(server, "select status, error from runs where id = ?", run_id)[0]
+            if run["status"] in FINAL_STATUSES:
+                break
+            await anyio.sleep(0.05)  # polling the database, bounded
     assert run["status"] == "cancelled"
     assert "session ended" in json.loads(run["error"])["message"]
     question = db_rows(server, "select status from interactions where id = ?", interaction_id)[0]
@@ -134,7 +143,7 @@ async def test_the_console_lists_a_session_and_terminating_it_ends_it(server: Li
             )
             assert r.status_code == 303
             assert sid not in web.get("/admin/sessions").text
-        assert_ended(server, sid, run_id, interaction_id, "terminated")
+        await assert_ended(server, sid, run_id, interaction_id, "terminated")
         with pytest.raises(MCPError, match=r"^HTTP 404: Session not found$"):
             await client.list_tools()
     events = db_rows(
@@ -154,7 +163,7 @@ async def test_revoking_a_key_in_the_web_ends_its_sessions_and_cancels_their_que
             r = web.post(f"/keys/{key_id}/revoke", data={"csrf_token": csrf}, follow_redirects=False)
             assert r.status_code == 303
         # The POST answered once the session had ended.
-        assert_ended(server, sid, run_id, interaction_id, "revoked")
+        await assert_ended(server, sid, run_id, interaction_id, "revoked")
         with pytest.raises(MCPError, match=r"^HTTP 401: this API key has been revoked$"):
             await client.list_tools()
     events = db_rows(
@@ -178,7 +187,7 @@ async def test_revoking_a_key_from_the_cli_ends_the_sessions_a_running_server_ho
                 is None
             ):
                 await anyio.sleep(0.05)
-        assert_ended(server, sid, run_id, interaction_id, "revoked")
+        await assert_ended(server, sid, run_id, interaction_id, "revoked")
         with pytest.raises(MCPError, match=r"^HTTP 401: this API key has been revoked$"):
             await client.list_tools()
 

@@ -81,9 +81,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     )
     f = write_projects(live.projects, main_related=[{"alias": "helper", "id": HELPER}])
     for name in ("main", "helper", "stranger"):
-        live.cli("projects", "add", str(f[name]))
+        live.register(f[name])
     for pid in (MAIN, HELPER, STRANGER):
-        live.cli("projects", "publish", pid)
+        live.publish(pid)
     write_projects(live.projects)
     with live.running():
         yield live
@@ -192,11 +192,11 @@ async def test_the_caller_needs_run_permission_on_the_related_project_too(server
 @pytest.mark.anyio
 async def test_an_offline_related_project_is_refused_at_the_latest_target(server: LiveServer) -> None:
     key = server.create_key("uma")
-    server.cli("projects", "offline", HELPER, "1.0.0")
+    server.set_online(HELPER, "1.0.0", False)
     try:
         refused = await probe(server, key, "kv", target="latest")
     finally:
-        server.cli("projects", "online", HELPER, "1.0.0")
+        server.set_online(HELPER, "1.0.0", True)
     assert refused["error"] == "RelatedProjectError"
     assert refused["message"].startswith(
         f"related project 'helper' ({HELPER}): project {HELPER} has no online"
@@ -207,12 +207,12 @@ async def test_an_offline_related_project_is_refused_at_the_latest_target(server
 @pytest.mark.anyio
 async def test_a_closed_run_gate_of_the_related_project_refuses_the_child_run(server: LiveServer) -> None:
     key = server.create_key("vera")
-    server.cli("projects", "gate", HELPER, "close")
+    server.set_limits(HELPER, run_gate_open=False)
     try:
         async with sdk_client(server.mcp_url(MAIN), key, "legacy", greeting([])) as client:
             body = payload(await client.call_tool("probe", {"case": "fails"}))
     finally:
-        server.cli("projects", "gate", HELPER, "open")
+        server.set_limits(HELPER, run_gate_open=True)
     assert body["output"] == {
         "error": "RelatedProjectError",
         "message": "related project 'helper': The project's run gate is closed; no new runs are accepted.",

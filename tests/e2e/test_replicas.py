@@ -81,7 +81,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     )
     b.data_dir.parent.mkdir()
     key = a.create_key("nia")
-    a.cli("users", "create", USER[0], "--password-stdin", stdin=USER[1] + "\n")
+    a.add_user(USER[0], password=USER[1])
     with a.running(), b.running():
         yield Pair(a, b, db, shared, key)
 

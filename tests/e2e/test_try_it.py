@@ -45,8 +45,8 @@ def logged_in(server: LiveServer) -> Iterator[httpx2.Client]:
 
 
 def add_user(server: LiveServer) -> None:
-    server.cli("users", "create", USER[0], "--password-stdin", stdin=USER[1] + "\n")
-    server.cli("users", "grant", USER[0], "--project", HELLO, "--project", INTERACTIVE)
+    server.add_user(USER[0], password=USER[1])
+    server.grant(USER[0], [HELLO, INTERACTIVE])
 
 
 @pytest.fixture(scope="module")

@@ -267,7 +267,7 @@ async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
     """A running run holds the project's one slot (a run waiting for a person would give it
     up); the calls racing it through the load balancer are refused, counted in the database."""
     key = cluster.a.create_key("ruth")
-    cluster.a.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "0")
+    cluster.a.set_limits(TORTURE, max_running=1, max_queued=0)
     before = {r for (r,) in query(db, "SELECT id FROM runs WHERE project_id = :p", p=TORTURE)}
     outcomes: list[dict[str, Any]] = []
     try:
@@ -294,7 +294,7 @@ async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
             while query(db, "SELECT status FROM runs WHERE id = :r", r=created[0]) != [("cancelled",)]:
                 await anyio.sleep(0.05)  # until the cancelled run is recorded, bounded above
     finally:
-        cluster.a.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
+        cluster.a.set_limits(TORTURE, max_running=100, max_queued=100)
     # HAProxy spread the four sessions over both replicas.
     replicas = {r for (r,) in query(db, "SELECT replica_id FROM mcp_sessions WHERE actor = 'user:ruth'")}
     assert replicas == set(cluster.ids), replicas

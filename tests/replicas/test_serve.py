@@ -49,8 +49,8 @@ def replicas(
         STEAMHARNESS_SECRET_KEY=secrets.token_urlsafe(48),
         STEAMHARNESS_SHARED_DIR=str(tmp / "shared"),
     )
-    a.cli("users", "create", "ann", "--password-stdin", stdin=f"{PASSWORD}\n")
-    a.cli("users", "grant", "ann", "--all")
+    a.add_user("ann", password=PASSWORD)
+    a.grant("ann", all_projects=True)
     b = LiveServer(
         data_dir=tmp / "data-b", projects=a.projects, port=free_port(), admin_key=a.admin_key, env=a.env
     )
@@ -244,7 +244,7 @@ async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
     up); the calls racing it on both replicas are refused, counted in the database."""
     a, b = replicas
     key = a.create_key("ruth")
-    a.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "0")
+    a.set_limits(TORTURE, max_running=1, max_queued=0)
     before = {r.id for r in run_store.list_runs(engine, project_ids=[TORTURE], limit=1000)}
     outcomes: list[dict[str, Any]] = []
     try:
@@ -271,7 +271,7 @@ async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
             ) is None or run.status != "cancelled":
                 await anyio.sleep(0.05)  # until the cancelled run is recorded, bounded above
     finally:
-        a.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
+        a.set_limits(TORTURE, max_running=100, max_queued=100)
 
 
 async def test_a_run_queued_on_b_starts_when_the_run_on_a_ends(
@@ -279,7 +279,7 @@ async def test_a_run_queued_on_b_starts_when_the_run_on_a_ends(
 ) -> None:
     a, b = replicas
     key = a.create_key("sam")
-    a.cli("projects", "limits", TORTURE, "--max-running", "1", "--max-queued", "1")
+    a.set_limits(TORTURE, max_running=1, max_queued=1)
     try:
         with anyio.fail_after(WAIT):
             queued: list[dict[str, Any]] = []
@@ -307,7 +307,7 @@ async def test_a_run_queued_on_b_starts_when_the_run_on_a_ends(
             assert queued[0]["error"]["code"] == "interaction_required", queued
             assert driven_by(engine, queued[0]["runId"], b)
     finally:
-        a.cli("projects", "limits", TORTURE, "--max-running", "100", "--max-queued", "100")
+        a.set_limits(TORTURE, max_running=100, max_queued=100)
     async with httpx2.AsyncClient(base_url=a.base_url, headers={"Authorization": f"Bearer {key}"}) as api:
         r = await api.post(
             f"/api/interactions/{queued[0]['error']['interactionId']}/answer", json={"action": "cancel"}

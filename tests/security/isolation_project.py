@@ -239,11 +239,10 @@ def isolated_server(base: Path) -> LiveServer:
         extra_args=["--projects-dir", str(projects)],
     )
     for name, project_id in (("walker", WALKER_ID), ("victim", VICTIM_ID)):
-        server.cli("projects", "add", str(projects / name))
-        server.cli("projects", "publish", project_id)
+        server.add_project(projects / name, project_id)
     for user, project_id in (("alice", WALKER_ID), ("bob", VICTIM_ID)):
-        server.cli("users", "create", user)
-        server.cli("users", "grant", user, "--project", project_id)
+        server.add_user(user)
+        server.grant(user, [project_id])
     # What an older version left: every folder 0755, a blob 0644, a world-readable demo key.
     blob = shared / "files" / "ab" / ("ab" + "0" * 62)
     blob.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +256,7 @@ def isolated_server(base: Path) -> LiveServer:
 
 
 def account_key(server: LiveServer, user: str, project_id: str) -> str:
-    return server.cli("keys", "create", "--user", user, "--project", project_id).stdout.strip()
+    return server.create_key(user, projects=[project_id])
 
 
 async def call_tool(

@@ -17,14 +17,13 @@ import httpx2
 import pytest
 
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
-from tests.e2e.server import LiveServer, make_server
+from tests.e2e.server import LiveServer, key_id_of, make_server
 
 CONFIG_CAP, KEY_CAP = 3, 2
 API = f"/api/workflows/{SETTINGS_PROJECT}/configs"
 PAGE = f"/projects/{SETTINGS_PROJECT}/config"
 PEOPLE = {"dora": "caps-password-1", "eli": "caps-password-2", "fay": "caps-password-3"}
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
-KEY_ID_RE = re.compile(r"created (\S+) for")
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     )
     server.add_project(write_settings_project(server.projects / "settings"), SETTINGS_PROJECT)
     for name, password in PEOPLE.items():
-        server.cli("users", "create", name, "--password-stdin", stdin=f"{password}\n")
-        server.cli("users", "grant", name, "--all")
+        server.add_user(name, password=password)
+        server.grant(name, all_projects=True)
     with server.running():
         yield server
 
@@ -47,11 +46,9 @@ def api(server: LiveServer, key: str) -> httpx2.Client:
 
 
 def key_for(server: LiveServer, user: str) -> tuple[str, str]:
-    """(key id, raw key) of a new `configs` key of `user`, through the CLI."""
-    made = server.cli("keys", "create", "--user", user, "--scope", "configs")
-    found = KEY_ID_RE.search(made.stderr)
-    assert found, made.stderr
-    return found.group(1), made.stdout.strip()
+    """(key id, raw key) of a new `configs` key of `user`."""
+    raw = server.create_key(user, scopes=["configs"])
+    return key_id_of(raw), raw
 
 
 def login(server: LiveServer, user: str) -> tuple[httpx2.Client, str]:
@@ -124,7 +121,7 @@ def test_configurations_per_scope_are_capped_on_the_api(server: LiveServer) -> N
     with api(server, other) as eli:
         for name in ("one", "two"):
             assert eli.post(API, json={"name": name, "values": {}}).status_code == 201
-    server.cli("keys", "revoke", key_id)
+    server.revoke_key(key_id)
 
 
 def test_configurations_per_scope_are_capped_on_the_page_and_the_cli(server: LiveServer) -> None:
@@ -164,7 +161,7 @@ def test_live_keys_per_account_are_capped_and_revoked_ones_do_not_count(server: 
         assert "shk_" not in r.text
         assert live_keys(server, "eli") == KEY_CAP
         # Revoking one makes room: revoked keys do not count.
-        server.cli("keys", "revoke", first)
+        server.revoke_key(first)
         r = http.post("/keys", data={"csrf_token": csrf, "name": "laptop", "scopes": ["runs.create"]})
         assert r.status_code == 201, r.text
         assert live_keys(server, "eli") == KEY_CAP

@@ -29,8 +29,8 @@ CSRF_PREFIX = 'name="csrf_token" value="'
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = make_server(tmp_path_factory.mktemp("config-export"))
     server.add_project(write_settings_project(server.projects / "settings"), SETTINGS_PROJECT)
-    server.cli("users", "create", NAME, "--password-stdin", stdin=f"{PASSWORD}\n")
-    server.cli("users", "grant", NAME, "--all")
+    server.add_user(NAME, password=PASSWORD)
+    server.grant(NAME, all_projects=True)
     with server.running():
         key = server.create_key(NAME, scopes=["configs"])
         with httpx2.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}) as api:

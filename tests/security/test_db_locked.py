@@ -109,6 +109,13 @@ async def stored(live: LiveServer, run_id: str) -> dict[str, Any]:
         await anyio.sleep(0.05)  # polling the database, bounded by the caller
 
 
+async def audited(live: LiveServer, event: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's `event` audit rows once there is one (a bounded wait, by the caller)."""
+    while not (rows := audit_of(live, event, run_id)):
+        await anyio.sleep(0.05)  # polling the database, bounded by the caller
+    return rows
+
+
 def stored_run(live: LiveServer, run_id: str) -> dict[str, Any]:
     (row,) = [r for r in live.rows("runs") if r["id"] == run_id]
     return row
@@ -170,10 +177,12 @@ async def test_a_run_finishing_under_a_long_lock_gives_its_real_result_and_is_re
         lock.release()
     with anyio.fail_after(TIMEOUT):
         row = await stored(live, run_id)
+        # The call's own audit event waits behind the run's records: a write after the row's.
+        completed = await audited(live, "tool.completed", run_id)
     assert row["status"] == "success"
     assert row["output"] == body["output"]
     assert [r["outcome"] for r in audit_of(live, "run.finished", run_id)] == ["success"]
-    assert [r["outcome"] for r in audit_of(live, "tool.completed", run_id)] == ["success"]
+    assert [r["outcome"] for r in completed] == ["success"]
     assert "could not be recorded" not in live.log()
 
 

@@ -75,40 +75,49 @@ def test_static_health_and_mcp_pings_answer_while_a_writer_waits_for_a_locked_da
         assert writer.result(timeout=TIMEOUT).status_code == 401
 
 
-def test_a_writer_gives_up_after_the_busy_timeout_with_503_and_retry_after(tmp_path: Path) -> None:
-    with running_server(tmp_path, STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="0.5") as live:
-        key = live.create_key("alice")
+@pytest.fixture(scope="module")
+def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """Writers give up after half a second. Shared by the module's tests that lock the
+    database only for the block they check and write only rows of their own (their own
+    account, key and session); the lock is always released when the block ends."""
+    with running_server(tmp_path_factory.mktemp("busy"), STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="0.5") as live:
+        yield live
+
+
+def test_a_writer_gives_up_after_the_busy_timeout_with_503_and_retry_after(busy_server: LiveServer) -> None:
+    live = busy_server
+    key = live.create_key("alice")
+    with write_lock(live):
+        refused = bad_key_request(live)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"].isdigit()
+        assert "database is busy" in refused.json()["error"]["message"]
+
+        cli = live.cli("users", "create", "bob", check=False)
+        assert cli.returncode != 0 and "Traceback" not in cli.stderr
+
+        sid_attempt = httpx2.post(
+            live.mcp_url(HELLO), headers=headers(key), json=init_body(), timeout=TIMEOUT
+        )
+        # Opening a session records it: refused in bounded time, never a hang.
+        assert sid_attempt.status_code == 503, sid_attempt.text
+        assert sid_attempt.headers["retry-after"].isdigit()
+    # The lock is gone: everything works again.
+    assert bad_key_request(live).status_code == 401
+    sid = open_session(live, key)
+    assert ping(live, key, sid)["result"] == {}
+
+
+def test_the_login_page_and_answers_report_a_busy_database_as_503(busy_server: LiveServer) -> None:
+    live = busy_server
+    live.add_user("carol", password="a long enough password")
+    with httpx2.Client(base_url=live.base_url, timeout=TIMEOUT) as http:
+        form = http.get("/login")
+        token = form.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
         with write_lock(live):
-            refused = bad_key_request(live)
-            assert refused.status_code == 503
-            assert refused.headers["retry-after"].isdigit()
-            assert "database is busy" in refused.json()["error"]["message"]
-
-            cli = live.cli("users", "create", "bob", check=False)
-            assert cli.returncode != 0 and "Traceback" not in cli.stderr
-
-            sid_attempt = httpx2.post(
-                live.mcp_url(HELLO), headers=headers(key), json=init_body(), timeout=TIMEOUT
+            r = http.post(
+                "/login",
+                data={"username": "carol", "password": "a long enough password", "csrf_token": token},
             )
-            # Opening a session records it: refused in bounded time, never a hang.
-            assert sid_attempt.status_code == 503, sid_attempt.text
-            assert sid_attempt.headers["retry-after"].isdigit()
-        # The lock is gone: everything works again.
-        assert bad_key_request(live).status_code == 401
-        sid = open_session(live, key)
-        assert ping(live, key, sid)["result"] == {}
-
-
-def test_the_login_page_and_answers_report_a_busy_database_as_503(tmp_path: Path) -> None:
-    with running_server(tmp_path, STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="0.5") as live:
-        live.cli("users", "create", "carol", "--password-stdin", stdin="a long enough password\n")
-        with httpx2.Client(base_url=live.base_url, timeout=TIMEOUT) as http:
-            form = http.get("/login")
-            token = form.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
-            with write_lock(live):
-                r = http.post(
-                    "/login",
-                    data={"username": "carol", "password": "a long enough password", "csrf_token": token},
-                )
-                assert r.status_code == 503
-                assert r.headers["retry-after"].isdigit()
+            assert r.status_code == 503
+            assert r.headers["retry-after"].isdigit()

@@ -61,7 +61,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # STEAMHARNESS_HOST_SERVER_USER "": the hostile server is this interpreter, which may live
     # where the unprivileged host user cannot run it (its isolation: test_host_isolation.py).
     with running_server(tmp, STEAMHARNESS_ROOT=str(root), STEAMHARNESS_HOST_SERVER_USER="") as live:
-        live.cli("users", "create", ADMIN_NAME, "--admin", "--password-stdin", stdin=f"{ADMIN_PASSWORD}\n")
+        live.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         yield live
 
 

@@ -150,8 +150,8 @@ def chunk(data: bytes) -> bytes:
 
 def add_users(server: LiveServer) -> None:
     for name, password in PASSWORDS.items():
-        server.cli("users", "create", name, "--password-stdin", stdin=password + "\n")
-        server.cli("users", "grant", name, "--project", HELLO)
+        server.add_user(name, password=password)
+        server.grant(name, [HELLO])
 
 
 @pytest.fixture(scope="module")

@@ -116,8 +116,8 @@ def test_no_route_has_a_body_parameter_fastapi_parses_as_json(tmp_path: Path) ->
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = make_server(tmp_path_factory.mktemp("json-depth"))
     live.add_project(write_settings_project(live.projects / "settings"), SETTINGS_PROJECT)
-    live.cli("users", "create", "alice", "--password-stdin", stdin="alice-password-1\n")
-    live.cli("users", "grant", "alice", "--project", SETTINGS_PROJECT)
+    live.add_user("alice", password="alice-password-1")
+    live.grant("alice", [SETTINGS_PROJECT])
     with live.running():
         yield live
     log = live.log()

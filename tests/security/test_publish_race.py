@@ -35,7 +35,7 @@ DRAFT_CHANGED = "The draft changed since you reviewed it"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = make_server(tmp_path_factory.mktemp("publish-race"))
-    server.cli("users", "create", ADMIN[0], "--admin", "--password-stdin", stdin=f"{ADMIN[1]}\n")
+    server.add_user(ADMIN[0], admin=True, password=ADMIN[1])
     with server.running():
         yield server
 

@@ -90,9 +90,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = make_server(tmp_path_factory.mktemp("redaction"))
     server.add_project(write_project(server.projects / "redaction"), PROJECT)
     for name, password in (ALICE, BOB):
-        server.cli("users", "create", name, "--password-stdin", stdin=f"{password}\n")
-        server.cli("users", "grant", name, "--project", PROJECT)
-    server.cli("users", "create", ADA[0], "--admin", "--password-stdin", stdin=f"{ADA[1]}\n")
+        server.add_user(name, password=password)
+        server.grant(name, [PROJECT])
+    server.add_user(ADA[0], admin=True, password=ADA[1])
     with server.running():
         yield server
 

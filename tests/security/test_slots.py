@@ -138,11 +138,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | 
     )
     folders = write_projects(live.projects / "slots-projects")
     for folder in folders.values():
-        live.cli("projects", "add", str(folder))
+        live.register(folder)
     for project_id in (KID, SLOTS):
-        live.cli("projects", "publish", project_id)
+        live.publish(project_id)
     # Every child run of the fan-out may queue at once; the parents' project keeps the default.
-    live.cli("projects", "limits", KID, "--max-queued", str(PARENTS * THREADS))
+    live.set_limits(KID, max_queued=PARENTS * THREADS)
     with live.running():
         yield live
 

@@ -30,7 +30,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     env = {"STEAMHARNESS_MAX_SSE_STREAMS_PER_ACCOUNT": str(CAP)}
     with running_server(tmp_path_factory.mktemp("sse-caps"), **env) as live:
         for name in ("ann", "bo"):
-            live.cli("users", "create", name, "--password-stdin", stdin=f"{name}-stream-password\n")
+            live.add_user(name, password=f"{name}-stream-password")
         yield live
 
 

@@ -83,9 +83,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         STEAMHARNESS_MAX_WAITING_RUNS=str(IN_ALL),
     )
     for folder in write_projects(live.projects / "chain-projects"):
-        live.cli("projects", "add", str(folder))
+        live.register(folder)
     for project_id in (MID, TOP):
-        live.cli("projects", "publish", project_id)
+        live.publish(project_id)
     with live.running():
         yield live
 

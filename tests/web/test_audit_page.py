@@ -410,7 +410,7 @@ def browser_login(client: httpx2.Client, name: str, password: str) -> None:
 
 def test_the_live_tail_delivers_a_new_event_as_a_rendered_row(tmp_path: Path) -> None:
     with running_server(tmp_path) as server:
-        server.cli("users", "create", "root", "--admin", "--password-stdin", stdin=f"{ADMIN[1]}\n")
+        server.add_user("root", admin=True, password=ADMIN[1])
         with httpx2.Client(base_url=server.base_url, timeout=15) as browser:
             browser_login(browser, *ADMIN)
             audit = browser.get("/admin/audit?event=ui.login")
