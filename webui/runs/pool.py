@@ -151,7 +151,7 @@ class WorkerPool:
     @property
     def zygote_pid(self) -> int | None:
         """The running zygote's pid; None before the first run (or while none is running)."""
-        return self._zygote.pid if self._zygote_alive() else None
+        return self._zygote.pid if self._zygote is not None and self._zygote_alive() else None
 
     async def start(self) -> None:
         """Start the zygote and fork the spares now. Optional: the first `spawn()` does it
