@@ -3,7 +3,9 @@ the clean address (HX-Push-Url), a plain form GET with empty fields is sent on t
 
 from __future__ import annotations
 
-from tests.web.conftest import ADMIN, Web, rendered
+from tests.web.conftest import ADMIN, Web, rendered, shares_app
+
+pytestmark = shares_app  # both only read
 
 HX = {"HX-Request": "true"}
 
