@@ -2,8 +2,10 @@
 
 Registering and publishing the example projects and hashing passwords costs about a second
 in-process (and ten CLI subprocesses, ~1 s of imports each, through the CLI); a copy of a
-prepared data dir costs a few milliseconds. Two kinds:
+prepared data dir costs a few milliseconds. Three kinds:
 
+- `store`: only the SQLite store, migrated (a fresh one runs every migration, most of a
+  second): for in-process services that start from an empty data dir;
 - `web`: the example projects and the torture fixture registered where they are in the
   repository, those with a version published, an admin and a plain user (the page tests),
   their passwords hashed with `CHEAP_HASHER` (see there);
@@ -78,6 +80,14 @@ def add_user(engine: Engine, name: str, password: str, *, admin: bool) -> Accoun
     return account
 
 
+def prepare_store(data_dir: Path) -> None:
+    """Only the store, migrated to the current revision (nothing in it, no keys)."""
+    from webui.store.db import make_engine, sqlite_url
+
+    data_dir.mkdir(parents=True)
+    make_engine(sqlite_url(data_dir / DB_FILE)).dispose()
+
+
 def prepare_web(data_dir: Path, database_url: str | None = None) -> None:
     """The page tests' store: every example registered in place, published where it has a
     version, an admin and a plain user granted hello and interactive (passwords hashed with
@@ -135,7 +145,9 @@ def _template(kind: str) -> Path:
             _root = Path(tempfile.mkdtemp(prefix="steamharness-prepared-")).resolve()
         root = _root / kind
         root.mkdir()
-        if kind == "web":
+        if kind == "store":
+            prepare_store(root / "data")
+        elif kind == "web":
             prepare_web(root / "data")
         elif kind == "server":
             prepare_server(root / "data", copy_projects(root / "projects"))
