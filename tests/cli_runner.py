@@ -6,7 +6,9 @@ much more on a loaded machine) for each command; the command's own work is milli
 included) with the arguments as argv, `stdin` as the standard input and `env` as the whole
 environment, and returns what a process would have: the exit code, stdout and stderr. The
 click command typer builds from `webui.cli.app` is built once here (`app()` rebuilds it from
-the annotations at every call, most of the in-process cost).
+the annotations at every call, most of the in-process cost). The engines the command opens
+(`webui.store.db.make_engine`, which the CLI imports at each call) are disposed when it ends,
+as a process's end would close their connections.
 Every command family keeps at least one test through a real process (argv, pipes and the
 interpreter's exit are the operating system's there)."""
 
@@ -52,15 +54,25 @@ def run_cli(
     """`steamharness ARGS` with `stdin` (a pipe that ends: never a terminal) and `env`
     (None: this process's environment); its exit code, stdout and stderr."""
     from webui import cli
+    from webui.store import db
+
+    engines: list[Any] = []
+    opened = db.make_engine
+
+    def make_engine(*args: Any, **kwargs: Any) -> Any:
+        engine = opened(*args, **kwargs)
+        engines.append(engine)
+        return engine
 
     out, err = io.StringIO(), io.StringIO()
     pipe = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
     argv = [STEAMHARNESS, *args]
     with (
-        _environment(os.environ if env is None else env),
+        _environment(dict(os.environ) if env is None else env),
         mock.patch.object(sys, "argv", argv),
         mock.patch.object(sys, "stdin", pipe),
         mock.patch.object(cli, "app", _command()),
+        mock.patch.object(db, "make_engine", make_engine),
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
     ):
@@ -73,4 +85,7 @@ def run_cli(
             else:  # sys.exit("message"): the interpreter prints it and exits 1
                 print(exc.code, file=sys.stderr)
                 code = 1
+        finally:
+            for engine in engines:
+                engine.dispose()
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
