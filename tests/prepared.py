@@ -179,6 +179,14 @@ def copy_prepared(kind: str, data_dir: Path, projects: Path | None = None) -> Pa
     return data_dir
 
 
+def copy_store(dest: Path) -> Path:
+    """The `store` kind's database file alone, copied to `dest` (a store kept elsewhere than
+    in a data dir); returns `dest`."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_template("store") / "data" / DB_FILE, dest)
+    return dest
+
+
 def cleanup() -> None:
     """Remove the templates (at the end of the session)."""
     global _root
