@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from tests import prepared
 from tests.e2e.server import running_server
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered, shares_app
 from webui.audit.log import AuditLog
@@ -418,7 +419,11 @@ def browser_login(client: httpx2.Client, name: str, password: str) -> None:
 
 def test_the_live_tail_delivers_a_new_event_as_a_rendered_row(tmp_path: Path) -> None:
     with running_server(tmp_path) as server:
-        server.cli("users", "create", "root", "--admin", "--password-stdin", stdin=f"{ADMIN[1]}\n")
+        admin_store = make_engine(server.store_url)  # the CLI's `users create`, without its process
+        try:
+            prepared.add_user(admin_store, *ADMIN, admin=True)
+        finally:
+            admin_store.dispose()
         with httpx2.Client(base_url=server.base_url, timeout=15) as browser:
             browser_login(browser, *ADMIN)
             audit = browser.get("/admin/audit?event=ui.login")
