@@ -105,9 +105,6 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-shares_app = pytest.mark.shares_app
-
-
 @contextlib.contextmanager
 def running(settings: Settings) -> Iterator[Web]:
     """The app for `settings`, its lifespan started, behind a TestClient."""

@@ -3,9 +3,11 @@ the clean address (HX-Push-Url), a plain form GET with empty fields is sent on t
 
 from __future__ import annotations
 
-from tests.web.conftest import ADMIN, Web, rendered, shares_app
+import pytest
 
-pytestmark = shares_app  # both only read
+from tests.web.conftest import ADMIN, Web, rendered
+
+pytestmark = pytest.mark.shares_app  # both only read
 
 HX = {"HX-Request": "true"}
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
-from tests.web.conftest import ADMIN, CSRF_RE, USER, Web, rendered, shares_app
+from tests.web.conftest import ADMIN, CSRF_RE, USER, Web, rendered
 from webui.auth.ui import COOKIE_NAME, UiAuth
 from webui.store.db import make_engine
 from webui.store.models import UiSession
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_login_sets_a_hardened_cookie_and_redirects_to_next(web: Web) -> None:
     page = web.client.get("/login?next=/runs")
     template, _, context = rendered(page)
@@ -33,7 +33,7 @@ def test_login_sets_a_hardened_cookie_and_redirects_to_next(web: Web) -> None:
     assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
 
 
-@shares_app
+@pytest.mark.shares_app
 @pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/x", "/\\evil"])
 def test_next_never_redirects_off_site(web: Web, target: str) -> None:
     assert rendered(web.client.get("/login", params={"next": target})).context["next"] == "/projects"
@@ -72,7 +72,7 @@ def test_a_wrong_password_and_a_missing_login_token_are_refused(web: Web) -> Non
     assert COOKIE_NAME not in web.client.cookies
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_each_login_rotates_the_session_and_logout_ends_it(web: Web) -> None:
     web.login(*USER)
     first = web.client.cookies[COOKIE_NAME]
@@ -88,7 +88,7 @@ def test_each_login_rotates_the_session_and_logout_ends_it(web: Web) -> None:
     assert web.client.get("/projects", follow_redirects=False).status_code == 303  # the copied cookie is dead
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_pages_carry_security_headers(web: Web) -> None:
     web.login(*ADMIN)
     for path in ("/login", "/projects", "/conversations", "/api/runs/nope"):
@@ -99,7 +99,7 @@ def test_pages_carry_security_headers(web: Web) -> None:
         assert r.headers["referrer-policy"] == "same-origin"
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_pages_have_no_inline_scripts_or_styles(web: Web) -> None:
     web.login(*ADMIN)
     for path in ("/projects", "/conversations", "/runs", "/keys", "/admin/users", "/admin/audit"):

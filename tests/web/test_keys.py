@@ -18,7 +18,6 @@ from tests.web.conftest import (
     audit,
     engine,
     rendered,
-    shares_app,
 )
 from webui.admin import create_key
 from webui.auth.keys import AuthError
@@ -33,7 +32,7 @@ def ann_keys(web: Web) -> list[Any]:
     return [k for k, _ in account_store.list_keys(engine(web), account_id=account.id)]
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_the_page_lists_only_projects_the_user_may_use(web: Web, hx: dict[str, str]) -> None:
     web.login(*USER)
     r = web.client.get("/keys", headers=hx)
@@ -94,7 +93,7 @@ def test_a_key_without_projects_covers_every_project_the_user_may_use(web: Web, 
     assert "All you may use" in r.text
 
 
-@shares_app
+@pytest.mark.shares_app
 @pytest.mark.parametrize(
     ("data", "field", "message"),
     [
@@ -148,7 +147,7 @@ def test_revoking_a_key_stops_it_at_once(web: Web, hx: dict[str, str]) -> None:
     assert (event.actor, event.source, event.details) == ("user:ann", "ui", {"keyId": key.id})
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_nobody_can_revoke_someone_elses_key(web: Web, hx: dict[str, str]) -> None:
     _, roots = create_key(engine(web), user=ADMIN[0], projects=None, scopes=None, name="root's")
     headers = {**hx, "X-CSRF-Token": web.login(*USER)}
@@ -162,7 +161,7 @@ def test_nobody_can_revoke_someone_elses_key(web: Web, hx: dict[str, str]) -> No
     assert roots.id not in own.text
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_writes_need_the_right_csrf_token(web: Web) -> None:
     web.login(*USER)
     for headers in ({}, {"X-CSRF-Token": "forged"}):

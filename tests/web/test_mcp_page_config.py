@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import HELLO, USER, Web, account_id, rendered, services, shares_app
+from tests.web.conftest import HELLO, USER, Web, account_id, rendered, services
 from tests.web.test_mcp_page import mcp, pre, registry
 from webui.admin import grant_projects
 from webui.configs.places import account_place
@@ -126,7 +126,7 @@ def test_a_configuration_the_fields_outgrew_shows_needs_update_naming_the_field(
     assert 'id="config-needs-update"' not in mcp(web, PROJECT, "latest").text  # 1.0.0's fields
 
 
-@shares_app
+@pytest.mark.shares_app
 def test_a_project_without_configuration_fields_shows_no_configuration_section(web: Web) -> None:
     web.login(*USER)
     r = mcp(web, HELLO)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.conftest import USER, Web, rendered, shares_app
+from tests.web.conftest import USER, Web, rendered
 
-pytestmark = shares_app  # both only read
+pytestmark = pytest.mark.shares_app  # both only read
 
 
 def test_a_whole_page_and_its_htmx_block_report_the_same_template_and_context(web: Web) -> None:

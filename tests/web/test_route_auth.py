@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
-from tests.web.conftest import ADMIN, USER, Web, shares_app
+from tests.web.conftest import ADMIN, USER, Web
 from webui.app import create_app
 from webui.settings import Settings
 
@@ -26,7 +26,7 @@ PUBLIC = {
     ),
 }
 # One app for the whole matrix: these tests only read (every write is refused).
-pytestmark = shares_app
+pytestmark = pytest.mark.shares_app
 PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 
 
