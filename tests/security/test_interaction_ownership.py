@@ -304,11 +304,20 @@ def test_a_host_request_in_alices_conversation_is_404_for_bob_and_needs_the_over
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    from webui.cli.common import cli_audit, open_store, server_settings
+
     with running_server(tmp_path_factory.mktemp("ownership")) as server:
-        for name, password in (ALICE, BOB):
-            server.cli("users", "create", name, "--password-stdin", stdin=f"{password}\n")
-            server.cli("users", "grant", name, "--project", LIVE_INTERACTIVE)
-        server.cli("users", "create", ADMIN[0], "--admin", "--password-stdin", stdin=f"{ADMIN[1]}\n")
+        # what `users create` and `users grant` write, written in this process
+        engine, registry = open_store(server_settings(server.data_dir, server.database_url))
+        try:
+            for name, password in (ALICE, BOB):
+                prepared.add_user(engine, name, password, admin=False)
+                grant_projects(
+                    engine, user=name, projects=[LIVE_INTERACTIVE], registry=registry, audit=cli_audit()
+                )
+            prepared.add_user(engine, *ADMIN, admin=True)
+        finally:
+            engine.dispose()
         yield server
     assert "Traceback" not in server.log()
 
