@@ -2,10 +2,13 @@
 
 Registering and publishing the example projects and hashing passwords costs about a second
 in-process (and ten CLI subprocesses, ~1 s of imports each, through the CLI); a copy of a
-prepared data dir costs a few milliseconds. Two kinds:
+prepared data dir costs a few milliseconds. Three kinds:
 
+- `store`: only the SQLite store, migrated (a fresh one runs every migration, most of a
+  second): for in-process services that start from an empty data dir;
 - `web`: the example projects and the torture fixture registered where they are in the
-  repository, those with a version published, an admin and a plain user (the page tests);
+  repository, those with a version published, an admin and a plain user (the page tests),
+  their passwords hashed with `CHEAP_HASHER` (see there);
 - `server`: the same projects copied into a `projects` folder beside the data dir (a live
   server's test may edit them), all registered and the five published as the CLI does it,
   no account (live servers are reached with the server admin key or keys they create).
@@ -22,8 +25,16 @@ import sqlite3
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from argon2 import PasswordHasher
 
 from tests.conftest import EXAMPLES, TORTURE
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from webui.store.models import Account
 
 HELLO = "5b0f3c1e-8d2a-4c61-9a0b-1f6e2d7c3a01"
 INTERACTIVE = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
@@ -34,6 +45,14 @@ PUBLISHED = (HELLO, INTERACTIVE, FILES, LEDGER, TORTURE_ID)
 ADMIN = ("root", "admin-password-1")
 USER = ("ann", "user-password-1")
 DB_FILE = "steamharness.sqlite3"
+
+# The template users' passwords are argon2id hashes with the smallest cost argon2 allows:
+# logging in verifies with the parameters stored in the hash, and at the server's own cost
+# (64 MiB, three passes) every page test's login took most of a second of both cores. The
+# login path is the same code (verify, session row, audit event); the server's parameters
+# are the hasher's own (`webui/auth/passwords.py`), used for every account a test creates
+# through the pages, the CLI or `create_user` with a password.
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 _lock = threading.Lock()
 _templates: dict[str, Path] = {}
@@ -47,10 +66,33 @@ def copy_projects(dest: Path) -> Path:
     return dest
 
 
+def add_user(engine: Engine, name: str, password: str, *, admin: bool) -> Account:
+    """A user created as `users create` does it (the same rules and audit event), the
+    password hashed with `CHEAP_HASHER`."""
+    from webui.admin import create_user
+    from webui.store import accounts as account_store
+
+    account = create_user(engine, name=name, admin=admin, password=None)
+    assert account.id is not None
+    hashed = CHEAP_HASHER.hash(password)
+    account_store.set_password(engine, account_id=account.id, password_hash=hashed)
+    account.password_hash = hashed
+    return account
+
+
+def prepare_store(data_dir: Path) -> None:
+    """Only the store, migrated to the current revision (nothing in it, no keys)."""
+    from webui.store.db import make_engine, sqlite_url
+
+    data_dir.mkdir(parents=True)
+    make_engine(sqlite_url(data_dir / DB_FILE)).dispose()
+
+
 def prepare_web(data_dir: Path, database_url: str | None = None) -> None:
     """The page tests' store: every example registered in place, published where it has a
-    version, an admin and a plain user granted hello and interactive."""
-    from webui.admin import create_user, grant_projects
+    version, an admin and a plain user granted hello and interactive (passwords hashed with
+    `CHEAP_HASHER`)."""
+    from webui.admin import grant_projects
     from webui.projects.registry import ProjectRegistry
     from webui.settings import Settings
     from webui.store.db import make_engine
@@ -63,8 +105,8 @@ def prepare_web(data_dir: Path, database_url: str | None = None) -> None:
             project, _ = registry.register(folder)
             if project.version:
                 registry.publish(project.id, project.version)
-        create_user(engine, name=ADMIN[0], admin=True, password=ADMIN[1])
-        create_user(engine, name=USER[0], admin=False, password=USER[1])
+        add_user(engine, *ADMIN, admin=True)
+        add_user(engine, *USER, admin=False)
         grant_projects(engine, user=USER[0], projects=[HELLO, INTERACTIVE], registry=registry)
     finally:
         engine.dispose()
@@ -103,7 +145,9 @@ def _template(kind: str) -> Path:
             _root = Path(tempfile.mkdtemp(prefix="steamharness-prepared-")).resolve()
         root = _root / kind
         root.mkdir()
-        if kind == "web":
+        if kind == "store":
+            prepare_store(root / "data")
+        elif kind == "web":
             prepare_web(root / "data")
         elif kind == "server":
             prepare_server(root / "data", copy_projects(root / "projects"))
@@ -133,6 +177,14 @@ def copy_prepared(kind: str, data_dir: Path, projects: Path | None = None) -> Pa
         finally:
             conn.close()
     return data_dir
+
+
+def copy_store(dest: Path) -> Path:
+    """The `store` kind's database file alone, copied to `dest` (a store kept elsewhere than
+    in a data dir); returns `dest`."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_template("store") / "data" / DB_FILE, dest)
+    return dest
 
 
 def cleanup() -> None:

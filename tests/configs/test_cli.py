@@ -1,5 +1,7 @@
-"""`steamharness configs …` as real processes: the local scope of a project folder and the
-server scopes (admin principal, accounts) of a registered project."""
+"""`steamharness configs …`: the local scope of a project folder and the server scopes (admin
+principal, accounts) of a registered project. The commands run in this process
+(`tests/cli_runner.py`, the same entry point, exit codes and streams); the secrets test runs
+them as real processes."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
+from tests.cli_runner import run_cli
 from tests.conftest import EXAMPLES
 from tests.e2e.server import HELLO, STEAMHARNESS
 
@@ -33,14 +36,25 @@ FIELDS: list[dict[str, Any]] = [
 
 
 def configs(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    """`steamharness configs ARGS --data-dir DATA`, in this process (`tests/cli_runner.py`)."""
+    return run_cli(["configs", *args, "--data-dir", str(data)], stdin=stdin or "", env=clean_env())
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without its STEAMHARNESS_* settings."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+
+
+def configs_process(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The same command as a real process (the tests that keep the operating system's argv,
+    pipes and exit)."""
     return subprocess.run(
         [STEAMHARNESS, "configs", *args, "--data-dir", str(data)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
         input=stdin if stdin is not None else "",
-        env=env,
+        env=clean_env(),
     )
 
 
@@ -205,18 +219,25 @@ def test_bad_values_name_every_field_and_nothing_is_written(project: str, data: 
 
 
 def test_a_secret_is_read_from_stdin_never_from_the_command_line(project: str, data: Path) -> None:
+    """The secret's way in and out also through real processes: down a pipe into `create`,
+    out of `export --with-secrets`."""
     argv = refused(
-        configs(data, "create", project, "prod", f"token={SECRET}"), "token: is a secret", "--secret token"
+        configs(data, "create", project, "prod", f"token={SECRET}"),
+        "token: is a secret",
+        "--secret token",
     )
     assert SECRET not in argv
     refused(configs(data, "create", project, "prod", "--secret", "threshold"), "threshold: --secret")
     refused(configs(data, "create", project, "prod", "--secret", "token"), "stdin ended")
     twice = configs(data, "create", project, "prod", "--secret", "token", "--secret", "token", stdin="a\nb\n")
     refused(twice, "token: --secret given twice")
-    refused(configs(data, "create", project, "prod", "--secret", "token", stdin="\n"), "the value is empty")
+    refused(
+        configs(data, "create", project, "prod", "--secret", "token", stdin="\n"),
+        "the value is empty",
+    )
     assert sorted(listing(data, project)) == ["default"]
     outputs = [
-        ok(configs(data, "create", project, "prod", "--secret", "token", stdin=SECRET + "\n")),
+        ok(configs_process(data, "create", project, "prod", "--secret", "token", stdin=SECRET + "\n")),
         ok(configs(data, "show", project, "prod")),
         ok(configs(data, "show", project, "prod", "--json")),
         ok(configs(data, "list", project, "--json")),
@@ -230,7 +251,7 @@ def test_a_secret_is_read_from_stdin_never_from_the_command_line(project: str, d
     replaced = ok(
         configs(data, "set", project, "prod", "--revision", "2", "--secret", "token", stdin="new\n")
     )
-    exported = json.loads(ok(configs(data, "export", project, "--with-secrets")).stdout)
+    exported = json.loads(ok(configs_process(data, "export", project, "--with-secrets")).stdout)
     prod = next(c for c in exported["configurations"] if c["name"] == "prod")
     assert prod["values"]["token"] == "new" and "new" not in replaced.stdout + replaced.stderr
 
@@ -391,16 +412,8 @@ def server_project(tmp_path: Path, data: Path) -> str:
     package = json.loads((folder / "package.json").read_text(encoding="utf-8"))
     package["configuration"] = {"fields": FIELDS}
     (folder / "package.json").write_text(json.dumps(package), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     for args in (["projects", "add", str(folder)], ["users", "create", "alice"], ["users", "create", "bob"]):
-        done = subprocess.run(
-            [STEAMHARNESS, *args, "--data-dir", str(data)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=env,
-        )
-        assert done.returncode == 0, done.stderr
+        ok(run_cli([*args, "--data-dir", str(data)], env=clean_env()))
     return HELLO
 
 

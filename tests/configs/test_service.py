@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlmodel import Session, col, select
 
+from tests import prepared
 from webui.audit.log import AuditLog
 from webui.configs.secrets import SecretBox
 from webui.configs.service import MASK, ConfigPlace, ConfigService, Who
@@ -48,7 +50,9 @@ WHO = Who(actor="tester")
 
 
 @pytest.fixture
-def service(database_url: str) -> Iterator[ConfigService]:
+def service(database_url: str, tmp_path: Path) -> Iterator[ConfigService]:
+    if database_url.startswith("sqlite:"):
+        prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     engine = make_engine(database_url)
     yield ConfigService(engine, box=SecretBox(os.urandom(32)), audit=AuditLog())
     engine.dispose()

@@ -1,4 +1,5 @@
-"""`steamharness config validate`: checks everything without connecting."""
+"""`steamharness config validate`: checks everything without connecting. The command runs in
+this process (`tests/cli_runner.py`); a valid and a missing root go through a real process."""
 
 from __future__ import annotations
 
@@ -8,20 +9,32 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli_runner import run_cli
+
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 TIMEOUT = 60
 PREFIX = "steamharness: error: "
 
 
 def validate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    """`steamharness config validate ARGS` in this process (`tests/cli_runner.py`), this
+    environment without its STEAMHARNESS_* settings, plus `env`."""
+    return run_cli(["config", "validate", *args], env=clean_env() | (env or {}))
+
+
+def validate_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The same command as a real process."""
     return subprocess.run(
         [STEAMHARNESS, "config", "validate", *args],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=clean | (env or {}),
+        env=clean_env() | (env or {}),
     )
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
 
 
 def make_root(root: Path, servers: dict[str, object], config: str = "") -> Path:
@@ -40,7 +53,7 @@ GOOD = {
 
 def test_a_valid_root_exits_zero_with_one_success_line_on_stderr(tmp_path: Path) -> None:
     root = make_root(tmp_path / "root", GOOD, "defaults: {mcp_servers: [mcp-fs]}\n")
-    done = validate("--root", str(root), env={"WORKSPACE_ID": "ws"})
+    done = validate_process("--root", str(root), env={"WORKSPACE_ID": "ws"})
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert done.stderr == f"steamharness: config ok: 2 MCP server(s) in {root}; defaults: mcp-fs\n"
@@ -122,7 +135,7 @@ def test_the_default_root_is_the_data_dir_under_home(tmp_path: Path) -> None:
 
 
 def test_a_missing_root_is_one_clear_line(tmp_path: Path) -> None:
-    done = validate("--root", str(tmp_path / "nope"))
+    done = validate_process("--root", str(tmp_path / "nope"))
     assert done.returncode == 1
     assert (
         done.stderr

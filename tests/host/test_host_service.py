@@ -20,6 +20,7 @@ import httpx2
 import pytest
 from sqlmodel import Session, select
 
+from tests import prepared
 from tests.conftest import FIXTURES
 from tests.e2e.server import free_port
 from webui.admin import create_user
@@ -82,7 +83,8 @@ async def _wait_listening(port: int) -> None:
 async def make_host(tmp_path: Path, servers: dict[str, Any], defaults: list[str], expiry: float = 60) -> Host:
     root = tmp_path / "root"
     write_config(root, servers, defaults)
-    engine = make_engine(f"sqlite:///{tmp_path / 'host.sqlite3'}")
+    # a migrated store copied, not migrated again for each test
+    engine = make_engine(f"sqlite:///{prepared.copy_store(tmp_path / 'host.sqlite3')}")
     account = create_user(engine, name="ann", admin=True, password=None)
     assert account.id is not None
     hub = EventHub()

@@ -10,6 +10,7 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, connect, payload, scripted
 from tests.related_projects import HELPER, MAIN, STRANGER, write_projects
 from webui.store import runs as run_store
@@ -77,18 +78,11 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(
     answer = types.ElicitResult(action="accept", content={"greeting": "Hej"})
     data = tmp_path / "data"
     # the child run starts with the helper's own (local) configuration
-    configs = [
-        STEAMHARNESS,
-        "configs",
-        "set",
-        str(f["helper"]),
-        "default",
-        "salutation=Hi",
-        "--revision",
-        "1",
-    ]
+    # (set up in this process: tests/configs runs the configs command as a real process)
+    configs = ["configs", "set", str(f["helper"]), "default", "salutation=Hi", "--revision", "1"]
     store = ("--database-url", database_url)
-    subprocess.run([*configs, "--data-dir", str(data), *store], check=True, timeout=60, capture_output=True)
+    done = run_cli([*configs, "--data-dir", str(data), *store])
+    assert done.returncode == 0, done.stderr
     async with connect(
         f["main"], data, mode, *store, *related_args(f), elicit=scripted(answer, seen=seen)
     ) as client:

@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from sqlmodel import Session, select
 from sse_starlette import ServerSentEvent
 
+from tests import prepared
 from tests.conftest import EXAMPLES
 from tests.e2e.server import INTERACTIVE as LIVE_INTERACTIVE
 from tests.e2e.server import LiveServer, running_server
@@ -38,7 +39,7 @@ from tests.helpers import next_update
 from tests.web.conftest import ADMIN, INTERACTIVE, Web, account_id, next_step, prepare, services, start_asking
 from tests.web.test_host_pages import Host, ask, connect, create
 from tests.web.test_host_pages import start as start_host
-from webui.admin import create_user, grant_projects
+from webui.admin import grant_projects
 from webui.app import create_app
 from webui.auth.ui import UiUser
 from webui.runs.service import RunRequest
@@ -62,7 +63,7 @@ def add_people(web: Web) -> None:
     app = web.client.app  # type: ignore[attr-defined]
     engine = app.state.services.engine
     for name, password in (ALICE, BOB):
-        create_user(engine, name=name, admin=False, password=password)
+        prepared.add_user(engine, name, password, admin=False)
         grant_projects(engine, user=name, projects=[INTERACTIVE], registry=app.state.registry)
 
 
@@ -303,11 +304,20 @@ def test_a_host_request_in_alices_conversation_is_404_for_bob_and_needs_the_over
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    from webui.cli.common import cli_audit, open_store, server_settings
+
     with running_server(tmp_path_factory.mktemp("ownership")) as server:
-        for name, password in (ALICE, BOB):
-            server.cli("users", "create", name, "--password-stdin", stdin=f"{password}\n")
-            server.cli("users", "grant", name, "--project", LIVE_INTERACTIVE)
-        server.cli("users", "create", ADMIN[0], "--admin", "--password-stdin", stdin=f"{ADMIN[1]}\n")
+        # what `users create` and `users grant` write, written in this process
+        engine, registry = open_store(server_settings(server.data_dir, server.database_url))
+        try:
+            for name, password in (ALICE, BOB):
+                prepared.add_user(engine, name, password, admin=False)
+                grant_projects(
+                    engine, user=name, projects=[LIVE_INTERACTIVE], registry=registry, audit=cli_audit()
+                )
+            prepared.add_user(engine, *ADMIN, admin=True)
+        finally:
+            engine.dispose()
         yield server
     assert "Traceback" not in server.log()
 

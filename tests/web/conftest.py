@@ -16,6 +16,7 @@ extension); a response from a real server (tests/e2e, a browser) has only its HT
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,11 +97,47 @@ def prepare(data_dir: Path) -> Settings:
     return Settings(data_dir=data_dir)
 
 
-@pytest.fixture
-def web(tmp_path: Path) -> Iterator[Web]:
-    settings = prepare(tmp_path / "data")
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "shares_app: the page test runs on its module's shared app (`site`): it only reads, or"
+        " writes only rows it alone creates and reads back only those",
+    )
+
+
+@contextlib.contextmanager
+def running(settings: Settings) -> Iterator[Web]:
+    """The app for `settings`, its lifespan started, behind a TestClient."""
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         yield Web(client, settings)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    """One app, on its own copy of the prepared data dir, for the module's tests marked
+    `shares_app`. They cannot see each other's writes: each only reads, or writes only rows
+    it alone creates (a login's session row and audit event, a run or a key of its own) and
+    reads back only those. A test that changes what another reads (a user, a grant, a
+    project's state, a count or a listing) keeps an app of its own."""
+    with running(prepare(tmp_path_factory.mktemp("site") / "data")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def web(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Web]:
+    """The app a page test runs on: its own (a copy of the prepared data dir, started and
+    stopped around the test), or, for a test marked `shares_app`, its module's `site` with an
+    empty cookie jar (logged out) before and after the test."""
+    if request.node.get_closest_marker("shares_app") is None:
+        with running(prepare(tmp_path / "data")) as own:
+            yield own
+        return
+    shared: Web = request.getfixturevalue("site")
+    shared.logout()
+    try:
+        yield Web(shared.client, shared.settings)
+    finally:
+        shared.logout()
 
 
 @pytest.fixture(params=[False, True], ids=["page", "htmx"])

@@ -54,6 +54,7 @@ def field_error(html: str, field: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.shares_app
 @pytest.mark.parametrize("path", ["/admin/users", "/admin/projects"])
 def test_the_admin_pages_render_for_admins_and_are_forbidden_to_users(
     web: Web, hx: dict[str, str], path: str
@@ -69,6 +70,7 @@ def test_the_admin_pages_render_for_admins_and_are_forbidden_to_users(
     assert ("<html" in r.text) is not bool(hx)
 
 
+@pytest.mark.shares_app
 def test_the_users_page_lists_accounts_and_their_grants(web: Web) -> None:
     web.login(*ADMIN)
     r = web.client.get("/admin/users")
@@ -120,6 +122,7 @@ def test_an_admin_can_create_another_admin(web: Web, hx: dict[str, str]) -> None
     assert account is not None and account.is_admin
 
 
+@pytest.mark.shares_app
 @pytest.mark.parametrize(
     ("data", "field", "message"),
     [
@@ -149,6 +152,7 @@ def test_an_invalid_new_user_is_refused_with_inline_errors(
     assert len(account_store.list_accounts(engine(web))) == before
 
 
+@pytest.mark.shares_app
 def test_every_broken_rule_of_a_new_user_is_shown_at_its_field(web: Web, hx: dict[str, str]) -> None:
     r = web.client.post(
         "/admin/users", data={"name": "bad name!", "password": "short"}, headers=as_admin(web, hx)
@@ -204,6 +208,7 @@ def test_disabling_a_user_ends_their_sessions_and_keys_until_enabled(web: Web, h
     assert events == [("user.disabled", "ui", {"user": "ann"}), ("user.enabled", "ui", {"user": "ann"})]
 
 
+@pytest.mark.shares_app
 def test_an_admin_cannot_disable_their_own_account(web: Web, hx: dict[str, str]) -> None:
     headers = as_admin(web, hx)
     root = account_id(web, ADMIN[0])
@@ -246,6 +251,7 @@ def test_unchecking_every_project_removes_all_permissions(web: Web, hx: dict[str
     assert account_store.project_grants(engine(web), account_id=ann) == set()
 
 
+@pytest.mark.shares_app
 def test_granting_an_unknown_project_is_refused(web: Web, hx: dict[str, str]) -> None:
     headers = as_admin(web, hx)
     ann = account_id(web, USER[0])
@@ -255,6 +261,7 @@ def test_granting_an_unknown_project_is_refused(web: Web, hx: dict[str, str]) ->
     assert account_store.project_grants(engine(web), account_id=ann) == {HELLO, INTERACTIVE}
 
 
+@pytest.mark.shares_app
 def test_unknown_users_and_projects_are_not_found(web: Web, hx: dict[str, str]) -> None:
     headers = as_admin(web, hx)
     assert web.client.post("/admin/users/9999/disable", headers=headers).status_code == 404
@@ -292,6 +299,7 @@ def test_an_admin_closes_the_run_gate_and_sets_limits(web: Web, hx: dict[str, st
     assert (record.run_gate_open, record.max_running, record.max_queued) == (True, None, None)
 
 
+@pytest.mark.shares_app
 @pytest.mark.parametrize(
     ("data", "field"),
     [

@@ -77,6 +77,7 @@ def test_terminating_a_session_no_gateway_holds_closes_its_row_and_audits_it(
     assert event.details == {"sessionActor": f"user:{USER[0]}", "held": False}
 
 
+@pytest.mark.shares_app
 def test_terminating_an_unknown_or_ended_session_says_which(web: Web) -> None:
     add_row(web, "s-done", minutes_ago=5, closed=True)
     csrf = web.login(*ADMIN)

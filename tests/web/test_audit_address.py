@@ -3,7 +3,11 @@ the clean address (HX-Push-Url), a plain form GET with empty fields is sent on t
 
 from __future__ import annotations
 
+import pytest
+
 from tests.web.conftest import ADMIN, Web, rendered
+
+pytestmark = pytest.mark.shares_app  # both only read
 
 HX = {"HX-Request": "true"}
 

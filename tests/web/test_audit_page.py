@@ -117,6 +117,7 @@ def store(tmp_path: Path) -> Iterator[Engine]:
 
 
 # ------------------------------------------------------------------------------ access
+@pytest.mark.shares_app
 @pytest.mark.parametrize("url", URLS)
 def test_a_plain_user_is_refused_every_audit_url(web: Web, url: str) -> None:
     web.login(*USER)
@@ -125,6 +126,7 @@ def test_a_plain_user_is_refused_every_audit_url(web: Web, url: str) -> None:
     assert "audit-" not in r.text
 
 
+@pytest.mark.shares_app
 @pytest.mark.parametrize("url", URLS)
 def test_anonymous_visitors_are_sent_to_the_login_page(web: Web, url: str) -> None:
     r = web.client.get(url + "?event=x", follow_redirects=False)
@@ -190,6 +192,7 @@ def test_the_time_range_includes_its_start_and_excludes_its_end(admin: Web) -> N
     assert ids[0] not in listed(admin.client.get("/admin/audit?since=2026-01-05T09:00:01"))
 
 
+@pytest.mark.shares_app
 def test_an_unreadable_time_or_cursor_is_a_422_with_the_reason(admin: Web) -> None:
     r = admin.client.get("/admin/audit?since=yesterday")
     assert r.status_code == 422
@@ -216,6 +219,7 @@ def walk(web: Web, url: str) -> Iterator[list[int]]:
         url = older or ""
 
 
+@pytest.mark.shares_app
 def test_keyset_paging_shows_every_event_once_even_while_new_ones_arrive(admin: Web) -> None:
     engine = engine_of(admin)
     # 130 rows whose times repeat and do not follow their ids.
@@ -247,6 +251,7 @@ def test_an_htmx_request_gets_only_the_results_block(admin: Web) -> None:
     assert "<html" in restore.text
 
 
+@pytest.mark.shares_app
 def test_details_are_compact_escaped_json(admin: Web) -> None:
     seed(engine_of(admin), [{"event": "x.test", "details": {"note": "<script>alert(1)</script>", "n": 1}}])
     r = admin.client.get("/admin/audit?event=x.test")
@@ -256,6 +261,7 @@ def test_details_are_compact_escaped_json(admin: Web) -> None:
     assert html.unescape(r.text).count('{"n":1,"note":"<script>alert(1)</script>"}') == 1
 
 
+@pytest.mark.shares_app
 def test_the_replica_that_recorded_an_event_is_shown_and_exported(admin: Web) -> None:
     engine = engine_of(admin)
     with Session(engine) as s:
@@ -275,6 +281,7 @@ def test_the_replica_that_recorded_an_event_is_shown_and_exported(admin: Web) ->
 
 
 # ------------------------------------------------------------------------------ exports
+@pytest.mark.shares_app
 def test_csv_export_streams_exactly_the_filtered_set(admin: Web, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(audit_store, "EXPORT_BATCH", 16)  # several batches
     ids = seed(engine_of(admin), [{"event": "export.test", "actor": f"user:{i}"} for i in range(40)])
@@ -309,6 +316,7 @@ def test_an_export_is_itself_audited_with_its_filters(admin: Web) -> None:
     assert record["details"] == {"format": "jsonl", "filters": {"outcome": "failed"}}
 
 
+@pytest.mark.shares_app
 def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(admin: Web) -> None:
     seed(engine_of(admin), [{"event": "csv.test", "user_agent": '=HYPERLINK("http://x")', "actor": "-1"}])
     (record,) = csv.DictReader(io.StringIO(admin.client.get("/admin/audit/export.csv?event=csv.test").text))

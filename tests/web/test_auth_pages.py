@@ -14,6 +14,7 @@ from webui.store.db import make_engine
 from webui.store.models import UiSession
 
 
+@pytest.mark.shares_app
 def test_login_sets_a_hardened_cookie_and_redirects_to_next(web: Web) -> None:
     page = web.client.get("/login?next=/runs")
     template, _, context = rendered(page)
@@ -32,6 +33,7 @@ def test_login_sets_a_hardened_cookie_and_redirects_to_next(web: Web) -> None:
     assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
 
 
+@pytest.mark.shares_app
 @pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/x", "/\\evil"])
 def test_next_never_redirects_off_site(web: Web, target: str) -> None:
     assert rendered(web.client.get("/login", params={"next": target})).context["next"] == "/projects"
@@ -70,6 +72,7 @@ def test_a_wrong_password_and_a_missing_login_token_are_refused(web: Web) -> Non
     assert COOKIE_NAME not in web.client.cookies
 
 
+@pytest.mark.shares_app
 def test_each_login_rotates_the_session_and_logout_ends_it(web: Web) -> None:
     web.login(*USER)
     first = web.client.cookies[COOKIE_NAME]
@@ -85,6 +88,7 @@ def test_each_login_rotates_the_session_and_logout_ends_it(web: Web) -> None:
     assert web.client.get("/projects", follow_redirects=False).status_code == 303  # the copied cookie is dead
 
 
+@pytest.mark.shares_app
 def test_pages_carry_security_headers(web: Web) -> None:
     web.login(*ADMIN)
     for path in ("/login", "/projects", "/conversations", "/api/runs/nope"):
@@ -95,6 +99,7 @@ def test_pages_carry_security_headers(web: Web) -> None:
         assert r.headers["referrer-policy"] == "same-origin"
 
 
+@pytest.mark.shares_app
 def test_pages_have_no_inline_scripts_or_styles(web: Web) -> None:
     web.login(*ADMIN)
     for path in ("/projects", "/conversations", "/runs", "/keys", "/admin/users", "/admin/audit"):

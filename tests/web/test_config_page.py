@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests import prepared
 from tests.configs.project import FIELDS, SETTINGS_PROJECT, write_settings_project
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, USER, Web, audit, prepare, rendered, services
-from webui.admin import create_user, grant_projects
+from webui.admin import grant_projects
 from webui.app import create_app
 from webui.configs.places import account_place
 from webui.configs.service import ConfigPlace, Who
@@ -36,7 +37,7 @@ def cweb(tmp_path: Path) -> Iterator[tuple[Web, Path]]:
     registry = ProjectRegistry(engine, settings.versions_dir)
     registry.register(folder)
     grant_projects(engine, user=USER[0], projects=[SETTINGS_PROJECT], registry=registry)
-    create_user(engine, name=OTHER[0], admin=False, password=OTHER[1])
+    prepared.add_user(engine, *OTHER, admin=False)
     grant_projects(engine, user=OTHER[0], projects=[HELLO, INTERACTIVE], registry=registry)
     engine.dispose()
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:

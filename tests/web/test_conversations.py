@@ -77,6 +77,7 @@ def answered_card(response: Any) -> Any:
 # --------------------------------------------------------------------------- access
 
 
+@pytest.mark.shares_app
 def test_anonymous_visitors_are_sent_to_the_login_page(web: Web) -> None:
     r = web.client.get("/conversations", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/login?next=%2Fconversations"
@@ -206,6 +207,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
     assert listed(after) == [] and "Nothing is waiting for an answer." in after.text
 
 
+@pytest.mark.shares_app
 def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
     run_id, iid = start_asking(web, TORTURE, "approve_only", owner=None)
     csrf = web.login(*ADMIN)
@@ -219,6 +221,7 @@ def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
     assert (final.status, final.output) == ("success", {"approved": False})
 
 
+@pytest.mark.shares_app
 def test_the_cancel_button_cancels_the_run(web: Web) -> None:
     run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
@@ -265,6 +268,7 @@ def test_invalid_answers_are_422_with_inline_errors_and_the_question_stays_open(
     assert status_of(web, iid) == "pending"
 
 
+@pytest.mark.shares_app
 def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web: Web) -> None:
     run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
@@ -282,6 +286,7 @@ def test_the_identical_answer_again_is_accepted_and_a_different_one_is_a_409(web
         assert "already" in r.text and 'data-status="answered"' in r.text
 
 
+@pytest.mark.shares_app
 def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -> None:
     run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     assert web.client.portal is not None
@@ -297,6 +302,7 @@ def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -
     assert "Closed without an answer: the run finished (cancelled)" in r.text
 
 
+@pytest.mark.shares_app
 def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_page(web: Web) -> None:
     run_id, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     csrf = web.login(*ADMIN)
@@ -314,6 +320,7 @@ def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_pa
     assert next_step(web, run_id).output == {"name": "Bo"}
 
 
+@pytest.mark.shares_app
 def test_an_answer_without_the_csrf_token_is_refused(web: Web) -> None:
     _, iid = start_asking(web, TORTURE, "ask_once", owner=None)
     web.login(*ADMIN)
@@ -322,6 +329,7 @@ def test_an_answer_without_the_csrf_token_is_refused(web: Web) -> None:
     assert status_of(web, iid) == "pending"
 
 
+@pytest.mark.shares_app
 def test_unknown_interactions_and_runs_are_404(web: Web) -> None:
     csrf = web.login(*ADMIN)
     assert answer(web, csrf, "int_0000000000000000", {"action": "decline"}).status_code == 404
@@ -429,6 +437,7 @@ def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
     assert iid not in str(first.data) and f'id="interaction-{iid}"' in str(granted.data)
 
 
+@pytest.mark.shares_app
 def test_a_feed_that_falls_behind_ends_so_the_browser_reconnects_for_a_fresh_snapshot(web: Web) -> None:
     svc = services(web)
     feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]

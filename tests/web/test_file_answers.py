@@ -86,6 +86,7 @@ def test_the_browser_session_uploads_with_its_csrf_token_into_a_project_it_may_u
     assert stored is not None and stored.project_id == INTERACTIVE
 
 
+@pytest.mark.shares_app
 def test_an_upload_without_the_csrf_token_or_login_or_access_stores_nothing(web: Web) -> None:
     anonymous = upload(web, INTERACTIVE, "a.txt", b"x", {})
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"]
@@ -102,6 +103,7 @@ def test_an_upload_without_the_csrf_token_or_login_or_access_stores_nothing(web:
     assert file_store.usage(services(web).engine, project_id=INTERACTIVE) == (0, 0)
 
 
+@pytest.mark.shares_app
 def test_a_file_over_the_limit_is_refused_by_its_declared_size(web: Web) -> None:
     csrf = web.login(*USER)
     limit = web.settings.max_file_bytes
@@ -179,6 +181,7 @@ def test_file_ids_of_another_project_or_unknown_ones_are_refused_and_the_questio
     assert services(web).interactions.get(iid).status == "pending"
 
 
+@pytest.mark.shares_app
 def test_the_schema_of_a_file_question_asks_for_uploads(web: Web, asking: Path) -> None:
     _, iid = start_asking(web, asking, "pick_files")
     row = services(web).interactions.get(iid)
@@ -187,6 +190,7 @@ def test_the_schema_of_a_file_question_asks_for_uploads(web: Web, asking: Path) 
     assert row.blockers == ["'form' is a file field", "'extras' is a file field"]
 
 
+@pytest.mark.shares_app
 def test_a_date_time_answer_is_stored_as_the_instant_the_browser_meant(web: Web, asking: Path) -> None:
     run_id, iid = start_asking(web, asking, "pick_time")
     csrf = web.login(*USER)

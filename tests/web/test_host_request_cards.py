@@ -18,6 +18,7 @@ import anyio
 import pytest
 from sse_starlette import ServerSentEvent
 
+from tests import prepared
 from tests.web.conftest import ADMIN, USER, account_id, audit, engine
 from tests.web.test_host_pages import (
     FINISHED,
@@ -37,7 +38,7 @@ from tests.web.test_host_pages import (
     result_texts,
     start,
 )
-from webui.admin import create_key, create_user
+from webui.admin import create_key
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.host.service import HostService
 from webui.store import interactions as interaction_store
@@ -51,7 +52,7 @@ BOB = ("bob", "bob-password-1")
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[Host]:
     for h in start(tmp_path):
-        create_user(engine(h.web), name=BOB[0], admin=False, password=BOB[1])
+        prepared.add_user(engine(h.web), *BOB, admin=False)
         yield h
 
 

@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, audit, engine, rendered
+from tests.web.conftest import (
+    ADMIN,
+    HELLO,
+    INTERACTIVE,
+    LEDGER,
+    USER,
+    Web,
+    audit,
+    engine,
+    rendered,
+)
 from webui.admin import create_key
 from webui.auth.keys import AuthError
 from webui.store import accounts as account_store
@@ -22,6 +32,7 @@ def ann_keys(web: Web) -> list[Any]:
     return [k for k, _ in account_store.list_keys(engine(web), account_id=account.id)]
 
 
+@pytest.mark.shares_app
 def test_the_page_lists_only_projects_the_user_may_use(web: Web, hx: dict[str, str]) -> None:
     web.login(*USER)
     r = web.client.get("/keys", headers=hx)
@@ -82,6 +93,7 @@ def test_a_key_without_projects_covers_every_project_the_user_may_use(web: Web, 
     assert "All you may use" in r.text
 
 
+@pytest.mark.shares_app
 @pytest.mark.parametrize(
     ("data", "field", "message"),
     [
@@ -135,6 +147,7 @@ def test_revoking_a_key_stops_it_at_once(web: Web, hx: dict[str, str]) -> None:
     assert (event.actor, event.source, event.details) == ("user:ann", "ui", {"keyId": key.id})
 
 
+@pytest.mark.shares_app
 def test_nobody_can_revoke_someone_elses_key(web: Web, hx: dict[str, str]) -> None:
     _, roots = create_key(engine(web), user=ADMIN[0], projects=None, scopes=None, name="root's")
     headers = {**hx, "X-CSRF-Token": web.login(*USER)}
@@ -148,6 +161,7 @@ def test_nobody_can_revoke_someone_elses_key(web: Web, hx: dict[str, str]) -> No
     assert roots.id not in own.text
 
 
+@pytest.mark.shares_app
 def test_writes_need_the_right_csrf_token(web: Web) -> None:
     web.login(*USER)
     for headers in ({}, {"X-CSRF-Token": "forged"}):

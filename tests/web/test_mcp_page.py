@@ -131,29 +131,34 @@ def dead_endpoint(tmp_path: Path) -> Iterator[Web]:
 # --------------------------------------------------------------------------- access
 
 
+@pytest.mark.shares_app
 def test_an_anonymous_visitor_is_sent_to_the_login_page(web: Web) -> None:
     r = mcp(web, HELLO)
     assert r.status_code == 303
     assert r.headers["location"].startswith("/login?next=%2Fprojects%2F" + HELLO)
 
 
+@pytest.mark.shares_app
 def test_an_anonymous_htmx_request_gets_an_hx_redirect_to_login(web: Web) -> None:
     r = mcp(web, HELLO, **{"HX-Request": "true"})
     assert r.status_code == 401 and r.headers["hx-redirect"].startswith("/login?next=")
 
 
+@pytest.mark.shares_app
 def test_a_project_the_user_may_not_use_is_not_found(web: Web) -> None:
     web.login(*USER)
     assert mcp(web, LEDGER).status_code == 404
     assert web.client.get(f"/projects/{LEDGER}/mcp", follow_redirects=False).status_code == 404
 
 
+@pytest.mark.shares_app
 def test_an_unknown_project_is_not_found_even_for_an_admin(web: Web) -> None:
     web.login(*ADMIN)
     r = mcp(web, "11111111-1111-4111-8111-111111111111")
     assert r.status_code == 404 and "not registered" in r.text
 
 
+@pytest.mark.shares_app
 def test_a_malformed_target_is_a_bad_request(web: Web) -> None:
     web.login(*USER)
     r = mcp(web, HELLO, "v1")
@@ -169,6 +174,7 @@ def test_without_a_target_the_page_redirects_to_latest_or_to_the_draft_when_noth
     assert mcp(web, HELLO, None).headers["location"] == f"/projects/{HELLO}/mcp?target=draft"
 
 
+@pytest.mark.shares_app
 def test_a_target_that_resolves_to_nothing_keeps_the_picker_and_says_why(web: Web) -> None:
     web.login(*USER)
     r = mcp(web, HELLO, "9.9.9")
@@ -230,6 +236,7 @@ def test_each_target_shows_its_endpoint_resolution_and_catalog(
     assert listed_tools(r) == expected_tools and tools(r.text) == expected_tools
 
 
+@pytest.mark.shares_app
 def test_an_htmx_request_gets_only_the_target_fragment(web: Web) -> None:
     web.login(*USER)
     full = mcp(web, HELLO, "draft")
@@ -246,6 +253,7 @@ def test_an_htmx_request_gets_only_the_target_fragment(web: Web) -> None:
     assert fragment.headers["vary"] == full.headers["vary"] == "HX-Request"
 
 
+@pytest.mark.shares_app
 def test_an_htmx_history_restore_gets_the_whole_page(web: Web) -> None:
     web.login(*USER)
     r = mcp(web, HELLO, "latest", **{"HX-Request": "true", "HX-History-Restore-Request": "true"})
@@ -286,6 +294,7 @@ def expected_configs(url: str, folder: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.shares_app
 def test_the_copied_configurations_parse_and_equal_the_expected_structures(web: Web) -> None:
     web.login(*USER)
     text = mcp(web, HELLO, "latest").text
@@ -305,6 +314,7 @@ def test_the_copied_configurations_parse_and_equal_the_expected_structures(web: 
         assert f'data-copy-target="{element_id}"' in text
 
 
+@pytest.mark.shares_app
 def test_the_generic_configuration_has_exactly_the_mcpservers_shape(web: Web) -> None:
     web.login(*USER)
     config = json.loads(pre(mcp(web, HELLO, "1.0.0").text, "config-generic"))
@@ -314,6 +324,7 @@ def test_the_generic_configuration_has_exactly_the_mcpservers_shape(web: Web) ->
     assert server["headers"] == {"Authorization": "Bearer <YOUR_API_KEY>"}
 
 
+@pytest.mark.shares_app
 def test_an_admin_sees_the_registered_folder_in_the_stdio_variant(web: Web) -> None:
     web.login(*ADMIN)
     r = mcp(web, HELLO, "draft")
@@ -395,12 +406,14 @@ def try_it(
     return web.client.post(f"/projects/{project}/mcp/try?target={target}", data=data, headers=headers)
 
 
+@pytest.mark.shares_app
 def test_try_it_refuses_a_post_without_the_csrf_token(web: Web) -> None:
     web.login(*USER)
     r = try_it(web, HELLO, "greet", {"t1-name": "Ada"}, htmx=False)
     assert r.status_code == 403
 
 
+@pytest.mark.shares_app
 def test_try_it_answers_422_with_the_form_and_its_errors_and_starts_nothing(web: Web) -> None:
     csrf = web.login(*USER)
     r = try_it(web, HELLO, "greet", {"t1-times": "many"}, csrf=csrf)
@@ -418,6 +431,7 @@ def test_try_it_answers_422_with_the_form_and_its_errors_and_starts_nothing(web:
     assert account_store.list_keys(registry(web).engine, account_id=account.id) == []
 
 
+@pytest.mark.shares_app
 def test_try_it_without_htmx_renders_the_whole_page_with_the_errors_in_the_tools_card(web: Web) -> None:
     csrf = web.login(*USER)
     r = try_it(web, HELLO, "greet", {}, htmx=False, csrf=csrf)
@@ -428,11 +442,13 @@ def test_try_it_without_htmx_renders_the_whole_page_with_the_errors_in_the_tools
     assert '<details class="try-it" open>' in r.text and 'id="t1-name-error"' in r.text
 
 
+@pytest.mark.shares_app
 def test_try_it_on_a_tool_the_target_does_not_have_is_not_found(web: Web) -> None:
     csrf = web.login(*USER)
     assert try_it(web, HELLO, "nope", {}, csrf=csrf).status_code == 404
 
 
+@pytest.mark.shares_app
 def test_try_it_on_a_project_the_user_may_not_use_is_not_found(web: Web) -> None:
     csrf = web.login(*USER)
     assert try_it(web, LEDGER, "post_entry", {}, csrf=csrf).status_code == 404

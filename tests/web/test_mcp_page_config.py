@@ -126,6 +126,7 @@ def test_a_configuration_the_fields_outgrew_shows_needs_update_naming_the_field(
     assert 'id="config-needs-update"' not in mcp(web, PROJECT, "latest").text  # 1.0.0's fields
 
 
+@pytest.mark.shares_app
 def test_a_project_without_configuration_fields_shows_no_configuration_section(web: Web) -> None:
     web.login(*USER)
     r = mcp(web, HELLO)

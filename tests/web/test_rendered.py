@@ -7,6 +7,8 @@ import pytest
 
 from tests.web.conftest import USER, Web, rendered
 
+pytestmark = pytest.mark.shares_app  # both only read
+
 
 def test_a_whole_page_and_its_htmx_block_report_the_same_template_and_context(web: Web) -> None:
     web.login(*USER)

@@ -6,15 +6,13 @@ every POST without the session's CSRF token is 403."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
-from fastapi.testclient import TestClient
 
-from tests.web.conftest import ADMIN, USER, Web, prepare
+from tests.web.conftest import ADMIN, USER, Web
 from webui.app import create_app
 from webui.settings import Settings
 
@@ -27,6 +25,8 @@ PUBLIC = {
         " replica answered (a random id)"
     ),
 }
+# One app for the whole matrix: these tests only read (every write is refused).
+pytestmark = pytest.mark.shares_app
 PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 
 
@@ -62,20 +62,6 @@ def test_the_route_listing_sees_the_page_families() -> None:
         assert expected in GET_PAGES
     for expected in ("/logout", "/keys", "/admin/users"):
         assert expected in POST_PAGES
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    """One server for the whole matrix: these tests only read (every write is refused)."""
-    settings = prepare(tmp_path_factory.mktemp("route-auth") / "data")
-    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
-        yield Web(client, settings)
-
-
-@pytest.fixture
-def web(site: Web) -> Web:
-    site.logout()
-    return site
 
 
 @pytest.mark.parametrize("path", GET_PAGES)

@@ -135,6 +135,7 @@ def test_filters_by_project_status_and_source_newest_first(web: Web, hx: dict[st
     assert rendered(both).context["filters"] == {"project": HELLO, "status": "success", "source": ""}
 
 
+@pytest.mark.shares_app
 def test_the_filter_form_updates_the_results_with_htmx_and_keeps_the_url(web: Web) -> None:
     web.login(*USER)
     r = web.client.get("/runs?status=failed")
@@ -150,6 +151,7 @@ def test_the_filter_form_updates_the_results_with_htmx_and_keeps_the_url(web: We
         assert f'<label for="filter-{name}">' in html and f'id="filter-{name}" name="{name}"' in html
 
 
+@pytest.mark.shares_app
 def test_a_history_restore_gets_the_whole_page(web: Web) -> None:
     web.login(*USER)
     r = web.client.get("/runs", headers={**HX, "HX-History-Restore-Request": "true"})
@@ -190,6 +192,7 @@ def test_older_link_keeps_the_filters(web: Web) -> None:
     assert listed(web.client.get(older_url)) == [f"f-{PAGE_SIZE:03d}"]
 
 
+@pytest.mark.shares_app
 def test_the_run_page_shows_params_status_timeline_and_output(web: Web, hx: dict[str, str]) -> None:
     run_id = start_run(web, HELLO_DIR, "greet", {"name": "Ann", "times": 2}, actor="user:ann")
     web.login(*USER)
@@ -211,6 +214,7 @@ def test_the_run_page_shows_params_status_timeline_and_output(web: Web, hx: dict
     assert "hx-trigger" not in r.text, "a finished run is not polled"
 
 
+@pytest.mark.shares_app
 def test_the_full_report_is_for_the_runs_own_actor_and_admins_only(web: Web, hx: dict[str, str]) -> None:
     own = start_run(web, HELLO_DIR, "greet", {"name": "Ann"}, actor="user:ann")
     others = start_run(web, HELLO_DIR, "greet", {"name": "Bob"}, actor="user:root")
@@ -226,6 +230,7 @@ def test_the_full_report_is_for_the_runs_own_actor_and_admins_only(web: Web, hx:
     assert "greeting Ann" in (report_of(web.client.get(f"/runs/{own}", headers=hx)) or "")
 
 
+@pytest.mark.shares_app
 def test_a_failed_run_shows_its_error_and_keeps_stderr_for_the_report(web: Web, hx: dict[str, str]) -> None:
     run_id = start_run(web, TORTURE, "raise_error", {}, actor="user:root")
     web.login(*ADMIN)
@@ -237,6 +242,7 @@ def test_a_failed_run_shows_its_error_and_keeps_stderr_for_the_report(web: Web, 
     assert "hunter2" in (report_of(r) or "") and "hunter2" in r.text  # stderr, in the full report
 
 
+@pytest.mark.shares_app
 def test_runs_of_projects_the_user_may_not_use_are_not_found(web: Web, hx: dict[str, str]) -> None:
     run_id = start_run(web, TORTURE, "raise_error", {}, actor="user:root")
     web.login(*USER)
