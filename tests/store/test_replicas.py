@@ -268,3 +268,24 @@ def test_a_sweep_tells_live_pages_that_the_lapsed_replicas_runs_ended(engine: En
     assert me.claim() == ["r-dead"]
     runs = [(kind, data) for topic, kind, data in hub.published if topic == "runs"]
     assert runs == [("status", {"runId": "r-dead", "projectId": "p", "status": "failed"})]
+
+
+def test_a_session_closed_twice_is_closed_and_audited_once(engine: Engine) -> None:
+    """A revoked key's session is closed by the gateway holding it and, when that gateway's
+    answer came late, by the web request too: the second close changes nothing, writes no
+    second `session.terminated`, and keeps the first reason."""
+    add_session(engine, "s-twice", None)
+    audit = AuditLog()
+
+    def terminated(s: Session) -> None:
+        audit.record(s, "session.terminated", actor="user:uma", session_id="s-twice", outcome="revoked")
+
+    assert session_store.close_session(engine, session_id="s-twice", reason="revoked", audit=terminated)
+    assert not session_store.close_session(
+        engine, session_id="s-twice", reason="terminated", audit=terminated
+    )
+    assert not session_store.close_session(engine, session_id="unknown", reason="revoked", audit=terminated)
+    with Session(engine) as s:
+        assert s.get(McpSession, "s-twice").close_reason == "revoked"  # type: ignore[union-attr]
+        events = s.exec(select(AuditEvent).where(AuditEvent.event == "session.terminated")).all()
+        assert [(e.session_id, e.outcome) for e in events] == [("s-twice", "revoked")]

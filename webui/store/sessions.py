@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, func, or_, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine
 from sqlmodel import Session, col, select
 
 from webui.store.db import AuditWrite, add_row, quick_write
@@ -85,15 +85,21 @@ def touch_session(
 
 def close_session(engine: Engine, *, session_id: str, reason: str, audit: AuditWrite | None = None) -> bool:
     """Record the session closed; False when it already was (or is unknown). The audit
-    event commits with the change either way."""
+    event commits with the change, and only with it: a session another process closed
+    meanwhile (its gateway ending it on the same revocation) is recorded once."""
     with Session(engine) as s:
-        row = s.get(McpSession, session_id)
-        closed = row is not None and row.closed_at is None
-        if row is not None and closed:
-            row.closed_at = utcnow()
-            row.close_reason = reason
-            s.add(row)
-        if audit is not None:
+        # One conditional UPDATE: of two processes closing it at once, one changes the row.
+        moved = cast(
+            CursorResult[Any],
+            s.execute(
+                update(McpSession)
+                .where(col(McpSession.id) == session_id, col(McpSession.closed_at).is_(None))
+                .values(closed_at=utcnow(), close_reason=reason)
+                .execution_options(synchronize_session=False)
+            ),
+        )
+        closed = moved.rowcount == 1
+        if closed and audit is not None:
             audit(s)
         s.commit()
         return closed
