@@ -6,11 +6,18 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import mcp.client.session as mcp_client_session
 import pytest
 
+from tests.helpers import WAIT
 from tests.node_client import node_executable
 
 pytest_plugins = ["tests.pg"]
+
+# The Python SDK gives a server 10 s to answer `server/discover` when a client connects; a
+# stdio server a test starts imports the whole stack first, which a loaded 2-core machine can
+# take longer than that. The tests' own bound instead (a bound, not a speed check).
+mcp_client_session.DISCOVER_TIMEOUT_SECONDS = WAIT
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

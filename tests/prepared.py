@@ -162,7 +162,7 @@ def copy_prepared(kind: str, data_dir: Path, projects: Path | None = None) -> Pa
     projects at `projects`, the stored folders rewritten to point there); returns `data_dir`."""
     template = _template(kind)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(template / "data", data_dir)
+    shutil.copytree(template / "data", data_dir, dirs_exist_ok=True)  # an empty mount point may be there
     if (template / "projects").is_dir():
         assert projects is not None, "a server data dir comes with its projects folder"
         shutil.copytree(template / "projects", projects)

@@ -17,6 +17,7 @@ from playwright.sync_api import Page, expect
 from tests.browser.conftest import Console, checked
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
 from tests.e2e.server import LiveServer, make_server
+from tests.helpers import WAIT
 
 NAME = "pia"
 PASSWORD = "browser-config-pw-1"
@@ -41,7 +42,7 @@ def admin_api(server: LiveServer, method: str, path: str, **kwargs: Any) -> http
         f"{server.base_url}{path}",
         params={"account": NAME, **kwargs.pop("params", {})},
         headers={"Authorization": f"Bearer {server.admin_key}", **kwargs.pop("headers", {})},
-        timeout=30,
+        timeout=WAIT,
         **kwargs,
     )
 

@@ -19,8 +19,9 @@ from sqlmodel import Session, col, select
 from tests.cli_runner import run_cli
 from tests.conftest import EXAMPLES
 from tests.e2e.server import HELLO, STEAMHARNESS
+from tests.helpers import WAIT
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 PREFIX = "steamharness: error: "
 PROJECT = "5f0c8a52-3a55-4f7b-9d0e-0a1b2c3d4e5f"
 SECRET = "s3cret-value-never-printed"

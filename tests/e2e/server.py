@@ -29,6 +29,7 @@ from sqlmodel import SQLModel
 
 from tests import prepared
 from tests.conftest import server_env
+from tests.helpers import WAIT
 from webui.admin import create_key, create_user, grant_projects, revoke_key
 from webui.cli.common import cli_audit, open_store, server_settings
 from webui.settings import Settings
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 # A bound, not a speed check: a loaded 2-core machine can spend most of a minute importing
 # (STEAMHARNESS_TEST_START_TIMEOUT raises it further).
-START_TIMEOUT = float(os.environ.get("STEAMHARNESS_TEST_START_TIMEOUT", "120"))
+START_TIMEOUT = float(os.environ.get("STEAMHARNESS_TEST_START_TIMEOUT", str(WAIT)))
 
 HELLO, INTERACTIVE, FILES, LEDGER = prepared.HELLO, prepared.INTERACTIVE, prepared.FILES, prepared.LEDGER
 TORTURE = prepared.TORTURE_ID
@@ -112,7 +113,7 @@ class LiveServer:
             [STEAMHARNESS, *args, "--data-dir", str(self.data_dir)],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=WAIT,
             env=self.env,
             input=stdin,
         )

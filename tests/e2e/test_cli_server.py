@@ -16,8 +16,9 @@ import pytest
 from tests import prepared
 from tests.conftest import EXAMPLES
 from tests.e2e.server import HELLO, STEAMHARNESS, free_port, make_server
+from tests.helpers import WAIT
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 
 
 def run(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

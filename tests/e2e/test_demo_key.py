@@ -16,11 +16,12 @@ from pathlib import Path
 import httpx2
 
 from tests.e2e.server import STEAMHARNESS, free_port
+from tests.helpers import WAIT
 from webui.admin import DEMO_KEY_FILE
 from webui.store import accounts as account_store
 from webui.store.db import make_engine, sqlite_url
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 
 
 def env() -> dict[str, str]:

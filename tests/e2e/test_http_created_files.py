@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.server import FILES, STEAMHARNESS, free_port, running_server
 from tests.e2e.test_http_mcp import payload, sdk_client
+from tests.helpers import WAIT
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +59,7 @@ def test_serve_with_an_unusable_created_files_folder_exits_with_one_clear_line(
         [STEAMHARNESS, "serve", "--port", str(free_port()), "--data-dir", str(tmp_path / "data")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         env=env,
         stdin=subprocess.DEVNULL,
         cwd=tmp_path,

@@ -31,7 +31,7 @@ from tests.e2e.server import (
     raw_request,
     running_server,
 )
-from tests.helpers import wait_until_gone
+from tests.helpers import WAIT, wait_until_gone
 from webui.auth.keys import new_project_credential
 from webui.store import accounts as account_store
 from webui.store.db import make_engine
@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 PV = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, running_server
+from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import connect, payload
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 SERVER_CLIENT = FIXTURES / "server_client"
 
 

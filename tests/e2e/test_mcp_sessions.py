@@ -23,13 +23,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.server import INTERACTIVE, LiveServer, key_id_of, running_server
+from tests.helpers import WAIT
 from webui.store.runs import FINAL_STATUSES
 
 pytestmark = pytest.mark.anyio
 
 ADMIN = ("ada", "ada-password-1")
 USER = ("uma", "uma-password-1")
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 PV = "2025-11-25"
 

@@ -20,6 +20,7 @@ from mcp.client.context import ClientRequestContext
 
 from tests.e2e.server import LiveServer, free_port
 from tests.e2e.test_http_mcp import _wait_run, payload, sdk_client
+from tests.helpers import WAIT
 from tests.related_projects import GHOST, HELPER, MAIN, STRANGER, write_projects
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
@@ -30,7 +31,7 @@ def cli(data: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
         [STEAMHARNESS, *args, "--data-dir", str(data)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         stdin=subprocess.DEVNULL,
     )
     if check:

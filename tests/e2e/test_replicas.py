@@ -23,11 +23,11 @@ import pytest
 
 from tests.e2e.server import FILES, HELLO, TORTURE, LiveServer, free_port, make_server
 from tests.e2e.test_http_mcp import headers, open_session, payload, sdk_client, sse_json
-from tests.helpers import wait_until_gone
+from tests.helpers import WAIT, wait_until_gone
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 LEASE_TTL = "3"
 USER = ("rhea", "rhea-password-1")
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')

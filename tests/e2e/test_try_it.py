@@ -21,9 +21,10 @@ import httpx2
 import pytest
 
 from tests.e2e.server import HELLO, INTERACTIVE, LEDGER, LiveServer, running_server
+from tests.helpers import WAIT
 
 USER = ("ann", "ann-password-1")
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 RUN_LINK_RE = re.compile(r'href="/runs/([^"]+)"')
 

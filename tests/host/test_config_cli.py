@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 from tests.cli_runner import run_cli
+from tests.helpers import WAIT
 
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 PREFIX = "steamharness: error: "
 
 

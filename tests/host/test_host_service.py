@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 from tests import prepared
 from tests.conftest import FIXTURES
 from tests.e2e.server import free_port
+from tests.helpers import WAIT
 from webui.admin import create_user
 from webui.audit.log import AuditLog
 from webui.errors import InteractionClosed, InvalidAnswer
@@ -35,7 +36,7 @@ from webui.store.models import AuditEvent, Interaction
 
 pytestmark = pytest.mark.anyio
 SERVER = FIXTURES / "host_server.py"
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 
 
 @dataclass

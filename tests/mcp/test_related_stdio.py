@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 
 from tests.cli_runner import run_cli
+from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, connect, payload, scripted
 from tests.related_projects import HELPER, MAIN, STRANGER, write_projects
 from webui.store import runs as run_store
@@ -24,7 +25,7 @@ def start_failure(tmp_path: Path, *args: str) -> str:
         [STEAMHARNESS, "mcp", *args, "--data-dir", str(tmp_path / "data")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode != 0

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
+from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
 from webui.audit.log import AuditLog
 from webui.configs.places import local_place
@@ -160,7 +161,7 @@ def test_an_unknown_or_malformed_config_option_fails_at_start_in_one_line(
         [STEAMHARNESS, "mcp", str(project), "--data-dir", str(data_dir), "--config", name],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode != 0 and proc.stdout == ""

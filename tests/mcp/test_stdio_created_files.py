@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, FIXTURES
+from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
 
 pytestmark = pytest.mark.anyio
@@ -117,7 +118,7 @@ def run_mcp(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [STEAMHARNESS, "mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d"), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
     )

@@ -22,12 +22,12 @@ from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import EXAMPLES, TORTURE
-from tests.helpers import wait_until_gone
+from tests.helpers import WAIT, wait_until_gone
 
 pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "auto"]
-CALL_TIMEOUT = 60
+CALL_TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 
 ElicitCallback = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
@@ -414,7 +414,7 @@ def test_bad_command_lines_fail_with_one_clear_line(tmp_path: Path, args: list[s
         [STEAMHARNESS, *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
     )
@@ -435,7 +435,7 @@ def test_projects_that_are_not_workflows_are_never_served(tmp_path: Path, kind: 
         [STEAMHARNESS, "mcp", str(tmp_path), "--data-dir", str(tmp_path / "d")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode != 0 and proc.stdout == ""

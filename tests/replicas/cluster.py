@@ -18,10 +18,11 @@ from pathlib import Path
 import httpx2
 
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
+from tests.helpers import WAIT
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
-START_TIMEOUT = 60.0
+START_TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 
 
 def haproxy_binary() -> str:

@@ -25,6 +25,7 @@ import pytest
 
 from tests.e2e.server import LiveServer, make_server
 from tests.e2e.test_http_mcp import sdk_client
+from tests.helpers import WAIT
 from tests.security.test_limits import payload
 from tests.security.test_shutdown import exited, sigterm
 from webui.runs.outcomes import PENDING_FILE
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.anyio
 
 HERE = Path(__file__).resolve().parent
 OUTCOMES = "4d7e2a10-6b3c-4f85-9e21-c0a8b7d6e5f4"
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 BUSY_TIMEOUT = "0.2"
 RETRYING = re.compile(r"run (\S+): the database is still unavailable \((\w+)\).*retrying \(attempt (\d+)\)")
 

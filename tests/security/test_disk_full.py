@@ -27,6 +27,7 @@ from sqlalchemy.exc import OperationalError
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
 from tests.e2e.server import INTERACTIVE, LiveServer
 from tests.e2e.test_http_mcp import sdk_client
+from tests.helpers import WAIT
 from tests.security.test_db_locked import OUTCOMES, outcomes_server, retried, stored, stored_run
 from tests.security.test_limits import error_of, payload, upload
 from webui.blocking import unavailable
@@ -34,7 +35,7 @@ from webui.errors import StorageFull
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 DISK_SIZE = "16m"
 CONFIGS = f"/api/workflows/{SETTINGS_PROJECT}/configs"
 

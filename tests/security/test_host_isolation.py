@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.e2e.server import STEAMHARNESS
-from tests.helpers import needs_root
+from tests.helpers import WAIT, needs_root
 from webui.admin import create_user
 from webui.audit.log import AuditLog
 from webui.events import EventHub
@@ -144,7 +144,7 @@ def validate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
         [STEAMHARNESS, "config", "validate", "--root", str(root), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         env={**base_env, **env},
     )
 

@@ -24,6 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import FILES, HELLO, INTERACTIVE, LEDGER, TORTURE, LiveServer, make_server, raw_request
+from tests.helpers import WAIT
 from webui.errors import InvalidArguments
 from webui.mcp.results import final_result
 from webui.workflows.project import load_project
@@ -35,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 LIMITS = "f2f227de-81cb-474a-b2d0-e488a588fee2"
 PV = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 KIB = 1024
 SESSION_CAP = 2
 ADMIN_SESSION_CAP = 3

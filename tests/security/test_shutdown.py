@@ -20,7 +20,7 @@ from mcp.client.context import ClientRequestContext
 from tests.conftest import TORTURE as TORTURE_DIR
 from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, running_server
 from tests.e2e.test_http_mcp import sdk_client
-from tests.helpers import start_run, wait_until_gone
+from tests.helpers import WAIT, start_run, wait_until_gone
 from tests.security.test_limits import audit, payload
 from webui.runs.service import RunRefused
 from webui.services import open_services
@@ -31,7 +31,7 @@ from webui.workflows.project import load_project
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 EXIT_TIMEOUT = 30  # a bound on the wait, not a measured threshold
 
 

@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
-from tests.helpers import needs_root, next_update, process_gone, run_to_end, start_run, wait_until_gone
+from tests.helpers import WAIT, needs_root, next_update, process_gone, run_to_end, start_run, wait_until_gone
 from tests.security.workers_project import PROJECT_ID, write_project
 from webui.errors import ConfigError
 from webui.runs.child import LOG_TEXT_LIMIT, MAX_FRAME_BYTES, PROGRESS_MESSAGE_LIMIT
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.anyio
 
 NOBODY = pwd.getpwnam("nobody")
 TOO_BIG = MAX_FRAME_BYTES + 1
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 
 
 # ------------------------------------------------------------------------------ in-process

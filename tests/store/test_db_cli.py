@@ -18,9 +18,10 @@ import httpx2
 
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.e2e.server import HELLO, STEAMHARNESS, free_port
+from tests.helpers import WAIT
 from webui.store.migrations import HEAD
 
-TIMEOUT = 60
+TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 DUMP = FIXTURES / "pre_migration" / "steamharness.sql"
 NEEDS_UPGRADE = (
     f"steamharness: error: the database was made before migrations (it has no revision), this release needs "

@@ -26,6 +26,7 @@ from sqlmodel import Session, select
 from sse_starlette import ServerSentEvent
 
 from tests.conftest import FIXTURES
+from tests.helpers import WAIT
 from tests.web.conftest import ADMIN, USER, Web, prepare, rendered
 from webui.app import create_app
 from webui.auth.ui import COOKIE_NAME, UiUser
@@ -37,7 +38,7 @@ from webui.web.conversations import Feed, conversation_stream
 
 SERVER = FIXTURES / "host_server.py"
 HX = {"HX-Request": "true"}
-FOLLOW_SECONDS = 60.0
+FOLLOW_SECONDS = WAIT  # a bound, not a speed check (tests/helpers.py)
 FINISHED = ("success", "error", "failed")
 NOTHING_WAITING = '<p id="no-pending" class="muted">Nothing is waiting'
 STDIO = {"command": sys.executable, "args": [str(SERVER), "stdio"]}
