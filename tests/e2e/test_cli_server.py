@@ -19,6 +19,16 @@ from tests.e2e.server import HELLO, STEAMHARNESS, free_port, make_server
 from tests.helpers import WAIT
 
 TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
+INITIALIZE = {  # a 2025-11-25 client's first request
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
 
 
 def run(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -212,16 +222,7 @@ def test_a_server_whose_projects_and_key_were_made_by_the_commands_serves_every_
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2025-11-25",
     }
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = INITIALIZE
     listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     greet = {
         "jsonrpc": "2.0",
@@ -272,16 +273,7 @@ def test_serve_demo_prints_a_ready_login_and_key_that_work(tmp_path: Path) -> No
         key = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("demo API key:"))
         assert any(line.startswith("demo login: demo / ") for line in lines)
         url = f"http://127.0.0.1:{port}/api/workflows/{HELLO}/mcp?target=latest"
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        body = INITIALIZE
         headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
         while True:
             try:
