@@ -207,8 +207,11 @@ class WorkerPool:
             self._zygote_reader = asyncio.create_task(self._read_zygote(proc, ready))
             try:
                 await asyncio.wait_for(asyncio.shield(ready), HELLO_TIMEOUT_SECONDS)
-            except Exception:
-                # Never left half started: the caller gets the error, the next spawn a new try.
+            except BaseException:
+                # Never left half started (failed, timed out, or its caller cancelled): the
+                # caller gets the error, the next spawn a new try. Else a zygote that never
+                # said ready would pass for the running one and every fork would wait in vain.
+                ready.cancel()  # nobody awaits it any more: its reader must not fail it
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
