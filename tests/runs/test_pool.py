@@ -222,3 +222,31 @@ async def test_a_first_spawn_cancelled_while_the_zygote_starts_leaves_no_half_st
     finally:
         await pool.close()
     assert zygotes() == before
+
+
+async def test_a_pool_whose_socket_could_not_be_opened_leaves_no_folder_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the pool makes its folders
+    real = asyncio.start_unix_server
+    failures = iter([OSError(24, "Too many open files")])
+
+    async def fails_once(*args: object, **kwargs: object) -> asyncio.AbstractServer:
+        for exc in failures:
+            raise exc
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "start_unix_server", fails_once)
+    before = zygotes()
+    pool = WorkerPool(spares=0)
+    try:
+        with pytest.raises(OSError, match="Too many open files"):
+            await pool.spawn({"runId": "r-no-socket"})
+        worker = await pool.spawn({"runId": "r-next"})  # the next run opens it
+        assert parent_of(worker.pid) == pool.zygote_pid
+        worker.kill()
+        worker.close()
+    finally:
+        await pool.close()
+    assert zygotes() == before
+    assert list(tmp_path.iterdir()) == []  # the first try's folders are gone with the pool too
