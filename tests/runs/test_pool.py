@@ -5,8 +5,10 @@ died. Real processes throughout, read from /proc."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -180,3 +182,71 @@ async def test_a_zygote_that_fails_to_start_fails_the_run_and_the_next_run_start
     final = await run_to_end(svc, torture, "progress")
     assert (final.status, final.output) == ("success", {"steps": 3})
     assert zygotes() - before == {svc.pool.zygote_pid}
+
+
+async def test_a_first_spawn_cancelled_while_the_zygote_starts_leaves_no_half_started_zygote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An interpreter that never says it is ready: the start is still under way when cancelled.
+    hung = tmp_path / "never-ready"
+    hung.write_text("#!/bin/sh\nexec sleep 317\n", encoding="utf-8")
+    hung.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(hung))
+
+    def starting() -> set[int]:
+        found = set()
+        for pid in procs.children(os.getpid()):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if fh.read().split(b"\0")[:2] == [b"sleep", b"317"] and not process_gone(pid):
+                    found.add(pid)
+        return found
+
+    before = zygotes()
+    pool = WorkerPool(spares=0)
+    try:
+        first = asyncio.create_task(pool.spawn({"runId": "r-cancelled"}))
+        with anyio.fail_after(WAIT):
+            while not (started := starting()):
+                await anyio.sleep(0.02)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        # Not kept as if it were the pool's zygote: the next run would wait for its forks in vain.
+        await wait_until_gone(list(started), timeout=WAIT)
+        assert pool.zygote_pid is None
+        monkeypatch.undo()
+        worker = await pool.spawn({"runId": "r-next"})
+        assert zygotes() - before == {pool.zygote_pid} and parent_of(worker.pid) == pool.zygote_pid
+        worker.kill()
+        worker.close()
+    finally:
+        await pool.close()
+    assert zygotes() == before
+
+
+async def test_a_pool_whose_socket_could_not_be_opened_leaves_no_folder_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the pool makes its folders
+    real = asyncio.start_unix_server
+    failures = iter([OSError(24, "Too many open files")])
+
+    async def fails_once(*args: object, **kwargs: object) -> asyncio.AbstractServer:
+        for exc in failures:
+            raise exc
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "start_unix_server", fails_once)
+    before = zygotes()
+    pool = WorkerPool(spares=0)
+    try:
+        with pytest.raises(OSError, match="Too many open files"):
+            await pool.spawn({"runId": "r-no-socket"})
+        worker = await pool.spawn({"runId": "r-next"})  # the next run opens it
+        assert parent_of(worker.pid) == pool.zygote_pid
+        worker.kill()
+        worker.close()
+    finally:
+        await pool.close()
+    assert zygotes() == before
+    assert list(tmp_path.iterdir()) == []  # the first try's folders are gone with the pool too

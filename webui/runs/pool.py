@@ -160,13 +160,17 @@ class WorkerPool:
         self._replenish()
 
     async def _listen(self) -> None:
-        # A short private directory: Unix socket paths are limited to ~100 bytes.
-        self._dir = tempfile.mkdtemp(prefix="shw-")
-        os.chmod(self._dir, 0o700)
-        self._sock_path = os.path.join(self._dir, "runs.sock")
-        # Workers (the worker user) may enter their own directory here, never list others.
-        self._scratch_root = tempfile.mkdtemp(prefix="shw-runs-")
-        os.chmod(self._scratch_root, 0o711 if self.user else 0o700)
+        # The folders once: a start that failed past them is retried in the same ones (which
+        # close() removes), never leaving the first try's behind.
+        if self._dir is None:
+            # A short private directory: Unix socket paths are limited to ~100 bytes.
+            self._dir = tempfile.mkdtemp(prefix="shw-")
+            os.chmod(self._dir, 0o700)
+            self._sock_path = os.path.join(self._dir, "runs.sock")
+        if self._scratch_root is None:
+            # Workers (the worker user) may enter their own directory here, never list others.
+            self._scratch_root = tempfile.mkdtemp(prefix="shw-runs-")
+            os.chmod(self._scratch_root, 0o711 if self.user else 0o700)
         self._server = await asyncio.start_unix_server(
             self._on_connect, path=self._sock_path, limit=STREAM_LIMIT
         )
@@ -207,8 +211,11 @@ class WorkerPool:
             self._zygote_reader = asyncio.create_task(self._read_zygote(proc, ready))
             try:
                 await asyncio.wait_for(asyncio.shield(ready), HELLO_TIMEOUT_SECONDS)
-            except Exception:
-                # Never left half started: the caller gets the error, the next spawn a new try.
+            except BaseException:
+                # Never left half started (failed, timed out, or its caller cancelled): the
+                # caller gets the error, the next spawn a new try. Else a zygote that never
+                # said ready would pass for the running one and every fork would wait in vain.
+                ready.cancel()  # nobody awaits it any more: its reader must not fail it
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
