@@ -112,6 +112,16 @@ SLOW_MODULES = (
 )
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """A test marked `exec_processes` (its module's fixtures included, set up with its first
+    test) starts its `steamharness` processes by a real exec (tests/processes.py)."""
+    from tests import processes
+
+    processes.exec_only = processes.EXEC_ALWAYS or item.get_closest_marker("exec_processes") is not None
+    yield
+
+
 def _relative(item: pytest.Item) -> str:
     return item.path.relative_to(REPO).as_posix()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,13 +94,15 @@ def node_executable() -> str:
     return node
 
 
-def steamharness_command() -> str:
-    """The installed `steamharness` console script, preferring the one beside this Python."""
-    beside_python = Path(sys.executable).parent / "steamharness"
-    found = str(beside_python) if beside_python.exists() else shutil.which("steamharness")
-    if found is None:
+def steamharness_command() -> list[str]:
+    """stdio_client.mjs's options that start `steamharness` (tests/processes.py: the fork
+    server's launcher, or the installed console script under `exec_processes`)."""
+    from tests import processes
+
+    command, prefix = processes.stdio_command([])
+    if not Path(command).exists():
         pytest.fail("the steamharness console script is not installed (pip install -e .)")
-    return found
+    return ["--command", command, "--command-prefix", json.dumps(prefix)]
 
 
 def run_client_script(

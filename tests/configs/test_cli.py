@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
+from tests import processes
 from tests.cli_runner import run_cli
 from tests.conftest import EXAMPLES
 from tests.e2e.server import HELLO, STEAMHARNESS
@@ -49,7 +50,7 @@ def clean_env() -> dict[str, str]:
 def configs_process(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """The same command as a real process (the tests that keep the operating system's argv,
     pipes and exit)."""
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, "configs", *args, "--data-dir", str(data)],
         capture_output=True,
         text=True,

@@ -15,7 +15,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
-from tests import prepared
+from tests import prepared, processes
 from tests.conftest import server_env
 from tests.helpers import WAIT
 from webui.admin import create_key, create_user, grant_projects, revoke_key
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
 
     from webui.projects.registry import ProjectRegistry
 
-STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+STEAMHARNESS = processes.STEAMHARNESS
 # A bound, not a speed check: a loaded 2-core machine can spend most of a minute importing
 # (STEAMHARNESS_TEST_START_TIMEOUT raises it further).
 START_TIMEOUT = float(os.environ.get("STEAMHARNESS_TEST_START_TIMEOUT", str(WAIT)))
@@ -86,7 +85,7 @@ class LiveServer:
     port: int
     admin_key: str
     env: dict[str, str]
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | processes.ForkedProcess | None = None
     log_path: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     # None: the default store, SQLite in the data dir; otherwise the server and the CLI get
@@ -109,7 +108,7 @@ class LiveServer:
     def cli(
         self, *args: str, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
+        proc = processes.run(
             [STEAMHARNESS, *args, "--data-dir", str(self.data_dir)],
             capture_output=True,
             text=True,
@@ -230,7 +229,7 @@ class LiveServer:
         assert self.proc is None
         self.log_path = self.data_dir.parent / f"server-{self.port}.log"
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = processes.Popen(
             [
                 STEAMHARNESS,
                 "serve",

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests import prepared
+from tests import prepared, processes
 from tests.conftest import EXAMPLES
 from tests.e2e.server import HELLO, STEAMHARNESS, free_port, make_server
 from tests.helpers import WAIT
@@ -33,7 +33,7 @@ INITIALIZE = {  # a 2025-11-25 client's first request
 
 def run(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
@@ -147,7 +147,7 @@ def test_the_data_dir_comes_from_its_setting_unless_the_option_is_given(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     env["STEAMHARNESS_DATA_DIR"] = str(tmp_path / "from-env")
     for extra in ([], ["--data-dir", str(tmp_path / "from-option")]):
-        done = subprocess.run(
+        done = processes.run(
             [STEAMHARNESS, "projects", "add", str(EXAMPLES / "hello"), *extra],
             capture_output=True,
             text=True,
@@ -184,7 +184,7 @@ def test_the_demo_examples_come_from_the_examples_dir_setting(
 
 def test_a_weak_admin_key_is_refused_before_the_server_starts(tmp_path: Path) -> None:
     env = {**os.environ, "STEAMHARNESS_SERVER_ADMIN_KEY": "changeme"}
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "serve", "--data-dir", str(tmp_path), "--port", str(free_port())],
         capture_output=True,
         text=True,
@@ -198,7 +198,7 @@ def test_a_weak_admin_key_is_refused_before_the_server_starts(tmp_path: Path) ->
 
 @pytest.mark.parametrize("args", [["--projects-dir", "/nonexistent/projects"]])
 def test_serve_refuses_a_missing_projects_dir(tmp_path: Path, args: list[str]) -> None:
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "serve", "--data-dir", str(tmp_path), "--port", str(free_port()), *args],
         capture_output=True,
         text=True,
@@ -207,6 +207,8 @@ def test_serve_refuses_a_missing_projects_dir(tmp_path: Path, args: list[str]) -
     assert proc.returncode != 0 and "not a directory" in proc.stderr
 
 
+# The whole path through real processes, as an operator runs it (tests/processes.py).
+@pytest.mark.exec_processes
 def test_a_server_whose_projects_and_key_were_made_by_the_commands_serves_every_published_one(
     tmp_path: Path,
 ) -> None:
@@ -248,13 +250,15 @@ def test_a_server_whose_projects_and_key_were_made_by_the_commands_serves_every_
                 )
 
 
+# The whole path through real processes, as an operator runs it (tests/processes.py).
+@pytest.mark.exec_processes
 def test_serve_demo_prints_a_ready_login_and_key_that_work(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     env["STEAMHARNESS_SERVER_ADMIN_KEY"] = secrets.token_urlsafe(32)
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        proc = processes.Popen(
             [STEAMHARNESS, "serve", "--demo", "--port", str(port), "--data-dir", str(tmp_path / "data")],
             stdout=subprocess.PIPE,
             stderr=out,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx2
 
+from tests import processes
 from tests.e2e.server import STEAMHARNESS, free_port
 from tests.helpers import WAIT
 from webui.admin import DEMO_KEY_FILE
@@ -36,7 +37,7 @@ def demo_server(data_dir: Path) -> Iterator[tuple[int, str]]:
     port = free_port()
     log = data_dir.parent / f"demo-{port}.log"
     with log.open("wb") as err:
-        proc = subprocess.Popen(
+        proc = processes.Popen(
             [STEAMHARNESS, "serve", "--demo", "--port", str(port), "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE,
             stderr=err,
@@ -114,7 +115,7 @@ def test_a_lost_or_revoked_demo_key_is_replaced_and_the_old_one_stops_working(tm
     assert len(live_demo_keys(data)) == 1
 
     [key_id] = live_demo_keys(data)
-    revoked = subprocess.run(
+    revoked = processes.run(
         [STEAMHARNESS, "keys", "revoke", key_id, "--data-dir", str(data)],
         capture_output=True,
         text=True,

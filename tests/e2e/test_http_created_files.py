@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests import processes
 from tests.e2e.server import FILES, STEAMHARNESS, free_port, running_server
 from tests.e2e.test_http_mcp import payload, sdk_client
 from tests.helpers import WAIT
@@ -55,7 +56,7 @@ def test_serve_with_an_unusable_created_files_folder_exits_with_one_clear_line(
     taken.write_text("a file", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     env["STEAMHARNESS_FILE_CREATE_STORE_DIR"] = value.format(taken=taken)
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "serve", "--port", str(free_port()), "--data-dir", str(tmp_path / "data")],
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests import processes
 from tests.conftest import FIXTURES
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, running_server
 from tests.helpers import WAIT
@@ -32,7 +33,7 @@ def cli(
     *args: str, stdin: str | None = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, *args],
         capture_output=True,
         text=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,17 @@ import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
+from tests import processes
 from tests.e2e.server import LiveServer, free_port
 from tests.e2e.test_http_mcp import _wait_run, payload, sdk_client
 from tests.helpers import WAIT
 from tests.related_projects import GHOST, HELPER, MAIN, STRANGER, write_projects
 
-STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+STEAMHARNESS = processes.STEAMHARNESS
 
 
 def cli(data: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, *args, "--data-dir", str(data)],
         capture_output=True,
         text=True,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests import processes
 from tests.cli_runner import run_cli
 from tests.helpers import WAIT
 
-STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+STEAMHARNESS = processes.STEAMHARNESS
 TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 PREFIX = "steamharness: error: "
 
@@ -25,7 +25,7 @@ def validate(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 def validate_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The same command as a real process."""
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, "config", "validate", *args],
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from tests import processes
 from tests.cli_runner import run_cli
 from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, connect, payload, scripted
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.anyio
 
 
 def start_failure(tmp_path: Path, *args: str) -> str:
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "mcp", *args, "--data-dir", str(tmp_path / "data")],
         capture_output=True,
         text=True,

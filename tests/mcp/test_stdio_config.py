@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
+from tests import processes
 from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
 from webui.audit.log import AuditLog
@@ -157,7 +158,7 @@ async def test_a_picked_configuration_deleted_meanwhile_fails_the_call_clearly(
 def test_an_unknown_or_malformed_config_option_fails_at_start_in_one_line(
     project: Path, data_dir: Path, name: str, message: str
 ) -> None:
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "mcp", str(project), "--data-dir", str(data_dir), "--config", name],
         capture_output=True,
         text=True,

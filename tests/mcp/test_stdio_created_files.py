@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
@@ -114,7 +115,7 @@ def unwritable_dir() -> Iterator[Path]:
 
 
 def run_mcp(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, "mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d"), *args],
         capture_output=True,
         text=True,

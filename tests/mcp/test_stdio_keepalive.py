@@ -101,8 +101,7 @@ def test_the_typescript_client_resetting_its_timeout_on_progress_outlives_a_step
     node: str, tmp_path: Path
 ) -> None:
     args = [
-        "--command",
-        steamharness_command(),
+        *steamharness_command(),
         "--project",
         str(TORTURE),
         "--data-dir",

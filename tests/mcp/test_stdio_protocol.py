@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
+from tests import processes
 from tests.conftest import EXAMPLES, TORTURE
 from tests.helpers import WAIT, wait_until_gone
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "auto"]
 CALL_TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
-STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+STEAMHARNESS = processes.STEAMHARNESS
 
 ElicitCallback = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
@@ -36,9 +36,8 @@ ElicitCallback = Callable[[ClientRequestContext, types.ElicitRequestParams], Awa
 def server_params(
     project: Path, data_dir: Path, *extra: str, env: dict[str, str] | None = None
 ) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=STEAMHARNESS, args=["mcp", str(project), "--data-dir", str(data_dir), *extra], env=env
-    )
+    command, args = processes.stdio_command(["mcp", str(project), "--data-dir", str(data_dir), *extra])
+    return StdioServerParameters(command=command, args=args, env=env)
 
 
 @asynccontextmanager
@@ -410,7 +409,7 @@ async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Pat
     ],
 )
 def test_bad_command_lines_fail_with_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, *args],
         capture_output=True,
         text=True,
@@ -431,7 +430,7 @@ def test_projects_that_are_not_workflows_are_never_served(tmp_path: Path, kind: 
     if kind:
         doc["projectType"] = kind
     (tmp_path / "package.json").write_text(json.dumps(doc), encoding="utf-8")
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "mcp", str(tmp_path), "--data-dir", str(tmp_path / "d")],
         capture_output=True,
         text=True,
@@ -443,7 +442,7 @@ def test_projects_that_are_not_workflows_are_never_served(tmp_path: Path, kind: 
 
 
 def test_structure_prints_the_report(tmp_path: Path) -> None:
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "structure", str(EXAMPLES / "hello")], capture_output=True, timeout=60
     )
     report = json.loads(proc.stdout)

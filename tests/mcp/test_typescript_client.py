@@ -35,7 +35,7 @@ def run_client(
     elicitation: bool = False,
     answers: list[dict[str, Any]] | None = None,
 ) -> Observed:
-    args = ["--command", steamharness_command(), "--project", str(project), "--data-dir", str(data_dir)]
+    args = [*steamharness_command(), "--project", str(project), "--data-dir", str(data_dir)]
     doc, stderr = run_client_script(
         node, "stdio_client.mjs", args, ops, elicitation=elicitation, answers=answers
     )

@@ -2,12 +2,15 @@
 // Drives an MCP stdio server with the official TypeScript SDK client and prints ONE JSON
 // document describing everything it observed.
 //
-//   node stdio_client.mjs --command steamharness --project /abs/project --data-dir /abs/data \
+//   node stdio_client.mjs --command steamharness [--command-prefix '["arg", ...]'] \
+//     --project /abs/project --data-dir /abs/data \
 //     [--elicitation] [--answers '[{"action":"accept","content":{...}}]'] [--timeout-ms 30000] \
 //     [--server-env '{"STEAMHARNESS_PROGRESS_INTERVAL_SECONDS":"1"}'] \
 //     --ops '[{"op":"listTools"}, {"op":"callTool","name":"greet","arguments":{...},"expect":"result"}]'
 //
-// Every option may also come from the environment: MCP_COMMAND, MCP_PROJECT, MCP_DATA_DIR,
+// --command-prefix: arguments the command gets before `mcp PROJECT --data-dir DATA` (the
+// tests' fork-server launcher, tests/processes.py).
+// Every option may also come from the environment: MCP_COMMAND, MCP_COMMAND_PREFIX, MCP_PROJECT, MCP_DATA_DIR,
 // MCP_SERVER_ENV, MCP_ELICITATION=1, MCP_ANSWERS, MCP_OPS, MCP_TIMEOUT_MS.
 // The server gets the SDK's default environment plus --server-env (the transport merges them).
 //
@@ -19,6 +22,7 @@ import { makeClient, observeConnected, parseOptions, report, runMain, runOps } f
 function options() {
   const { values, common } = parseOptions({
     command: { type: 'string', default: process.env.MCP_COMMAND ?? 'steamharness' },
+    'command-prefix': { type: 'string', default: process.env.MCP_COMMAND_PREFIX ?? '[]' },
     project: { type: 'string', default: process.env.MCP_PROJECT },
     'data-dir': { type: 'string', default: process.env.MCP_DATA_DIR },
     'server-env': { type: 'string', default: process.env.MCP_SERVER_ENV ?? '{}' },
@@ -28,7 +32,7 @@ function options() {
   }
   return {
     command: values.command,
-    args: ['mcp', values.project, '--data-dir', values['data-dir']],
+    args: [...JSON.parse(values['command-prefix']), 'mcp', values.project, '--data-dir', values['data-dir']],
     env: JSON.parse(values['server-env']),
     ...common,
   };

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx2
 
+from tests import processes
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
 from tests.helpers import WAIT
 
@@ -73,7 +74,7 @@ class HaProxy:
             "STEAMHARNESS_REPLICA_B": f"127.0.0.1:{b.port}",
         }
         binary = haproxy_binary()
-        check = subprocess.run(
+        check = processes.run(
             [binary, "-c", "-f", str(HAPROXY_CFG)], env=env, capture_output=True, timeout=30
         )
         if check.returncode != 0:
@@ -81,7 +82,7 @@ class HaProxy:
                 f"haproxy refused {HAPROXY_CFG}:\n{check.stdout.decode()}{check.stderr.decode()}"
             )
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = processes.Popen(
             [binary, "-db", "-f", str(HAPROXY_CFG)],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -152,7 +153,7 @@ def running_cluster(root: Path, database_url: str, *, lease_ttl: str = "3") -> I
     """Two replicas (separate data dirs) and HAProxy; everything stopped by PID at the end."""
     shared = root / "shared"
     env = replica_env(database_url, shared, lease_ttl)
-    upgrade = subprocess.run(
+    upgrade = processes.run(
         [STEAMHARNESS, "db", "upgrade", "--data-dir", str(root / "migrate")],
         capture_output=True,
         text=True,

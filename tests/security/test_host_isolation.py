@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests import processes
 from tests.conftest import FIXTURES
 from tests.e2e.server import STEAMHARNESS
 from tests.helpers import WAIT, needs_root
@@ -140,7 +141,7 @@ async def test_a_server_files_loader_variables_never_reach_the_root_launcher(bas
 
 def validate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base_env = {k: v for k, v in os.environ.items() if not k.upper().startswith("STEAMHARNESS_")}
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, "config", "validate", "--root", str(root), *args],
         capture_output=True,
         text=True,

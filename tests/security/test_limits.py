@@ -10,7 +10,6 @@ import math
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import processes
 from tests.e2e.server import FILES, HELLO, INTERACTIVE, LEDGER, TORTURE, LiveServer, make_server, raw_request
 from tests.helpers import WAIT
 from webui.errors import InvalidArguments
@@ -42,7 +42,7 @@ SESSION_CAP = 2
 ADMIN_SESSION_CAP = 3
 FILE_CAP = 4
 BYTE_CAP = 256 * KIB
-STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
+STEAMHARNESS = processes.STEAMHARNESS
 
 
 @pytest.fixture(scope="module")

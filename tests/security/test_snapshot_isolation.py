@@ -21,7 +21,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.e2e.server import STEAMHARNESS, LiveServer
+from tests import processes
+from tests.e2e.server import LiveServer
 from tests.helpers import needs_root
 from tests.security.isolation_project import (
     SECRET,
@@ -36,6 +37,8 @@ from tests.security.isolation_project import (
 pytestmark = [
     pytest.mark.anyio,
     needs_root,
+    # The walker reads the server's /proc entries: a real exec's (tests/processes.py).
+    pytest.mark.exec_processes,
 ]
 
 
@@ -134,9 +137,8 @@ async def test_a_stdio_run_reaches_neither_the_data_dir_nor_other_runs(tmp_path:
         walker = write_walker(base / "walker")
         data = base / "data"
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
-        params = StdioServerParameters(
-            command=STEAMHARNESS, args=["mcp", str(walker), "--data-dir", str(data)], env=env
-        )
+        command, args = processes.stdio_command(["mcp", str(walker), "--data-dir", str(data)])
+        params = StdioServerParameters(command=command, args=args, env=env)
         arguments = {
             "roots": [str(data)],
             "watch": [str(data), tempfile.gettempdir()],

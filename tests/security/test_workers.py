@@ -24,6 +24,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import processes
 from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
 from tests.helpers import WAIT, needs_root, next_update, process_gone, run_to_end, start_run, wait_until_gone
 from tests.security.workers_project import PROJECT_ID, write_project
@@ -35,7 +36,9 @@ from webui.settings import Settings
 from webui.store import runs as run_store
 from webui.workflows.project import Project, load_project
 
-pytestmark = pytest.mark.anyio
+# The handlers here search every process's /proc environ and cmdline for the server's
+# secrets: the servers are real execs (a fork server's child shows the fork server's).
+pytestmark = [pytest.mark.anyio, pytest.mark.exec_processes]
 # Only a server running as root switches its workers to the worker user (a non-root server
 # has no other user to switch to), so these tests need a root test run; CI runs as root.
 
@@ -123,7 +126,7 @@ def test_a_hardened_server_process_is_not_dumpable() -> None:
         "import ctypes; from webui.runs.isolation import harden_process; harden_process();"
         " print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert out.stdout.strip() == "0", out.stderr
 
 
@@ -145,7 +148,7 @@ async def test_a_missing_or_root_worker_user_stops_start_up_before_anything_is_c
 def test_serve_with_a_missing_worker_user_exits_with_one_clear_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
     env["STEAMHARNESS_WORKER_USER"] = "no-such-user-here"
-    proc = subprocess.run(
+    proc = processes.run(
         [STEAMHARNESS, "serve", "--port", str(free_port()), "--data-dir", str(tmp_path / "data")],
         capture_output=True,
         text=True,

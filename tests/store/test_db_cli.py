@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx2
 
+from tests import processes
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.e2e.server import HELLO, STEAMHARNESS, free_port
 from tests.helpers import WAIT
@@ -34,7 +35,7 @@ def env() -> dict[str, str]:
 
 
 def run(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [STEAMHARNESS, *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
@@ -148,7 +149,7 @@ def started(*commands: list[str], logs: Path) -> Iterator[list[subprocess.Popen[
         for n, command in enumerate(commands):
             with (logs / f"{n}.log").open("wb") as log:
                 procs.append(
-                    subprocess.Popen(
+                    processes.Popen(
                         command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env()
                     )
                 )

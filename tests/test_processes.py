@@ -1,0 +1,221 @@
+"""The fork server (tests/processes.py, tests/forkserver.py): a forked `steamharness` answers
+as the exec'd one does, takes the environment, directory and streams it is given, and never
+outlives its requester."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import processes
+from tests.conftest import EXAMPLES
+from tests.helpers import WAIT
+
+S = processes.STEAMHARNESS
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+    return {**env, **extra}
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                found.add(int(name))
+    return found
+
+
+def gone(pid: int) -> bool:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return True
+        if status == "Z":  # ended, not yet reaped by the fork server
+            return True
+        time.sleep(0.02)  # polling /proc, bounded by the deadline
+    return False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["projects", "--help"],
+        ["no-such-command"],
+        ["structure", str(EXAMPLES / "hello")],
+        ["mcp", "relative/dir", "--data-dir", "d"],
+        ["keys", "create", "nobody", "--data-dir", "{tmp}/d"],
+    ],
+)
+def test_a_forked_command_answers_as_the_executed_one(tmp_path: Path, args: list[str]) -> None:
+    argv = [S, *(a.replace("{tmp}", str(tmp_path)) for a in args)]
+    kwargs = {"capture_output": True, "text": True, "timeout": WAIT, "env": clean_env(), "cwd": tmp_path}
+    forked = processes.run(argv, stdin=subprocess.DEVNULL, **kwargs)
+    executed = subprocess.run(argv, stdin=subprocess.DEVNULL, **kwargs)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (
+        executed.returncode,
+        executed.stdout,
+        executed.stderr,
+    )
+
+
+def test_the_environment_directory_and_stdin_are_the_requesters(tmp_path: Path) -> None:
+    data = tmp_path / "from-env"
+    (tmp_path / "work").mkdir()
+    done = processes.run(
+        [S, "users", "create", "alice", "--password-stdin"],
+        input="correct horse battery staple\n",
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=clean_env(STEAMHARNESS_DATA_DIR=str(data)),
+        cwd=tmp_path / "work",
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(data / "steamharness.sqlite3") as db:
+        assert db.execute("SELECT name, password_hash IS NOT NULL FROM accounts").fetchall() == [("alice", 1)]
+
+
+def test_a_signal_ends_a_forked_server_as_it_ends_an_executed_one(tmp_path: Path) -> None:
+    codes = []
+    for start in (processes.Popen, subprocess.Popen):
+        proc = start(
+            [S, "mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / start.__name__)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=clean_env(),
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # serving
+        proc.send_signal(signal.SIGTERM)
+        codes.append(proc.wait(WAIT))
+        proc.stdin.close()
+        proc.stdout.close()
+    assert codes[0] == codes[1]
+
+
+def test_a_child_whose_requester_is_gone_is_killed(tmp_path: Path) -> None:
+    proc = processes.Popen(
+        [S, "mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    assert isinstance(proc, processes.ForkedProcess)
+    pid = proc.pid
+    assert proc.poll() is None
+    proc._conn.close()  # as when the test process ends
+    assert gone(pid)
+    assert proc.stdin is not None
+    proc.stdin.close()
+
+
+def test_the_launcher_passes_signals_on_and_exits_with_the_childs_code(tmp_path: Path) -> None:
+    command, args = processes.stdio_command(
+        ["mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")]
+    )
+    server = processes.fork_server_pid()
+    before = children_of(server)
+    shim = subprocess.Popen(
+        [command, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    assert shim.stdin is not None and shim.stdout is not None
+    shim.stdin.write(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n')
+    shim.stdin.flush()
+    assert json.loads(shim.stdout.readline())["id"] == 7  # the child answers on the shim's pipes
+    (child,) = children_of(server) - before
+    shim.send_signal(signal.SIGTERM)
+    code = shim.wait(WAIT)
+    assert gone(child)
+    executed = subprocess.Popen(
+        [S, *args[5:]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    assert executed.stdin is not None and executed.stdout is not None
+    executed.stdin.write(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n')
+    executed.stdin.flush()
+    executed.stdout.readline()
+    executed.send_signal(signal.SIGTERM)
+    assert code == executed.wait(WAIT)
+    for proc in (shim, executed):
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        proc.stdout.close()
+    if shim.stderr is not None:
+        shim.stderr.close()
+
+
+def test_a_killed_launchers_child_is_killed(tmp_path: Path) -> None:
+    command, args = processes.stdio_command(
+        ["mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")]
+    )
+    server = processes.fork_server_pid()
+    before = children_of(server)
+    shim = subprocess.Popen([command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=clean_env())
+    assert shim.stdin is not None and shim.stdout is not None
+    shim.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+    shim.stdin.flush()
+    shim.stdout.readline()
+    (child,) = children_of(server) - before
+    shim.kill()
+    assert shim.wait(WAIT) == -signal.SIGKILL
+    assert gone(child)
+    shim.stdin.close()
+    shim.stdout.close()
+
+
+@pytest.mark.exec_processes
+def test_the_exec_marker_gives_real_processes(tmp_path: Path) -> None:
+    proc = processes.Popen(
+        [S, "mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    try:
+        assert isinstance(proc, subprocess.Popen)
+        assert processes.stdio_command(["mcp"]) == (S, ["mcp"])
+        deadline = time.monotonic() + WAIT
+        while b"steamharness" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline  # the exec completing, bounded
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.wait(WAIT)
+        assert proc.stdin is not None
+        proc.stdin.close()
+
+
+def test_python_starts_the_launcher_without_site(tmp_path: Path) -> None:
+    command, args = processes.stdio_command(["--help"])
+    assert command == sys.executable and args[:2] == ["-S", "-I"]
+    done = subprocess.run([command, *args], capture_output=True, text=True, timeout=WAIT, env=clean_env())
+    assert done.returncode == 0 and "Usage: steamharness" in done.stdout
