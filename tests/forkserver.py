@@ -5,10 +5,12 @@ loaded machine) importing the stack before its command does anything, and the su
 hundreds of them. This process imports the stack once (`PRELOAD`: every `webui` module and
 what its commands import lazily), then forks one child per request. The child takes the
 requester's standard streams (passed over the socket), working directory, environment and
-argv, and runs the entry point the `steamharness` script runs (`webui.cli.main`), exiting
-through the interpreter's normal end like the script. The requester is told the child's pid
-and, on the same connection, its exit code; closing the connection before that kills the
-child, so nothing outlives its test.
+argv, and runs the entry point the `steamharness` script runs (`webui.cli.main`) — or, for
+an argv naming a `.py` file, that script (the tests' MCP server fixtures) — exiting through
+the interpreter's normal end like the script. A requester of another user (a launcher a
+server started through `webui.host.unprivileged`) gets a child switched to that user. The
+requester is told the child's pid and, on the same connection, its exit code; closing the
+connection before that kills the child, so nothing outlives its test.
 
 What a fork cannot give, and the tests that need it run a real exec instead
 (`tests/processes.py`, the `exec_processes` marker): `/proc/PID/cmdline` and
@@ -32,6 +34,7 @@ import pkgutil
 import selectors
 import signal
 import socket
+import struct
 import sys
 from typing import Any
 
@@ -163,6 +166,10 @@ def serve(listener: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
                     _send(conn, {"error": "a request is JSON {argv, env, cwd} with three fds"})
                     conn.close()
                     continue
+                # Who asked (the kernel's word): a launcher a server started as an unprivileged
+                # user gets a child of that user.
+                _, uid, gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+                request["peer"] = [uid, gid]
                 pid = os.fork()
                 if pid == 0:
                     sel.close()
@@ -197,8 +204,21 @@ def _stream(fd: int, template: Any, *, write: bool, unbuffered: bool) -> Any:
     )
 
 
+def drop_to(uid: int, gid: int) -> None:
+    """The requester's user, as `webui.host.unprivileged` switches before its exec: no
+    groups, real, effective and saved ids for good, no way back up; dumpable again as an
+    exec by that user would be."""
+    from webui.runs import procs
+
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    procs.prctl(procs.PR_SET_NO_NEW_PRIVS, 1)
+    procs.prctl(procs.PR_SET_DUMPABLE, 1)
+
+
 def become(request: dict[str, Any], fds: list[int]) -> list[str]:
-    """In the child: take the requester's streams, directory and environment; its argv."""
+    """In the child: take the requester's user, streams, directory and environment; its argv."""
     import tempfile
 
     for target, fd in enumerate(fds):
@@ -206,6 +226,9 @@ def become(request: dict[str, Any], fds: list[int]) -> list[str]:
     for fd in fds:
         if fd > 2:
             os.close(fd)
+    uid, gid = request["peer"]
+    if (uid, gid) != (os.getuid(), os.getgid()):
+        drop_to(uid, gid)
     if request.get("cwd"):
         os.chdir(request["cwd"])
     os.environ.clear()
@@ -227,6 +250,8 @@ def main() -> int | None:
     gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
+    # Launchers started as an unprivileged user connect too (their children run as them).
+    os.chmod(path, 0o666)
     listener.listen(64)
     print("ready", flush=True)
     served = serve(listener)
@@ -235,6 +260,12 @@ def main() -> int | None:
     argv = become(*served)
     sys.argv = argv
     sys.orig_argv = [sys.executable, *argv]
+    sys.path[0] = os.path.dirname(argv[0])  # as for a script: its folder first
+    if argv[0].endswith(".py"):  # a Python script (a test's MCP server fixture)
+        import runpy
+
+        runpy.run_path(argv[0], run_name="__main__")
+        return 0
     # As the script runs it (click names the program after argv[0] only then).
     globals().update(__package__=None, __spec__=None)
     from webui.cli import main as steamharness

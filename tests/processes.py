@@ -52,6 +52,7 @@ class _Server:
 
     def _start(self) -> None:
         folder = tempfile.mkdtemp(prefix="shfork-")
+        os.chmod(folder, 0o711)  # the socket is reached by launchers of other users
         self.path = os.path.join(folder, "fork.sock")
         log = open(os.path.join(folder, "forkserver.log"), "ab")  # noqa: SIM115
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
@@ -272,6 +273,22 @@ def run(args: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     if check and proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, proc.args, out, err)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def python_script(script: str | os.PathLike[str], *args: str) -> dict[str, Any]:
+    """A servers.json stdio entry ({command, args}) running a Python script of the tests
+    (an MCP server fixture): forked by the fork server, or `python SCRIPT ARGS`."""
+    if exec_only:
+        return {"command": sys.executable, "args": [os.fspath(script), *args]}
+    return {
+        "command": sys.executable,
+        "args": ["-S", "-I", SHIM, _server.socket_path(), os.fspath(script), *args],
+    }
+
+
+def fork_server_socket() -> str:
+    """The path of this test process's fork server's socket (started if it is not yet)."""
+    return _server.socket_path()
 
 
 def fork_server_pid() -> int:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests import processes
-from tests.conftest import EXAMPLES
-from tests.helpers import WAIT
+from tests.conftest import EXAMPLES, FIXTURES
+from tests.helpers import WAIT, needs_root
 
 S = processes.STEAMHARNESS
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -219,3 +222,51 @@ def test_python_starts_the_launcher_without_site(tmp_path: Path) -> None:
     assert command == sys.executable and args[:2] == ["-S", "-I"]
     done = subprocess.run([command, *args], capture_output=True, text=True, timeout=WAIT, env=clean_env())
     assert done.returncode == 0 and "Usage: steamharness" in done.stdout
+
+
+def test_a_script_forked_for_the_launcher_sees_what_its_exec_sees(tmp_path: Path) -> None:
+    script = FIXTURES / "who_am_i.py"
+    entry = processes.python_script(script, "x")
+    env = {"PATH": os.environ["PATH"], "WHO_AM_I_MARK": "m"}
+    seen = []
+    for command in ([entry["command"], *entry["args"]], [sys.executable, str(script), "x"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        seen.append(json.loads(done.stdout))
+    assert seen[0] == seen[1]
+    assert seen[0]["cwd"] == str(tmp_path) and seen[0]["env"] == "m" and seen[0]["argv"] == [str(script), "x"]
+
+
+@needs_root
+def test_a_requester_of_another_user_gets_a_child_of_that_user() -> None:
+    """A launcher the host starts through webui.host.unprivileged connects as that user: the
+    fork server's child switches to it for good, as the launcher's exec would run."""
+    nobody = pwd.getpwnam("nobody")
+    path = processes.fork_server_socket()
+    request = json.dumps(
+        {"argv": [str(FIXTURES / "who_am_i.py")], "env": {"WHO_AM_I_MARK": "n"}, "cwd": "/"}
+    ).encode()
+    null = os.open(os.devnull, os.O_RDWR)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the requester: this process's copy, switched to nobody (no exec needed)
+        try:
+            os.setgroups([])
+            os.setresgid(nobody.pw_gid, nobody.pw_gid, nobody.pw_gid)
+            os.setresuid(nobody.pw_uid, nobody.pw_uid, nobody.pw_uid)
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            conn.connect(path)
+            socket.send_fds(conn, [request], [null, write, write])
+            assert "pid" in json.loads(conn.recv(65536))
+            os._exit(json.loads(conn.recv(65536))["exit"])
+        except BaseException:
+            os._exit(99)
+    os.close(write)
+    os.close(null)
+    with os.fdopen(read, "rb") as out:
+        printed = out.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, printed
+    who = json.loads(printed)
+    assert who["uids"] == [nobody.pw_uid] * 3 and who["gids"] == [nobody.pw_gid] * 3
+    assert who["groups"] == [] and who["no_new_privs"] == "1" and who["cwd"] == "/" and who["env"] == "n"

@@ -15,13 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, Error, Locator, Page, expect
 
+from tests import processes
 from tests.browser.conftest import phase_failed
 from tests.conftest import FIXTURES
 from tests.e2e.server import LiveServer, running_server
@@ -40,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("host-ui")
     root = tmp / "root"
     (root / "mcp").mkdir(parents=True)
-    entry = {"command": sys.executable, "args": [str(FIXTURES / "host_server.py"), "stdio"]}
+    entry = processes.python_script(FIXTURES / "host_server.py", "stdio")
     (root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": {"Test_Stdio": entry}}), "utf-8")
     (root / "config.yaml").write_text(f"defaults:\n  mcp_servers: [{SERVER_ID}]\n", "utf-8")
     env = {

@@ -21,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import re
-import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -35,6 +34,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Page, expect
 
+from tests import processes
 from tests.browser.conftest import Console, browser, checked, context, page, playwright  # noqa: F401
 from tests.conftest import FIXTURES
 from tests.e2e.server import LiveServer, running_server
@@ -55,7 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("hostile-forms")
     root = tmp / "root"
     (root / "mcp").mkdir(parents=True)
-    entry = {"command": sys.executable, "args": [str(FIXTURES / "hostile_server.py"), "stdio"]}
+    entry = processes.python_script(FIXTURES / "hostile_server.py", "stdio")
     (root / "mcp" / "servers.json").write_text(json.dumps({"mcpServers": {"Hostile": entry}}), "utf-8")
     (root / "config.yaml").write_text(f"defaults:\n  mcp_servers: [{SERVER_ID}]\n", "utf-8")
     # STEAMHARNESS_HOST_SERVER_USER "": the hostile server is this interpreter, which may live

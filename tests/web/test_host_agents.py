@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.conftest import USER, rendered
-from tests.web.test_host_pages import STDIO, Host, create, start, write_root
+from tests.web.test_host_pages import Host, create, start, stdio, write_root
 
 AGENTS = {
     "inherit.yaml": "kind: agent\nid: agent-inherit\nname: Inherits\nmcp_servers: null\n",
@@ -29,7 +29,7 @@ def write_agents(root: Path, agents: dict[str, str]) -> None:
 def host(tmp_path: Path) -> Iterator[Host]:
     root = tmp_path / "root"
     write_root(
-        root, {"Test_Stdio": STDIO, "Other Server": STDIO}, "defaults:\n  mcp_servers: [mcp-test-stdio]\n"
+        root, {"Test_Stdio": stdio(), "Other Server": stdio()}, "defaults:\n  mcp_servers: [mcp-test-stdio]\n"
     )
     write_agents(root, AGENTS)
     yield from start(tmp_path, root=root)
@@ -119,7 +119,7 @@ def test_an_unknown_or_missing_agent_is_refused_and_the_form_keeps_the_values(ho
 
 def test_a_broken_agent_file_is_a_configuration_problem_on_the_pages(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    write_root(root, {"Test_Stdio": STDIO}, "")
+    write_root(root, {"Test_Stdio": stdio()}, "")
     write_agents(root, {"bad.yaml": "kind: agent\nid: agent-bad\nname: Bad\nmcp_servers: [mcp-nope]\n"})
     for host in start(tmp_path, root=root):
         csrf = host.web.login(*USER)

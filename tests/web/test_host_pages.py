@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 from sse_starlette import ServerSentEvent
 
+from tests import processes
 from tests.conftest import FIXTURES
 from tests.helpers import WAIT
 from tests.web.conftest import ADMIN, USER, Web, prepare, rendered
@@ -41,7 +41,11 @@ HX = {"HX-Request": "true"}
 FOLLOW_SECONDS = WAIT  # a bound, not a speed check (tests/helpers.py)
 FINISHED = ("success", "error", "failed")
 NOTHING_WAITING = '<p id="no-pending" class="muted">Nothing is waiting'
-STDIO = {"command": sys.executable, "args": [str(SERVER), "stdio"]}
+
+
+def stdio() -> dict[str, Any]:
+    """The test server's servers.json entry (forked by the fork server: tests/processes.py)."""
+    return processes.python_script(SERVER, "stdio")
 
 
 @dataclass
@@ -69,7 +73,7 @@ def start(tmp_path: Path, *, expiry: float = 300.0, root: Path | None = None) ->
         root = tmp_path / "root"
         write_root(
             root,
-            {"Test_Stdio": STDIO, "Other Server": STDIO},
+            {"Test_Stdio": stdio(), "Other Server": stdio()},
             "defaults:\n  mcp_servers: [mcp-test-stdio]\n"
             "mcp:\n  host_owned_servers: [mcp-other-server]\n"
             "  protocol_overrides:\n    mcp-other-server: legacy\n",
@@ -298,7 +302,9 @@ def section(page: str, server_id: str) -> str:
 def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: Path) -> None:
     root = tmp_path / "root"
     write_root(
-        root, {"Good": STDIO, "Bad": {**STDIO, "disabled": True}}, "defaults:\n  mcp_servers: [mcp-nope]\n"
+        root,
+        {"Good": stdio(), "Bad": {**stdio(), "disabled": True}},
+        "defaults:\n  mcp_servers: [mcp-nope]\n",
     )
     (root / "mcp" / "extra.jsonc").write_text("{}", encoding="utf-8")
     for h in start(tmp_path, root=root):
@@ -344,7 +350,7 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
 
 def test_an_unset_environment_reference_is_a_problem_of_that_server(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    write_root(root, {"Needs": {**STDIO, "env": {"TOKEN": "${SH_HOST_TEST_UNSET_VAR}"}}}, "")
+    write_root(root, {"Needs": {**stdio(), "env": {"TOKEN": "${SH_HOST_TEST_UNSET_VAR}"}}}, "")
     for h in start(tmp_path, root=root):
         h.web.login(*ADMIN)
         page = h.client.get("/host/servers")
