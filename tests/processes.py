@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +31,17 @@ from tests.helpers import WAIT
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 SHIM = str(Path(__file__).with_name("forkshim.py"))
 ROOT = Path(__file__).resolve().parent.parent
+ZYGOTE_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "PYTHONUTF8",
+    "PYTHONIOENCODING",
+)
 
 EXEC_ALWAYS = os.environ.get("STEAMHARNESS_TEST_EXEC") == "1"
 # Set per test by tests/conftest.py from the `exec_processes` marker.
@@ -55,7 +67,9 @@ class _Server:
         os.chmod(folder, 0o711)  # the socket is reached by launchers of other users
         self.path = os.path.join(folder, "fork.sock")
         log = open(os.path.join(folder, "forkserver.log"), "ab")  # noqa: SIM115
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
+        # What the interpreter reads at its start, nothing more: every child gets its own
+        # environment, but /proc/PID/environ of a child (a user's, after a switch) shows this.
+        env = {k: v for k, v in os.environ.items() if k in ZYGOTE_ENV or k.startswith("LC_")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.forkserver", self.path],
             cwd=ROOT,
@@ -79,9 +93,14 @@ class _Server:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
+        if proc is None:
+            return
+        if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 _server = _Server()

@@ -270,3 +270,20 @@ def test_a_requester_of_another_user_gets_a_child_of_that_user() -> None:
     who = json.loads(printed)
     assert who["uids"] == [nobody.pw_uid] * 3 and who["gids"] == [nobody.pw_gid] * 3
     assert who["groups"] == [] and who["no_new_privs"] == "1" and who["cwd"] == "/" and who["env"] == "n"
+
+
+def test_the_fork_server_starts_with_none_of_the_test_processes_other_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a child shows in /proc/PID/environ is the fork server's start: no secret of the run."""
+    monkeypatch.setenv("SOME_CI_TOKEN", "t0ken")
+    server = processes._Server()  # one of its own, started with this environment
+    server.socket_path()
+    assert server.proc is not None
+    try:
+        environ = Path(f"/proc/{server.proc.pid}/environ").read_bytes()
+    finally:
+        server.stop()
+    assert b"t0ken" not in environ and b"STEAMHARNESS_" not in environ
+    names = {entry.split(b"=", 1)[0].decode() for entry in environ.split(b"\0") if entry}
+    assert names <= {*processes.ZYGOTE_ENV, *(n for n in names if n.startswith("LC_"))}

@@ -15,20 +15,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
-import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis import GenerationMode
-from schemathesis.schemas import APIOperation
 
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
 from tests.e2e.server import HELLO, LiveServer
 from tests.security.fuzz_server import hello_server
 from webui.mcp.openapi import MCP_PATH
+
+if TYPE_CHECKING:  # schemathesis is imported by the tests that use it (seconds of import
+    # in every test process that merely collects this module otherwise)
+    from schemathesis.schemas import APIOperation
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +69,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     )
     live.add_project(write_settings_project(live.projects / "settings"), SETTINGS_PROJECT)
     with live.running(), requests.Session() as http:
+        import schemathesis
+
         schema = schemathesis.openapi.from_url(f"{live.base_url}/openapi.json", timeout=WAIT)
         operations = [
             result.ok()
@@ -93,6 +96,8 @@ def check_answer(operation: APIOperation, response: Any) -> None:
 
 
 def attack(api: Api, operation: APIOperation, headers: dict[str, str]) -> None:
+    from schemathesis import GenerationMode
+
     cases = st.one_of(
         operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
         operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
