@@ -7,10 +7,11 @@ what its commands import lazily), then forks one child per request. The child ta
 requester's standard streams (passed over the socket), working directory, environment and
 argv, and runs the entry point the `steamharness` script runs (`webui.cli.main`) — or, for
 an argv naming a `.py` file, that script (the tests' MCP server fixtures) — exiting through
-the interpreter's normal end like the script. A requester of another user (a launcher a
-server started through `webui.host.unprivileged`) gets a child switched to that user. The
-requester is told the child's pid and, on the same connection, its exit code; closing the
-connection before that kills the child, so nothing outlives its test.
+the interpreter's normal end like the script. Only this user's processes are served (the
+socket is in a folder of its own, mode 0700, and the peer's uid is checked). The requester
+is told the child's pid and, on the same connection, its exit code; closing the
+connection before that kills the child, and a child dies with the fork server, so nothing
+outlives its test.
 
 What a fork cannot give, and the tests that need it run a real exec instead
 (`tests/processes.py`, the `exec_processes` marker): `/proc/PID/cmdline` and
@@ -20,8 +21,9 @@ at import; `tests/test_processes.py` checks the settings and streams a child see
 
 Run as `python -m tests.forkserver SOCKET`; it writes one line on stdout when it listens,
 and ends when its parent does. One connection per child, SOCK_SEQPACKET: a JSON request
-{"argv", "env", "cwd"} with three fds (stdin, stdout, stderr), answered {"pid": N} or
-{"error": "..."}, then {"exit": CODE} (negative: the signal that ended it)."""
+{"argv", "env", "cwd", "umask", "new_session"} with three fds (stdin, stdout, stderr),
+answered {"pid": N} or {"error": "..."}, then {"exit": CODE} (negative: the signal that
+ended it)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ PRELOAD = (
     "mcp.client.streamable_http",
 )
 MAX_REQUEST = 1 << 20
+PR_SET_PDEATHSIG = 1
 
 
 def preload() -> None:
@@ -129,58 +132,80 @@ def serve(listener: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, "accept")
     children = Children()
+    pending: set[socket.socket] = set()  # accepted, their request not read yet
     while True:
         events = sel.select(timeout=1.0)
         if os.getppid() != parent:
             children.kill_all()
             return None
         for key, _ in events:
-            if key.data == "accept":
-                conn, _ = listener.accept()
-                sel.register(conn, selectors.EVENT_READ, "request")
-            elif key.data == "exit":
-                children.exited(int(key.fd), sel)
-            elif key.data == "watch":
-                conn = key.fileobj
-                assert isinstance(conn, socket.socket)
-                try:
-                    data = conn.recv(16)
-                except OSError:
-                    data = b""
-                if not data:
-                    children.requester_gone(conn, sel)
-            else:  # a request
-                conn = key.fileobj
-                assert isinstance(conn, socket.socket)
-                sel.unregister(conn)
-                try:
-                    data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
-                except OSError:
-                    data, fds = b"", []
-                try:
-                    request = json.loads(data)
-                    assert len(fds) == 3 and isinstance(request["argv"], list)
-                except (ValueError, AssertionError, KeyError, TypeError):
-                    for fd in fds:
+            try:
+                if key.data == "accept":
+                    conn, _ = listener.accept()
+                    pending.add(conn)
+                    sel.register(conn, selectors.EVENT_READ, "request")
+                elif key.data == "exit":
+                    children.exited(int(key.fd), sel)
+                elif key.data == "watch":
+                    conn = key.fileobj
+                    assert isinstance(conn, socket.socket)
+                    try:
+                        data = conn.recv(16)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        children.requester_gone(conn, sel)
+                else:
+                    conn = key.fileobj
+                    assert isinstance(conn, socket.socket)
+                    pending.discard(conn)
+                    sel.unregister(conn)
+                    request = _read_request(conn)
+                    if request is None:
+                        continue
+                    pid = os.fork()
+                    if pid == 0:
+                        sel.close()
+                        listener.close()
+                        children.close_in_child()
+                        for other in pending:
+                            other.close()
+                        conn.close()
+                        return request
+                    for fd in request[1]:
                         os.close(fd)
-                    _send(conn, {"error": "a request is JSON {argv, env, cwd} with three fds"})
-                    conn.close()
-                    continue
-                # Who asked (the kernel's word): a launcher a server started as an unprivileged
-                # user gets a child of that user.
-                _, uid, gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-                request["peer"] = [uid, gid]
-                pid = os.fork()
-                if pid == 0:
-                    sel.close()
-                    listener.close()
-                    children.close_in_child()
-                    conn.close()
-                    return request, fds
-                for fd in fds:
-                    os.close(fd)
-                children.add(pid, conn, sel)
-                _send(conn, {"pid": pid})
+                    children.add(pid, conn, sel)
+                    _send(conn, {"pid": pid})
+            except Exception as exc:  # one request's failure (no fds left, fork refused) ends only it
+                print(f"forkserver: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """The request on a new connection, or None (answered with an error and closed)."""
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
+    except OSError:
+        data, fds = b"", []
+    # Only this user's processes are served (the folder is this user's alone, too): a child
+    # never runs as a user other than its requester's, nor for another user at all.
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    problem = None
+    if uid != os.getuid():
+        problem = "only the fork server's own user is served"
+    else:
+        try:
+            request = json.loads(data)
+            if not (len(fds) == 3 and isinstance(request, dict) and isinstance(request.get("argv"), list)):
+                problem = "a request is JSON {argv, env, cwd, umask, new_session} with three fds"
+        except (ValueError, RecursionError):
+            problem = "a request is JSON"
+    if problem is not None:
+        for fd in fds:
+            os.close(fd)
+        _send(conn, {"error": problem})
+        conn.close()
+        return None
+    return request, fds
 
 
 def _stream(fd: int, template: Any, *, write: bool, unbuffered: bool) -> Any:
@@ -204,33 +229,28 @@ def _stream(fd: int, template: Any, *, write: bool, unbuffered: bool) -> Any:
     )
 
 
-def drop_to(uid: int, gid: int) -> None:
-    """The requester's user, as `webui.host.unprivileged` switches before its exec: no
-    groups, real, effective and saved ids for good, no way back up; dumpable again as an
-    exec by that user would be."""
-    from webui.runs import procs
-
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    procs.prctl(procs.PR_SET_NO_NEW_PRIVS, 1)
-    procs.prctl(procs.PR_SET_DUMPABLE, 1)
-
-
 def become(request: dict[str, Any], fds: list[int]) -> list[str]:
-    """In the child: take the requester's user, streams, directory and environment; its argv."""
+    """In the child: take the requester's streams, directory, environment, umask and
+    session; its argv."""
     import tempfile
 
+    from webui.runs import procs
+
+    # Ended with the fork server (which ends with its test process), as the requester's own
+    # child would be by its end; a fork server already gone is seen by the parent check.
+    procs.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        os._exit(70)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    uid, gid = request["peer"]
-    if (uid, gid) != (os.getuid(), os.getgid()):
-        drop_to(uid, gid)
-    if request.get("cwd"):
-        os.chdir(request["cwd"])
+    os.closerange(3, 65536)  # only the three streams, as an exec with close_fds gives
+    os.chdir(request.get("cwd") or "/")
+    os.umask(int(request.get("umask", 0o022)))
+    if request.get("new_session"):
+        os.setsid()
     os.environ.clear()
     os.environ.update(request.get("env") or {})
     tempfile.tempdir = None
@@ -250,8 +270,7 @@ def main() -> int | None:
     gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
-    # Launchers started as an unprivileged user connect too (their children run as them).
-    os.chmod(path, 0o666)
+    os.chmod(path, 0o600)
     listener.listen(64)
     print("ready", flush=True)
     served = serve(listener)

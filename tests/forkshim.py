@@ -23,7 +23,17 @@ def main() -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     conn.connect(path)
-    request = {"argv": [argv0, *args], "env": dict(os.environ), "cwd": os.getcwd()}
+    umask = os.umask(0)
+    os.umask(umask)
+    request = {
+        "argv": [argv0, *args],
+        "env": dict(os.environ),
+        "cwd": os.getcwd(),
+        "umask": umask,
+        # A client that started the shim in a session of its own (the MCP SDKs do) gets the
+        # command in one too.
+        "new_session": os.getsid(0) == os.getpid(),
+    }
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     answer = json.loads(conn.recv(65536) or b'{"error": "the fork server closed the connection"}')
     if "pid" not in answer:

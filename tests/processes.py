@@ -64,7 +64,6 @@ class _Server:
 
     def _start(self) -> None:
         folder = tempfile.mkdtemp(prefix="shfork-")
-        os.chmod(folder, 0o711)  # the socket is reached by launchers of other users
         self.path = os.path.join(folder, "fork.sock")
         log = open(os.path.join(folder, "forkserver.log"), "ab")  # noqa: SIM115
         # What the interpreter reads at its start, nothing more: every child gets its own
@@ -119,6 +118,14 @@ def _fd(stream: Any, default: int, opened: list[int]) -> int:
     return stream.fileno()
 
 
+def _umask() -> int:
+    """This process's umask, read without setting it (other threads may create files)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    return 0o022
+
+
 class ForkedProcess:
     """A fork server's child, answering like `subprocess.Popen`."""
 
@@ -132,6 +139,7 @@ class ForkedProcess:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         text: bool = False,
+        start_new_session: bool = False,
         **unsupported: Any,
     ) -> None:
         assert not unsupported, f"not supported for a forked process: {sorted(unsupported)}"
@@ -158,6 +166,8 @@ class ForkedProcess:
             "argv": self.args,
             "env": dict(os.environ if env is None else env),
             "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
+            "umask": _umask(),
+            "new_session": start_new_session,
         }
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -177,19 +187,24 @@ class ForkedProcess:
                 os.close(fd)
         if "pid" not in answer:
             self._conn.close()
+            for fd in ours.values():
+                os.close(fd)
             raise OSError(f"the fork server refused {self.args}: {answer.get('error')}")
         self.pid: int = answer["pid"]
         for name, fd in ours.items():
             mode = "w" if name == "stdin" else "r"
             stream_obj = (
-                open(fd, mode, encoding="utf-8", errors="strict" if name == "stdin" else "replace")  # noqa: SIM115
+                open(fd, mode, encoding="utf-8")  # noqa: SIM115
                 if text
                 else open(fd, mode + "b")  # noqa: SIM115
             )
             setattr(self, name, stream_obj)
 
     def _receive(self, timeout: float | None) -> None:
-        with self._lock:
+        # One reader at a time; a poll never waits for a wait in another thread.
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return
+        try:
             if self.returncode is not None:
                 return
             self._conn.settimeout(timeout)
@@ -197,9 +212,12 @@ class ForkedProcess:
                 data = self._conn.recv(65536)
             except (TimeoutError, BlockingIOError):
                 return
-            # Without an exit report the fork server itself is gone, and its child with it.
+            # Without an exit report the fork server is gone, and its children died with it
+            # (their parent-death signal).
             self.returncode = json.loads(data)["exit"] if data else -signal.SIGKILL
             self._conn.close()
+        finally:
+            self._lock.release()
 
     def poll(self) -> int | None:
         self._receive(0)
@@ -227,8 +245,12 @@ class ForkedProcess:
 
         def read(name: str) -> None:
             stream = getattr(self, name)
-            results[name] = stream.read()
-            stream.close()
+            try:
+                results[name] = stream.read()
+            except Exception as exc:  # undecodable output: raised as subprocess would
+                results[name + "_error"] = exc
+            finally:
+                stream.close()
 
         readers = [
             threading.Thread(target=read, args=(n,), daemon=True)
@@ -245,6 +267,11 @@ class ForkedProcess:
         self.wait(timeout)
         for reader in readers:
             reader.join(WAIT)
+            if reader.is_alive():  # a grandchild holding the pipe open: no half answer
+                raise subprocess.TimeoutExpired(self.args, WAIT)
+        for name in ("stdout_error", "stderr_error"):
+            if name in results:
+                raise results[name]
         return results.get("stdout"), results.get("stderr")
 
     def __enter__(self) -> ForkedProcess:
@@ -267,7 +294,6 @@ def Popen(args: Sequence[Any], **kwargs: Any) -> Any:
     if not _forks(args):
         return subprocess.Popen(args, **kwargs)
     text = bool(kwargs.pop("text", False) or kwargs.pop("universal_newlines", False))
-    kwargs.pop("start_new_session", None)  # the fork server's children have their own
     return ForkedProcess([str(a) for a in args], text=text, **kwargs)
 
 

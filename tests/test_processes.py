@@ -4,6 +4,7 @@ outlives its requester."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pwd
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -237,39 +239,117 @@ def test_a_script_forked_for_the_launcher_sees_what_its_exec_sees(tmp_path: Path
     assert seen[0]["cwd"] == str(tmp_path) and seen[0]["env"] == "m" and seen[0]["argv"] == [str(script), "x"]
 
 
-@needs_root
-def test_a_requester_of_another_user_gets_a_child_of_that_user() -> None:
-    """A launcher the host starts through webui.host.unprivileged connects as that user: the
-    fork server's child switches to it for good, as the launcher's exec would run."""
+def _request_as_nobody(path: str) -> dict[str, Any]:
+    """A request for who_am_i.py sent by a copy of this process switched to nobody: its
+    answer, or {"connect": errno} when it could not reach the socket."""
     nobody = pwd.getpwnam("nobody")
-    path = processes.fork_server_socket()
-    request = json.dumps(
-        {"argv": [str(FIXTURES / "who_am_i.py")], "env": {"WHO_AM_I_MARK": "n"}, "cwd": "/"}
-    ).encode()
+    request = json.dumps({"argv": [str(FIXTURES / "who_am_i.py")], "env": {}, "cwd": "/"}).encode()
     null = os.open(os.devnull, os.O_RDWR)
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the requester: this process's copy, switched to nobody (no exec needed)
+    if pid == 0:  # no exec: nobody may not run this interpreter
+        code = 99
         try:
+            os.close(read)
             os.setgroups([])
             os.setresgid(nobody.pw_gid, nobody.pw_gid, nobody.pw_gid)
             os.setresuid(nobody.pw_uid, nobody.pw_uid, nobody.pw_uid)
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            conn.connect(path)
-            socket.send_fds(conn, [request], [null, write, write])
-            assert "pid" in json.loads(conn.recv(65536))
-            os._exit(json.loads(conn.recv(65536))["exit"])
-        except BaseException:
-            os._exit(99)
+            try:
+                conn.connect(path)
+            except OSError as exc:
+                os.write(write, json.dumps({"connect": exc.errno}).encode())
+            else:
+                socket.send_fds(conn, [request], [null, null, null])
+                os.write(write, conn.recv(65536))
+            code = 0
+        finally:
+            os._exit(code)
     os.close(write)
     os.close(null)
     with os.fdopen(read, "rb") as out:
         printed = out.read()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, printed
-    who = json.loads(printed)
-    assert who["uids"] == [nobody.pw_uid] * 3 and who["gids"] == [nobody.pw_gid] * 3
-    assert who["groups"] == [] and who["no_new_privs"] == "1" and who["cwd"] == "/" and who["env"] == "n"
+    return json.loads(printed)
+
+
+@needs_root
+def test_another_user_can_neither_reach_the_socket_nor_be_served() -> None:
+    """Workflow code under a run's uid could otherwise get processes out of its run's reach."""
+    assert _request_as_nobody(processes.fork_server_socket()) == {"connect": errno.EACCES}
+    server = processes._Server()  # one of its own, opened to everyone to reach the uid check
+    path = server.socket_path()
+    try:
+        os.chmod(os.path.dirname(path), 0o755)
+        os.chmod(path, 0o666)
+        assert _request_as_nobody(path) == {"error": "only the fork server's own user is served"}
+    finally:
+        server.stop()
+
+
+def test_a_malformed_request_is_refused_and_the_fork_server_serves_on(tmp_path: Path) -> None:
+    path = processes.fork_server_socket()
+    for message in (b"[" * 200_000, b"{}", b"not json", b'{"argv": "x"}'):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        conn.connect(path)
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            socket.send_fds(conn, [message], [null, null, null])
+            assert "error" in json.loads(conn.recv(65536))
+        finally:
+            os.close(null)
+            conn.close()
+    done = processes.run([S, "--help"], capture_output=True, text=True, timeout=WAIT, env=clean_env())
+    assert done.returncode == 0 and "Usage: steamharness" in done.stdout
+
+
+def test_a_child_gets_the_umask_and_the_session_asked_for(tmp_path: Path) -> None:
+    script = tmp_path / "ids.py"
+    script.write_text(
+        "import json, os\nm = os.umask(0)\nprint(json.dumps([m, os.getsid(0) == os.getpid()]))\n",
+        encoding="utf-8",
+    )
+    old = os.umask(0o027)
+    try:
+        for new_session in (False, True):
+            proc = processes.ForkedProcess(
+                [str(script)], stdout=subprocess.PIPE, env=clean_env(), start_new_session=new_session
+            )
+            out, _ = proc.communicate(timeout=WAIT)
+            assert json.loads(out) == [0o027, new_session]
+    finally:
+        os.umask(old)
+
+
+def test_a_children_die_with_the_fork_server(tmp_path: Path) -> None:
+    server = processes._Server()
+    path = server.socket_path()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    conn.connect(path)
+    null = os.open(os.devnull, os.O_RDWR)
+    request = {
+        "argv": [S, "mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")],
+        "env": clean_env(),
+    }
+    read, write = os.pipe()  # its stdin: open, so it serves until killed
+    try:
+        socket.send_fds(conn, [json.dumps(request).encode()], [read, null, null])
+        child = json.loads(conn.recv(65536))["pid"]
+        assert not gone_now(child)
+        server.stop()  # SIGKILL: no chance to kill its children itself
+        assert gone(child)
+    finally:
+        for fd in (null, read, write):
+            os.close(fd)
+        conn.close()
+
+
+def gone_now(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def test_the_fork_server_starts_with_none_of_the_test_processes_other_variables(
