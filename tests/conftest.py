@@ -101,14 +101,47 @@ def node() -> str:
 #             cluster through `pg_cluster`, `postgresql_url`, `pg_url`, `pg_server`)
 #   replicas  tests/replicas and tests/e2e/test_replicas.py
 #   slow      what a developer's inner loop `-m "not slow"` leaves out: the groups above but
-#             postgres, and the modules in SLOW_MODULES (the longest by `--durations`)
+#             postgres, the live-server and process folders in SLOW_DIRS and the modules in
+#             SLOW_MODULES (those whose tests took about a second or more each by
+#             `--durations` on 2 cores: live servers, stdio servers, waits on purpose)
 
 NODE_FIXTURES = ("node", "node22")
 SLOW_GROUPS = ("browser", "node", "replicas")
+SLOW_DIRS = ("tests/e2e/", "tests/mcp/")  # every test starts a live server or a stdio process
 SLOW_MODULES = (
     "tests/security/test_fuzz_api.py",  # the fuzz: a minute or two each
     "tests/security/test_fuzz_mcp.py",
-    "tests/store/test_db_cli.py",  # migrations through CLI processes and two servers: 4 of the 6 slowest
+    "tests/store/test_db_cli.py",  # migrations through CLI processes and two servers
+    "tests/host/test_host_service.py",  # stdio and HTTP MCP server processes
+    "tests/web/test_host_pages.py",
+    "tests/web/test_host_request_cards.py",
+    "tests/test_processes.py",  # the fork server against real execs
+    *(
+        f"tests/security/test_{name}.py"  # a live server each, several with timed waits
+        for name in (
+            "body_timeouts",
+            "caps",
+            "config_export",
+            "db_locked",
+            "event_loop",
+            "hostile_forms",
+            "http_edges",
+            "interaction_ownership",
+            "json_depth",
+            "limits",
+            "publish_race",
+            "question_expiry",
+            "secret_redaction",
+            "shutdown",
+            "slots",
+            "snapshot_isolation",
+            "sse_caps",
+            "stream_revocation",
+            "unread_body_cap",
+            "waiting_chains",
+            "workers",
+        )
+    ),
 )
 
 
@@ -145,7 +178,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             groups.add("postgres")
         if path.startswith("tests/replicas/") or path == "tests/e2e/test_replicas.py":
             groups.add("replicas")
-        if groups & set(SLOW_GROUPS) or path in SLOW_MODULES:
+        if groups & set(SLOW_GROUPS) or path in SLOW_MODULES or path.startswith(SLOW_DIRS):
             groups.add("slow")
         for name in sorted(groups):
             item.add_marker(name)
