@@ -136,65 +136,37 @@ def test_a_child_whose_requester_is_gone_is_killed(tmp_path: Path) -> None:
     proc.stdin.close()
 
 
-def test_the_launcher_passes_signals_on_and_exits_with_the_childs_code(tmp_path: Path) -> None:
+def serving(argv: list[str]) -> subprocess.Popen[bytes]:
+    """A stdio server (exec'd, or the launcher) started and seen answering a ping."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=clean_env())
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n')
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 7
+    return proc
+
+
+def ended(proc: subprocess.Popen[bytes], sig: int) -> int:
+    proc.send_signal(sig)
+    code = proc.wait(WAIT)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    proc.stdout.close()
+    return code
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_the_launcher_passes_signals_on_and_exits_with_the_childs_code(tmp_path: Path, sig: int) -> None:
     command, args = processes.stdio_command(
         ["mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")]
     )
     server = processes.fork_server_pid()
     before = children_of(server)
-    shim = subprocess.Popen(
-        [command, *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=clean_env(),
-    )
-    assert shim.stdin is not None and shim.stdout is not None
-    shim.stdin.write(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n')
-    shim.stdin.flush()
-    assert json.loads(shim.stdout.readline())["id"] == 7  # the child answers on the shim's pipes
+    shim = serving([command, *args])  # the child answers on the shim's pipes
     (child,) = children_of(server) - before
-    shim.send_signal(signal.SIGTERM)
-    code = shim.wait(WAIT)
-    assert gone(child)
-    executed = subprocess.Popen(
-        [S, *args[5:]],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=clean_env(),
-    )
-    assert executed.stdin is not None and executed.stdout is not None
-    executed.stdin.write(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n')
-    executed.stdin.flush()
-    executed.stdout.readline()
-    executed.send_signal(signal.SIGTERM)
-    assert code == executed.wait(WAIT)
-    for proc in (shim, executed):
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()
-        proc.stdout.close()
-    if shim.stderr is not None:
-        shim.stderr.close()
-
-
-def test_a_killed_launchers_child_is_killed(tmp_path: Path) -> None:
-    command, args = processes.stdio_command(
-        ["mcp", str(EXAMPLES / "hello"), "--data-dir", str(tmp_path / "d")]
-    )
-    server = processes.fork_server_pid()
-    before = children_of(server)
-    shim = subprocess.Popen([command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=clean_env())
-    assert shim.stdin is not None and shim.stdout is not None
-    shim.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
-    shim.stdin.flush()
-    shim.stdout.readline()
-    (child,) = children_of(server) - before
-    shim.kill()
-    assert shim.wait(WAIT) == -signal.SIGKILL
-    assert gone(child)
-    shim.stdin.close()
-    shim.stdout.close()
+    code = ended(shim, sig)
+    assert gone(child)  # passed on (SIGTERM) or its requester gone (SIGKILL)
+    assert code == ended(serving([S, *args[5:]]), sig)
 
 
 @pytest.mark.exec_processes
