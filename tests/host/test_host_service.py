@@ -20,7 +20,7 @@ import httpx2
 import pytest
 from sqlmodel import Session, select
 
-from tests import prepared
+from tests import prepared, processes
 from tests.conftest import FIXTURES
 from tests.e2e.server import free_port
 from tests.helpers import WAIT
@@ -103,7 +103,7 @@ async def make_host(tmp_path: Path, servers: dict[str, Any], defaults: list[str]
 
 @pytest.fixture
 async def host(tmp_path: Path) -> AsyncIterator[Host]:
-    servers = {"Test_Stdio": {"command": sys.executable, "args": [str(SERVER), "stdio"]}}
+    servers = {"Test_Stdio": processes.python_script(SERVER, "stdio")}
     h = await make_host(tmp_path, servers, ["mcp-test-stdio"])
     async with h.service.running():
         yield h
@@ -223,7 +223,7 @@ async def test_a_url_request_shows_its_destination_and_confirming_accepts(host: 
 
 
 async def test_an_unanswered_request_expires_and_the_server_gets_cancel(tmp_path: Path) -> None:
-    servers = {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}}
+    servers = {"t": processes.python_script(SERVER, "stdio")}
     host = await make_host(tmp_path, servers, ["mcp-t"], expiry=1.0)
     async with host.service.running():
         conv = host.service.create_conversation(
@@ -273,7 +273,10 @@ async def test_the_same_flow_works_over_streamable_http_on_loopback(tmp_path: Pa
 
 
 def server_processes() -> set[int]:
-    """Ids of this test process's child processes running the test server (read from /proc)."""
+    """Ids of the processes running the test server for this test process (read from /proc):
+    its children running it (a real exec), or the fork server's children (the test server is
+    the only thing this module has it fork; each is its launcher's, a child of this process)."""
+    forks = processes.fork_server_pid() if not processes.exec_only else None
     found: set[int] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -283,8 +286,15 @@ def server_processes() -> set[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue  # it ended while we looked
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and str(SERVER).encode() in cmdline and b"stdio" in cmdline:
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if state == "Z":
+            continue  # ended, its parent about to reap it
+        if int(ppid) == forks or (
+            int(ppid) == os.getpid()
+            and str(SERVER).encode() in cmdline
+            and b"stdio" in cmdline
+            and processes.SHIM.encode() not in cmdline
+        ):
             found.add(int(entry.name))
     return found
 
@@ -310,8 +320,7 @@ def write_marked(root: Path, mark: str, *, kept: bool) -> None:
     """One stdio server whose process reports `mark`; `kept` lists it in host_owned_servers."""
     servers = {
         "Test_Stdio": {
-            "command": sys.executable,
-            "args": [str(SERVER), "stdio"],
+            **processes.python_script(SERVER, "stdio"),
             "env": {"HOST_TEST_MARK": mark},
         }
     }
@@ -554,7 +563,7 @@ async def test_calls_and_requests_left_open_by_a_dead_process_are_ended_at_start
 
     from webui.store.models import HostCall, HostConversation
 
-    servers = {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}}
+    servers = {"t": processes.python_script(SERVER, "stdio")}
     host = await make_host(tmp_path, servers, ["mcp-t"])
     with Session(host.service.engine) as s:
         s.add(HostConversation(id="conv_old", account_id=host.account_id, title="old", selection=["mcp-t"]))
