@@ -84,14 +84,20 @@ def read_run_after(http: httpx2.Client, run_id: str, answered: str) -> dict[str,
 
     The answer endpoint returns once the run has resumed, so the first read normally already
     shows the next question or the end; in between the run may briefly read `running` (the
-    handler working before it asks again), which the poll covers, bounded by RUN_SETTLE_SECONDS."""
+    handler working before it asks again, or its new question written before its status),
+    which the poll covers, bounded by RUN_SETTLE_SECONDS."""
     deadline = time.monotonic() + RUN_SETTLE_SECONDS
     while True:
         response = http.get(f"/api/runs/{run_id}")
         assert response.status_code == 200, response.text
         run = response.json()["data"]
         pending = run.get("interaction")
-        if run["status"] in FINAL_STATUSES or (pending and pending["interactionId"] != answered):
+        # The next question and the run's waiting status are two writes: wait for both (a
+        # read between them shows the new question on a run still `running`).
+        asking_again = (
+            pending and pending["interactionId"] != answered and run["status"] == "waiting_for_input"
+        )
+        if run["status"] in FINAL_STATUSES or asking_again:
             return run
         if time.monotonic() > deadline:
             pytest.fail(f"run {run_id} neither asked again nor ended {RUN_SETTLE_SECONDS}s after: {run}")
