@@ -20,16 +20,15 @@ from typing import Any
 import pytest
 
 from tests import processes
-from tests.conftest import EXAMPLES, FIXTURES
-from tests.helpers import WAIT, needs_root
+from tests.conftest import EXAMPLES, FIXTURES, server_env
+from tests.helpers import WAIT, needs_root, process_gone
 
 S = processes.STEAMHARNESS
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
-    return {**env, **extra}
+    return {**server_env(), **extra}
 
 
 def children_of(pid: int) -> set[int]:
@@ -46,16 +45,13 @@ def children_of(pid: int) -> set[int]:
 
 
 def gone(pid: int) -> bool:
+    """Whether `pid` ends (or is a zombie) within WAIT: polling /proc, bounded."""
     deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        try:
-            status = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            return True
-        if status == "Z":  # ended, not yet reaped by the fork server
-            return True
+    while not process_gone(pid):
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.02)  # polling /proc, bounded by the deadline
-    return False
+    return True
 
 
 @pytest.mark.parametrize(
@@ -308,20 +304,13 @@ def test_a_children_die_with_the_fork_server(tmp_path: Path) -> None:
     try:
         socket.send_fds(conn, [json.dumps(request).encode()], [read, null, null])
         child = json.loads(conn.recv(65536))["pid"]
-        assert not gone_now(child)
+        assert not process_gone(child)
         server.stop()  # SIGKILL: no chance to kill its children itself
         assert gone(child)
     finally:
         for fd in (null, read, write):
             os.close(fd)
         conn.close()
-
-
-def gone_now(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def test_the_fork_server_starts_with_none_of_the_test_processes_other_variables(
