@@ -194,7 +194,8 @@ def test_a_missing_or_malformed_key_on_stdin_is_refused(
 
 
 def test_the_key_is_never_taken_from_the_command_line(server: LiveServer, tmp_path: Path) -> None:
-    done = cli("login", server.base_url, server.admin_key, "--auth-dir", str(tmp_path / "auth"))
+    # After `--`, so that a key starting with "-" (one in 64) is still an extra argument.
+    done = cli("login", server.base_url, "--auth-dir", str(tmp_path / "auth"), "--", server.admin_key)
     assert done.returncode == 2 and "unexpected extra argument" in done.stderr.lower()
     assert not (tmp_path / "auth").exists()
 
