@@ -36,7 +36,7 @@ def test_a_warmed_file_is_used_until_it_changes_and_is_named_after_the_path_it_i
     codecache._warmed.clear()
     assert codecache.warm(str(tmp_path)) == 1
     namespace: dict[str, object] = {}
-    exec(codecache.code_for(str(main)), namespace)  # type: ignore[arg-type]
+    exec(codecache.code_for(str(main)), namespace)  # type: ignore[arg-type]  # noqa: S102
     assert namespace["run"](None) == 22  # type: ignore[operator]
 
 
