@@ -22,7 +22,6 @@ outcome is sent.
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
 import importlib.util
 import io
 import json
@@ -40,7 +39,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from webui.runs import codecache, procs
+from webui.runs import procs
 
 READ_CHUNK = 65536
 # The run service reads at most this much per message (one JSON line).
@@ -391,38 +390,10 @@ def _set_environment(env: dict[str, str]) -> None:
             os.environ[key] = value
 
 
-class _WarmLoader(importlib.machinery.SourceFileLoader):
-    """Source files as usual, but code the zygote compiled already is taken as it is
-    (webui.runs.codecache: only for the very file, opened by this worker)."""
-
-    def get_code(self, fullname: str) -> Any:
-        code = codecache.code_for(self.get_filename(fullname))
-        return code if code is not None else super().get_code(fullname)
-
-
-def _warm_imports(root: str) -> None:
-    """Modules imported from the project folder (and its packages) go through `_WarmLoader`."""
-    hook = importlib.machinery.FileFinder.path_hook(
-        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
-        (_WarmLoader, importlib.machinery.SOURCE_SUFFIXES),
-        (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
-    )
-    inside = root.rstrip(os.sep) + os.sep
-
-    def project_finder(entry: str) -> Any:
-        if entry != root and not entry.startswith(inside):
-            raise ImportError("not in the project folder")
-        return hook(entry)
-
-    sys.path_hooks.insert(0, project_finder)
-    sys.path_importer_cache.pop(root, None)
-
-
 def _load_handler(root: str, handler: str) -> Any:
     file_part, _, func_name = handler.rpartition(":")
     path = Path(root) / file_part
-    name = f"workflow_handler_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path, loader=_WarmLoader(name, str(path)))
+    spec = importlib.util.spec_from_file_location(f"workflow_handler_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load handler file {file_part}")
     module = importlib.util.module_from_spec(spec)
@@ -522,7 +493,6 @@ def _prepare(spec: dict[str, Any]) -> dict[str, Any]:
         env.update(USER=str(user["name"]), LOGNAME=str(user["name"]))
     _set_environment(env)
     tempfile.tempdir = None  # recomputed from TMPDIR on next use
-    _warm_imports(spec["root"])
     sys.path.insert(0, spec["root"])
     if spec.get("fileCreateDir") is None:
         spec["fileCreateDir"] = scratch

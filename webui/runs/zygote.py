@@ -2,10 +2,8 @@
 
 Started once by the worker pool (`python -m webui.runs.zygote SOCKET`). It imports the
 child runtime (and the stdlib modules handlers commonly use) once, then for each command
-line on stdin (`{"token"}`) forks a child that connects back to SOCKET. Forking a warm
-interpreter costs milliseconds; starting a cold one that imports the stack costs about a
-second. A `{"type": "warm", "root"}` line compiles a project folder's Python files for
-the children forked after it (webui.runs.codecache).
+line on stdin forks a child that connects back to SOCKET. Forking a warm interpreter
+costs milliseconds; starting a cold one that imports the stack costs about a second.
 
 It reports on stdout, one JSON line each: `{"type": "forked", "token", "pid"}` and
 `{"type": "exit", "pid", "code", "signal"}` when it reaps a child. When stdin closes (the
@@ -40,7 +38,7 @@ import sys
 import time
 import urllib.parse  # noqa: F401
 
-from webui.runs import child, codecache, procs
+from webui.runs import child, procs
 
 # How long a worker's exit report may wait for the strays killed after it to be reaped
 # (a SIGKILLed process is gone at once unless stuck in uninterruptible I/O).
@@ -129,13 +127,6 @@ def main(sock_path: str) -> None:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             cmd = json.loads(line)
-            if cmd.get("type") == "warm":
-                # Compiled here once, inherited by every child forked from now on.
-                try:
-                    codecache.warm(str(cmd.get("root")))
-                except Exception as exc:  # a warm-up only saves time: never the zygote's end
-                    print(f"zygote: warming {cmd.get('root')!r} failed: {exc!r}", file=sys.stderr)
-                continue
             pid = os.fork()
             if pid == 0:
                 os.close(wake_r)
