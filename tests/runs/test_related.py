@@ -3,12 +3,17 @@ it waits on, sees the child's question, and takes the child down when it ends.""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
-from tests.helpers import next_update
+from tests.helpers import WAIT, next_update
 from tests.related_projects import write_projects
 from webui.runs.related import LocalRelations
 from webui.runs.service import RunRequest
@@ -81,3 +86,124 @@ async def test_a_cancel_answer_to_the_childs_question_fails_the_parents_handler(
     assert final.status == "failed"
     assert final.error == {"code": "handler_error", "message": "The handler raised RelatedRunFailed."}
     assert "ended cancelled: cancelled: The person cancelled the run." in stderr
+
+
+RACE = "a1b2c3d4-0000-4000-8000-0000000000e1"
+RACE_KID = "a1b2c3d4-0000-4000-8000-0000000000e2"
+RACE_PY = """
+import os
+import threading
+import time
+
+
+def race(ctx):
+    got = {}
+
+    def asks():
+        got["word"] = ctx.ask("Go on?", [{"name": "word", "type": "string", "required": True}])["word"]
+
+    def starts_a_child_later():
+        while not os.path.exists(ctx.params["gate"]):
+            time.sleep(0.02)
+        got["child"] = ctx.related["kid"].run("echo", n=7)["n"]
+
+    threads = [threading.Thread(target=asks), threading.Thread(target=starts_a_child_later)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+def hold(ctx):
+    while not os.path.exists(ctx.params["gate"]):
+        time.sleep(0.02)
+    return {"held": True}
+"""
+RACE_KID_PY = """
+def echo(ctx):
+    return {"n": ctx.params["n"]}
+"""
+
+
+async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_back(
+    tmp_path: Path,
+) -> None:
+    """One slot. The parent's question is answered while another run holds the slot, so the
+    parent waits for it; meanwhile another of its threads starts a child run. When the slot
+    frees, the parent (first in line) must not keep it while it waits for that child (the
+    child would wait for the slot forever)."""
+    gate = {"type": "string", "required": True}
+    docs = {
+        "race": {
+            "id": RACE,
+            "name": "race",
+            "version": "1.0.0",
+            "projectType": "workflow",
+            "relatedProjects": [{"alias": "kid", "id": RACE_KID}],
+            "entrypoints": [
+                {"id": "race", "handler": "race.py:race", "params": [{"name": "gate", **gate}]},
+                {"id": "hold", "handler": "race.py:hold", "params": [{"name": "gate", **gate}]},
+            ],
+        },
+        "kid": {
+            "id": RACE_KID,
+            "name": "race-kid",
+            "version": "1.0.0",
+            "projectType": "workflow",
+            "relatedProjects": [{"alias": "parent", "id": RACE}],
+            "entrypoints": [
+                {"id": "echo", "handler": "kid.py:echo", "params": [{"name": "n", "type": "number"}]}
+            ],
+        },
+    }
+    for name, code, file in (("race", RACE_PY, "race.py"), ("kid", RACE_KID_PY, "kid.py")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "package.json").write_text(json.dumps(docs[name]), encoding="utf-8")
+        (tmp_path / name / file).write_text(code, encoding="utf-8")
+    gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
+    os.chmod(gates, 0o755)  # the worker user reads it
+    race = load_project(tmp_path / "race")
+    relations = LocalRelations.confirm(race, {"kid": str(tmp_path / "kid")}, lambda root: dict(os.environ))
+
+    async def start(ep: str, gate_name: str) -> str:
+        entrypoint = race.entrypoint(ep)
+        assert entrypoint is not None
+        params = {"gate": str(gates / gate_name)}
+        return await svc.runs.start(
+            RunRequest(
+                project=race,
+                entrypoint=entrypoint,
+                params=params,
+                stored_params=params,
+                relations=relations,
+                related=relations.paths(),
+            )
+        )
+
+    async def until(condition: Any) -> None:
+        with anyio.fail_after(WAIT):
+            while not condition():
+                await anyio.sleep(0.02)  # polling in-memory state the service changes
+
+    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
+    try:
+        async with open_services(settings) as svc:
+            parent = await start("race", "child")
+            waiting = await next_update(svc, parent, ("waiting",))
+            assert waiting.interaction is not None
+            holder = await start("hold", "holder")  # takes the slot the question gave up
+            await until(lambda: getattr(svc.runs.live_state(holder), "status", None) == "running")
+            await svc.interactions.answer(
+                waiting.interaction.id, action="accept", content={"word": "yes"}, channel="test"
+            )
+            live = svc.runs._live[parent]
+            await until(lambda: live.wants_slot)  # answered: in line for the slot
+            (gates / "child").touch()
+            await until(lambda: live.child_waits == 1)  # its other thread started a child
+            (gates / "holder").touch()  # the slot frees: the parent is first in line
+            final = await next_update(svc, parent)
+            assert (final.status, final.output) == ("success", {"word": "yes", "child": 7}), final.error
+            assert (await next_update(svc, holder)).status == "success"
+    finally:
+        shutil.rmtree(gates, ignore_errors=True)

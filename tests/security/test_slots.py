@@ -359,13 +359,28 @@ async def test_the_default_queue_limit_refuses_a_bursts_excess_with_no_running_l
     async def one() -> None:  # each call on a session of its own, all at once
         bodies.append(await call(server, key, "hold", {"gate": gate}))
 
+    def settled() -> tuple[int, int]:
+        """(calls refused, runs created) so far: every call of the burst ends as one of them."""
+        created = sum(1 for r in runs_of(server, SLOTS) if r["id"] not in before)
+        return sum(1 for b in bodies if b["status"] == "failed"), created
+
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:
             for _ in range(burst):
                 tg.start_soon(one)
-            while len(bodies) < burst - MAX_RUNNING - QUEUED:
-                await anyio.sleep(0.05)  # the refusals come back at once
-            Path(gate).touch()
+            # The refusals come back at once, the accepted calls hold until the gate opens:
+            # wait until each call is one or the other (a call neither refused nor run after
+            # the bound fails here with the numbers, not with a hang).
+            try:
+                with anyio.move_on_after(PROMPT):
+                    while sum(settled()) < burst:
+                        await anyio.sleep(0.05)
+                assert settled() == (burst - MAX_RUNNING - QUEUED, MAX_RUNNING + QUEUED), (
+                    settled(),
+                    runs_of(server, SLOTS),
+                )
+            finally:
+                Path(gate).touch()  # the accepted runs end even when the numbers are wrong
     refused = [b for b in bodies if b["status"] == "failed"]
     accepted = [b for b in bodies if b["status"] == "success"]
     assert len(accepted) == MAX_RUNNING + QUEUED and len(refused) == burst - MAX_RUNNING - QUEUED

@@ -580,6 +580,19 @@ class RunService:
             return True
         if not await self._take_slot(live):
             return False
+        if live.pending or live.child_waits:
+            # Another of its handler's threads asked or started a child run while this one
+            # waited for the slot: the run waits again, and holds none while it does (two
+            # parents holding both slots would wait forever for children that need one).
+            self._release_slot(live)
+            if self.shared and live.request.limits.max_running is not None:
+                # The database admission said `running`; it says waiting again.
+                waiting = "waiting_for_input" if live.pending else "waiting_for_child"
+                try:
+                    await self._set_status(live, waiting)
+                except Exception:
+                    log.exception("run %s: waiting again was not recorded", live.run_id)
+            return True
         try:
             await self._set_status(live, "running")
         except Exception:
