@@ -132,6 +132,15 @@ def run_json(
         # the question of the child run this run waits on (asked of the same person)
         child = run_store.waiting_descendant(services.engine, run_id=run.id)
         pending = services.interactions.pending_for_run(child) if child else None
+    if pending is not None and pending.run_id == run.id and run.status != "waiting_for_input":
+        # The run was read before its question was asked (the two reads are apart): the run
+        # says `waiting_for_input` before its question exists, so a second read says it too,
+        # unless the question was answered meanwhile, and then it is not shown.
+        fresh = run_store.get_run(services.engine, run_id=run.id)
+        if fresh is not None and fresh.status == "waiting_for_input":
+            data["status"] = fresh.status
+        else:
+            pending = None
     if pending is not None:
         data["interaction"] = {
             "interactionId": pending.id,
