@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.errors import NotFound, ProjectError, SteamharnessError
+from webui.projects.bytecode import compile_snapshot
 from webui.store import projects as project_store
 from webui.store.db import AuditWrite
 from webui.store.models import ProjectRecord, ProjectVersion
@@ -171,6 +172,7 @@ class ProjectRegistry:
                     f"project {project_id} already has version {label}; versions are immutable"
                 )
             self.check_relations(copied)
+            compile_snapshot(tmp)  # its runs load bytecode instead of compiling each time
             dest = folder / label
             if dest.exists():
                 shutil.rmtree(dest)  # left by a publish that stopped before its row was stored

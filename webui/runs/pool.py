@@ -28,6 +28,8 @@ from webui.runs.isolation import WorkerUids, WorkerUser, sweep_shared_temp, zygo
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_SECONDS = 15.0
+# A spare a run took is replaced when a run ends, or after this long at the latest.
+REPLENISH_DELAY_SECONDS = 0.25
 STREAM_LIMIT = MAX_FRAME_BYTES
 
 
@@ -147,6 +149,7 @@ class WorkerPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._unwatched: set[int] = set()
         self._unclaimed: set[asyncio.StreamWriter] = set()
+        self._replenish_timer: asyncio.TimerHandle | None = None
 
     @property
     def zygote_pid(self) -> int | None:
@@ -303,7 +306,19 @@ class WorkerPool:
         self._exits.setdefault(pid, loop.create_future())
         return Worker(self, pid, reader, writer)
 
+    def _replenish_soon(self) -> None:
+        """Fork the missing spares after REPLENISH_DELAY_SECONDS (a run ending first does it
+        sooner, `release`): not while the run that took a spare is starting."""
+        if self._replenish_timer is None and not self._closing:
+            loop = asyncio.get_running_loop()
+            self._replenish_timer = loop.call_later(REPLENISH_DELAY_SECONDS, self._replenish)
+
     def _replenish(self) -> None:
+        if self._replenish_timer is not None:
+            self._replenish_timer.cancel()
+            self._replenish_timer = None
+        if self._closing:
+            return
         while self._spares_wanted > len(self._spares) + self._forking:
             self._forking += 1
             task = asyncio.get_running_loop().create_task(self._fork_spare())
@@ -344,9 +359,11 @@ class WorkerPool:
 
     async def spawn(self, spec: dict[str, Any]) -> Worker:
         """Hand a run to a fresh worker: a spare forked ahead of time when there is one
-        (so a run starts without waiting for a fork), else one forked now."""
+        (so a run starts without waiting for a fork), else one forked now. The spare that
+        replaces it is forked once a run ends (or shortly after, for runs that last), not
+        while this one starts."""
         worker = self._spares.pop(0) if self._spares else await self._fork()
-        self._replenish()
+        self._replenish_soon()
         assert self._scratch_root is not None
         worker.scratch = os.path.join(self._scratch_root, f"{spec['runId']}-{secrets.token_hex(8)}")
         try:
@@ -387,12 +404,15 @@ class WorkerPool:
                 self._exits.pop(pid, None)
 
     def release(self, pid: int) -> None:
-        """Nobody will wait for this worker's exit status any more."""
+        """Nobody will wait for this worker's exit status any more (its run is over: the
+        spares it left short are forked now)."""
         fut = self._exits.get(pid)
         if fut is None or fut.done():
             self._exits.pop(pid, None)
         else:
             self._unwatched.add(pid)
+        if self._replenish_timer is not None:
+            self._replenish()
 
     def live_pids(self) -> set[int]:
         return set(self._live)
@@ -404,6 +424,9 @@ class WorkerPool:
     async def close(self) -> None:
         """Stop the zygote and every worker; nothing to do when no run ever started one."""
         self._closing = True
+        if self._replenish_timer is not None:
+            self._replenish_timer.cancel()
+            self._replenish_timer = None
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
