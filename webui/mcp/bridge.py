@@ -94,15 +94,24 @@ class CallBridge:
         outcome: str,
         details: dict[str, Any] | None = None,
     ) -> None:
+        # Kept with the run's records while the database cannot take it (webui.runs.outcomes):
+        # a locked or full database does not turn a finished run into a failed call.
+        await self.runs.records.audit_event(event, **self._audit_fields(ctx, b, ep, run_id, outcome, details))
+
+    @staticmethod
+    def _audit_fields(
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        run_id: str | None,
+        outcome: str,
+        details: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         request = getattr(ctx, "request", None)
         client = getattr(request, "client", None)
         headers = getattr(request, "headers", None)
         agent = headers.get("user-agent") if headers is not None else None
-
-        # Kept with the run's records while the database cannot take it (webui.runs.outcomes):
-        # a locked or full database does not turn a finished run into a failed call.
-        await self.runs.records.audit_event(
-            event,
+        return dict(
             actor=b.actor,
             project_id=b.catalog.project.id,
             target=b.target,
@@ -143,13 +152,10 @@ class CallBridge:
             run_id = await self._resume_from_state(b, ep, params)
         else:
             try:
-                worker_params, stored = await run_db(self._prepare, b, ep, params.arguments)
+                worker_params, stored, limits, config = await run_db(self._prepare, b, ep, params.arguments)
+                run_id = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except InvalidArguments as exc:
                 raise _invalid(exc.message) from None
-            try:
-                limits = await run_db(b.preflight) if b.preflight is not None else RunLimits()
-                config = await run_db(self.configs.snapshot, config_place(b), b.config_name)
-                run_id = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except RunRefused as exc:
                 await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
@@ -160,8 +166,7 @@ class CallBridge:
             except ConfigurationNotFound as exc:
                 await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
-            # Audited once following: the run's first updates must not pass while we write.
-            return await self._follow(ctx, b, ep, run_id, stream, started=True)
+            return await self._follow(ctx, b, ep, run_id, stream)
         return await self._follow(ctx, b, ep, run_id, stream)
 
     async def _start(
@@ -197,6 +202,8 @@ class CallBridge:
                 ),
                 limits=limits,
                 config=config,
+                # Written with the run, in the transaction that creates it.
+                created_audit=("tool.called", self._audit_fields(ctx, b, ep, None, "started")),
                 # HTTP: the gateway cancels these if the client drops this POST mid-call
                 on_created=tracked.append if isinstance(tracked, list) else None,
             )
@@ -210,8 +217,6 @@ class CallBridge:
         ep: Entrypoint,
         run_id: str,
         stream: ProgressStream | None,
-        *,
-        started: bool = False,
     ) -> types.CallToolResult | types.InputRequiredResult:
         keep_run = False
         finished = False
@@ -226,8 +231,6 @@ class CallBridge:
                 keeping_alive(stream, self.progress_interval, describe),
                 self.runs.watch(run_id) as updates,
             ):
-                if started:
-                    await self._audit(ctx, b, "tool.called", ep, run_id, "started")
                 while True:
                     update: RunUpdate = await updates.get()
                     if update.kind == "final":
@@ -387,11 +390,14 @@ class CallBridge:
     # ------------------------------------------------------------------ files
     def _prepare(
         self, b: Binding, ep: Entrypoint, arguments: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Check the arguments and resolve file params (reads, maybe a file import):
-        blocking work, run in a thread."""
+    ) -> tuple[dict[str, Any], dict[str, Any], RunLimits, ConfigSnapshot]:
+        """What a run is started with, in one thread hop (database reads, maybe a file
+        import), in this order: the arguments checked and file params resolved (else
+        InvalidArguments), the project's limits (RunRefused), the configuration snapshot."""
         args = validate_arguments(b.catalog.schemas[ep.id], arguments, tool=ep.id)
-        return self._resolve_files(b, ep, args)
+        worker, stored = self._resolve_files(b, ep, args)
+        limits = b.preflight() if b.preflight is not None else RunLimits()
+        return worker, stored, limits, self.configs.snapshot(config_place(b), b.config_name)
 
     def _resolve_files(
         self, b: Binding, ep: Entrypoint, args: dict[str, Any]

@@ -304,7 +304,8 @@ class McpGateway:
                 raise AuthError("credentials in the query string are refused; use Authorization: Bearer")
             if "authorization" not in headers and COOKIE_NAME in headers.get("cookie", ""):
                 raise AuthError("a browser session cannot authenticate the MCP endpoint; use an API key")
-            principal = await run_db(self.auth.from_header, authorization_values(scope.get("headers", [])))
+            # One thread hop for the key and the project row (read only for a valid key).
+            principal, missing = await run_db(self._principal_and_project, scope, pid)
         except AuthError as exc:
             # Anyone can send bad keys: these rows are rate-limited like every refusal.
             await self.refusals.record(
@@ -313,7 +314,8 @@ class McpGateway:
             await _reply(send, 401, exc.message, extra={"www-authenticate": 'Bearer realm="steamharness"'})
             return
         try:
-            await run_db(self.registry.record, pid)
+            if missing is not None:
+                raise missing
             principal.require_run(pid)
             target = parse_target((query.get("target") or [None])[0])
             config = chosen_config((query.get("config") or [None])[0], "config")
@@ -500,6 +502,16 @@ class McpGateway:
         await _reply(send, 429, message)
 
     # ------------------------------------------------------------------ helpers
+    def _principal_and_project(self, scope: Scope, pid: str) -> tuple[Principal, NotFound | None]:
+        """The caller's key (else AuthError), then whether the project exists (its
+        NotFound returned, so that a bad key is refused before an unknown project)."""
+        principal = self.auth.from_header(authorization_values(scope.get("headers", [])))
+        try:
+            self.registry.record(pid)
+        except NotFound as exc:
+            return principal, exc
+        return principal, None
+
     async def _resolve_or_reply(self, send: Send, pid: str, target: Target) -> Resolved | None:
         try:
             return await run_db(self.registry.resolve, pid, target)

@@ -183,6 +183,9 @@ class RunRequest:
     # Called with the new run id inside the same step that creates it (e.g. the HTTP
     # gateway registers runs of a POST so a dropped connection can cancel them).
     on_created: Callable[[str], None] | None = None
+    # One more audit event (name, fields; its run id filled in) written in the transaction
+    # that creates the run: the MCP call's `tool.called`, with no transaction of its own.
+    created_audit: tuple[str, dict[str, Any]] | None = None
     # Where `ctx.related[alias]` resolves (None: the run may use no related project).
     relations: Relations | None = None
     # A child run (started by a handler through ctx.related): its parent and how deep.
@@ -634,6 +637,9 @@ class RunService:
 
         def audit(s: Any) -> None:
             self.audit.record(s, "run.created", **request.audit_fields(run_id), outcome="queued")
+            if request.created_audit is not None:
+                event, fields = request.created_audit
+                self.audit.record(s, event, **{**fields, "run_id": run_id})
 
         # Until its run is live, a start counts as queued: starts racing each other all
         # see it (the preflight above and the insert below are apart by a thread wait).
