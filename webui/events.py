@@ -115,6 +115,8 @@ class EventHub:
             self._subs.discard(sub)
 
     def publish(self, topic: str, kind: str, **data: Any) -> None:
+        if self._relay is None and not self._followed(topic):
+            return  # nobody here follows it and no other replica may: nothing to build
         event = Event(topic, kind, data)
         self._on_loop(self._deliver, event)
         if self._relay is not None:
@@ -152,6 +154,14 @@ class EventHub:
                 loop.call_soon_threadsafe(fn, *args)
             return
         fn(*args)
+
+    def _followed(self, topic: str) -> bool:
+        """Whether a subscription here may follow `topic`; True off the loop (the set of
+        subscriptions is the loop's: the loop decides)."""
+        loop = self._loop
+        if loop is not None and not _on_loop(loop):
+            return True
+        return any(topic in sub.topics for sub in self._subs)
 
     def _deliver(self, event: Event) -> None:
         for sub in list(self._subs):

@@ -7,6 +7,7 @@ never authenticates the MCP endpoint (the gateway refuses it by name)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -25,7 +26,13 @@ from webui.store.models import Account, UiSession, as_utc, utcnow
 COOKIE_NAME = "steamharness_session"
 LAST_SEEN_RESOLUTION = timedelta(seconds=30)  # don't write on every request
 # Verifying against a real hash when the user does not exist keeps timing uniform.
-_DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash to verify unknown names against (as slow as a real one): made at the first
+    login that needs it, not at import (every CLI command imports this module)."""
+    return hash_password(secrets.token_urlsafe(16))
 
 
 def _hash(token: str) -> str:
@@ -60,7 +67,7 @@ class UiAuth:
         """Returns (cookie value, account) or None; the same answer for every failure."""
         account = account_store.get_account(self.engine, name=name)
         if account is None or account.disabled or not account.password_hash:
-            verify_password(_DUMMY_HASH, password)
+            verify_password(_dummy_hash(), password)
             return None
         if not verify_password(account.password_hash, password):
             return None
