@@ -102,3 +102,23 @@ def test_files_that_do_not_compile_or_are_not_regular_are_left_to_their_runs(tmp
     for name in ("broken.py", "deep.py", "link.py"):
         assert not Path(importlib.util.cache_from_source(str(folder / name))).exists()
     assert not (folder / "node_modules" / "__pycache__").exists()
+
+
+def test_a_file_crafted_to_take_the_compiler_long_is_cut_off_and_publish_goes_on(tmp_path: Path) -> None:
+    """CPython's compiler is quadratic on some inputs (holding the GIL meanwhile): it runs
+    in a child process that a bound stops; nothing is compiled, nothing fails."""
+    folder = tmp_path / "snap"
+    folder.mkdir()
+    (folder / "slow.py").write_text("x = f'" + "{a}" * 80_000 + "'\n", encoding="utf-8")
+    assert compile_snapshot(folder, timeout=0.5) == 0
+    assert not Path(importlib.util.cache_from_source(str(folder / "slow.py"))).exists()
+
+
+def test_a_file_crafted_to_take_the_compiler_gigabytes_is_refused_memory(tmp_path: Path) -> None:
+    folder = tmp_path / "snap"
+    folder.mkdir()
+    (folder / "huge.py").write_text("import " + ".".join(["a"] * 60_000) + "\n", encoding="utf-8")
+    (folder / "fine.py").write_text("X = 1\n", encoding="utf-8")
+    assert compile_snapshot(folder) == 1  # the child ran out of its address space on one file
+    assert not Path(importlib.util.cache_from_source(str(folder / "huge.py"))).exists()
+    assert Path(importlib.util.cache_from_source(str(folder / "fine.py"))).is_file()

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -205,5 +206,118 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
             final = await next_update(svc, parent)
             assert (final.status, final.output) == ("success", {"word": "yes", "child": 7}), final.error
             assert (await next_update(svc, holder)).status == "success"
+    finally:
+        shutil.rmtree(gates, ignore_errors=True)
+
+
+RACE_ASKS_PY = """
+import os
+import threading
+
+
+def two_questions(ctx):
+    got = {}
+
+    def first():
+        got["first"] = ctx.ask("First?", [{"name": "w", "type": "string", "required": True}])["w"]
+
+    def second():
+        while not os.path.exists(ctx.params["gate"]):
+            pass
+        got["second"] = ctx.ask("Second?", [{"name": "w", "type": "string", "required": True}])["w"]
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+def hold(ctx):
+    while not os.path.exists(ctx.params["gate"]):
+        pass
+    return {"held": True}
+"""
+
+
+async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiting(tmp_path: Path) -> None:
+    """One slot. The run's first question is answered while another run holds the slot;
+    while it waits in line its other thread asks a second question, whose record is slow
+    to write; the slot frees meanwhile. The run must not take it back as `running` (its
+    time limit ticking, its question hidden): it waits for the second answer, holding none."""
+    gate = {"type": "string", "required": True}
+    doc = {
+        "id": RACE,
+        "name": "race",
+        "version": "1.0.0",
+        "projectType": "workflow",
+        "entrypoints": [
+            {"id": "two", "handler": "race.py:two_questions", "params": [{"name": "gate", **gate}]},
+            {"id": "hold", "handler": "race.py:hold", "params": [{"name": "gate", **gate}]},
+        ],
+    }
+    (tmp_path / "race").mkdir()
+    (tmp_path / "race" / "package.json").write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "race" / "race.py").write_text(RACE_ASKS_PY, encoding="utf-8")
+    gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
+    os.chmod(gates, 0o755)  # the worker user reads it
+    race = load_project(tmp_path / "race")
+
+    async def start(ep: str, gate_name: str) -> str:
+        entrypoint = race.entrypoint(ep)
+        assert entrypoint is not None
+        params = {"gate": str(gates / gate_name)}
+        return await svc.runs.start(
+            RunRequest(project=race, entrypoint=entrypoint, params=params, stored_params=params)
+        )
+
+    async def until(condition: Any) -> None:
+        with anyio.fail_after(WAIT):
+            while not condition():
+                await anyio.sleep(0.02)  # polling in-memory state the service changes
+
+    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
+    try:
+        async with open_services(settings) as svc:
+            run_id = await start("two", "second")
+            first = await next_update(svc, run_id, ("waiting",))
+            assert first.interaction is not None
+            holder = await start("hold", "holder")
+            await until(lambda: getattr(svc.runs.live_state(holder), "status", None) == "running")
+            await svc.interactions.answer(
+                first.interaction.id, action="accept", content={"w": "a"}, channel="test"
+            )
+            live = svc.runs._live[run_id]
+            await until(lambda: live.wants_slot)
+            # The second question's record waits until the slot has freed.
+            recording = anyio.Event()
+            release = threading.Event()
+            create = svc.runs.interactions.create
+
+            def slow_create(**fields: Any) -> Any:
+                anyio.from_thread.run_sync(recording.set)
+                release.wait(WAIT)
+                return create(**fields)
+
+            svc.runs.interactions.create = slow_create  # type: ignore[method-assign]
+            (gates / "second").touch()
+            with anyio.fail_after(WAIT):
+                await recording.wait()
+            (gates / "holder").touch()
+            assert (await next_update(svc, holder)).status == "success"
+            await until(lambda: not live.wants_slot)  # its resumption has run
+            release.set()
+            await until(lambda: len(live.pending) == 1)
+            async with live.writes:  # every record of the run written
+                pass
+            stored = run_store.get_run(svc.engine, run_id=run_id)
+            assert stored is not None and stored.status == "waiting_for_input"
+            assert not live.slot and live.timer is None
+            second = svc.interactions.pending_for_run(run_id)
+            assert second is not None and second.title == "Second?"
+            await svc.interactions.answer(second.id, action="accept", content={"w": "b"}, channel="test")
+            final = await next_update(svc, run_id)
+            assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
     finally:
         shutil.rmtree(gates, ignore_errors=True)

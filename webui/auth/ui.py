@@ -28,6 +28,11 @@ LAST_SEEN_RESOLUTION = timedelta(seconds=30)  # don't write on every request
 # Verifying against a real hash when the user does not exist keeps timing uniform.
 
 
+def warm_dummy_hash() -> None:
+    """Make the dummy hash ahead of the first login (the server does at its start)."""
+    _dummy_hash()
+
+
 @functools.cache
 def _dummy_hash() -> str:
     """A hash to verify unknown names against (as slow as a real one): made at the first

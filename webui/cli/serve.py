@@ -145,6 +145,11 @@ def serve_command(
     from webui.shutdown import GracefulServer
 
     web_app = create_app(settings, warm_pool=True)  # a long-lived server: the first call waits for no fork
+    # Every failed login verifies a password hash, a name that exists or not: the one for
+    # unknown names is made now, so that the first such login is no slower than the next.
+    from webui.auth.ui import warm_dummy_hash
+
+    warm_dummy_hash()
     config = uvicorn.Config(
         web_app,
         host=host,

@@ -4,14 +4,20 @@ A run's worker is a fresh fork that cannot write bytecode anywhere (it runs as a
 its own, and the snapshot is not its to write): without a `__pycache__` in the snapshot,
 every run compiled its handler from source, which cost more than the rest of the worker's
 start. The snapshot never changes once published, so its bytecode is written next to its
-sources at publish time — compiled by the server from the copied sources (a `.pyc` that
-came with the draft is never copied), timestamp-checked as Python always does, so a source
-that differs from what was compiled is compiled from source again. The worker's ordinary
-import machinery finds it; it needs no cache of its own and no memory shared between runs.
+sources at publish time — compiled from the copied sources (a `.pyc` that came with the
+draft is never copied), timestamp-checked as Python always does, so a source that differs
+from what was compiled is compiled from source again. The worker's ordinary import
+machinery finds it; it needs no cache of its own and no memory shared between runs.
 
-Bounded: at most MAX_FILES files of at most MAX_FILE_BYTES each, MAX_TOTAL_BYTES in all; a
-file that does not compile is left to the run (which reports its error as before).
-Symlinks are not followed."""
+The draft's code is hostile input: compiling executes none of it, but CPython's compiler
+can take minutes and gigabytes on a crafted file while it holds the GIL. So the compiling
+is done by a child process (`python -I .../webui/projects/bytecode.py FOLDER`, standard
+library only) with an address-space and CPU limit and a wall-clock bound: a child that
+hits one is killed, what it compiled so far is kept (each `.pyc` is written atomically),
+and the rest is left to the runs, which compile from source as before. Bounded further: at
+most MAX_FILES files of at most MAX_FILE_BYTES each, MAX_TOTAL_BYTES in all; a file that
+does not compile is left to its runs (which report the error as before). Symlinks are not
+followed."""
 
 from __future__ import annotations
 
@@ -21,19 +27,56 @@ import logging
 import os
 import py_compile
 import stat
+import subprocess
+import sys
 from pathlib import Path
-
-from webui.workflows.targets import SKIP_DIRS
 
 log = logging.getLogger(__name__)
 
 MAX_FILES = 2000
-MAX_FILE_BYTES = 1024 * 1024
-MAX_TOTAL_BYTES = 32 * 1024 * 1024  # of source compiled per publish; the rest is left to runs
+MAX_FILE_BYTES = 256 * 1024
+MAX_TOTAL_BYTES = 16 * 1024 * 1024  # of source compiled per publish; the rest is left to runs
+# The child's bounds: the whole compile, its CPU and its address space.
+TIMEOUT_SECONDS = 20.0
+CPU_SECONDS = 20
+ADDRESS_SPACE_BYTES = 1024 * 1024 * 1024
+# Folders that are not workflow code (as webui.workflows.targets.SKIP_DIRS, kept here so
+# the child imports nothing but the standard library).
+SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_cache", ".pytest_cache"})
 
 
-def compile_snapshot(folder: Path) -> int:
-    """Write `__pycache__` bytecode for the `.py` files under `folder`; how many compiled."""
+def compile_snapshot(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
+    """Write `__pycache__` bytecode for the `.py` files under `folder` in a bounded child
+    process; how many it compiled (0 when it was stopped or failed: publish goes on)."""
+    # The file itself, isolated (-I): it imports nothing but the standard library.
+    argv = [sys.executable, "-I", os.path.abspath(__file__), str(folder)]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+        )
+    except subprocess.TimeoutExpired:
+        log.warning(
+            "%s: compiling its Python files took over %g s; its runs compile the rest", folder, timeout
+        )
+        return 0
+    except OSError as exc:
+        log.warning("%s: its Python files were not compiled ahead: %s", folder, exc)
+        return 0
+    if proc.returncode != 0:
+        log.warning(
+            "%s: compiling its Python files stopped (exit %s); its runs compile the rest",
+            folder,
+            proc.returncode,
+        )
+        return 0
+    try:
+        return int(proc.stdout.strip() or 0)
+    except ValueError:
+        return 0
+
+
+def compile_folder(folder: Path) -> int:
+    """In the child: compile what is under `folder`; how many files."""
     compiled = 0
     seen = 0
     budget = MAX_TOTAL_BYTES
@@ -60,9 +103,8 @@ def compile_snapshot(folder: Path) -> int:
                     doraise=True,
                     invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
                 )
-            except (py_compile.PyCompileError, OSError, ValueError, MemoryError, RecursionError) as exc:
-                log.debug("%s: not compiled ahead (%s); its runs compile it", path, type(exc).__name__)
-                continue
+            except (py_compile.PyCompileError, OSError, ValueError, MemoryError, RecursionError):
+                continue  # its runs compile it (and report its error)
             compiled += 1
             _like_its_folder(Path(dirpath))
     return compiled
@@ -74,3 +116,16 @@ def _like_its_folder(folder: Path) -> None:
     cache = folder / "__pycache__"
     with contextlib.suppress(OSError):
         os.chmod(cache, stat.S_IMODE(os.stat(folder).st_mode))
+
+
+def _limit_self() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+if __name__ == "__main__":
+    _limit_self()
+    print(compile_folder(Path(sys.argv[1])))

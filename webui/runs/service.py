@@ -260,6 +260,8 @@ class _Live:
     slot: bool = False
     # ctx.related[...].run() calls of this run not answered yet (threads may make several).
     child_waits: int = 0
+    # Questions of this run being recorded (not in `pending` yet): it is about to wait.
+    asking: int = 0
     # Waiting for a slot (admission order: `seq`); `deferred`: the database said no (a
     # project limit counted across replicas), so others go first until the next wake.
     wants_slot: bool = False
@@ -583,14 +585,14 @@ class RunService:
             return True
         if not await self._take_slot(live):
             return False
-        if live.pending or live.child_waits:
+        if live.pending or live.child_waits or live.asking:
             # Another of its handler's threads asked or started a child run while this one
             # waited for the slot: the run waits again, and holds none while it does (two
             # parents holding both slots would wait forever for children that need one).
             self._release_slot(live)
             if self.shared and live.request.limits.max_running is not None:
                 # The database admission said `running`; it says waiting again.
-                waiting = "waiting_for_input" if live.pending else "waiting_for_child"
+                waiting = "waiting_for_input" if live.pending or live.asking else "waiting_for_child"
                 try:
                     await self._set_status(live, waiting)
                 except Exception:
@@ -1136,12 +1138,15 @@ class RunService:
 
         expires_at = utcnow() + timedelta(seconds=self.question_timeout_seconds)
         self._stop_timer(live)  # a person thinking is not the handler running
+        live.asking += 1  # a resumption meanwhile sees that the run waits again (_resume)
         try:
             row = await self._write(live, record)
         except BaseException:
+            live.asking -= 1
             if live.slot:
                 self._start_timer(live)
             raise
+        live.asking -= 1
         self._release_slot(live)
         self._schedule_expiry(live, row.id, expires_at)
         live.pending[row.id] = rid
