@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 from tests.helpers import run_to_end
+from webui.errors import ProjectError
 from webui.projects.bytecode import compile_snapshot
 from webui.projects.registry import ProjectRegistry
 from webui.services import open_services
@@ -122,3 +123,35 @@ def test_a_file_crafted_to_take_the_compiler_gigabytes_is_refused_memory(tmp_pat
     assert compile_snapshot(folder) == 1  # the child ran out of its address space on one file
     assert not Path(importlib.util.cache_from_source(str(folder / "huge.py"))).exists()
     assert Path(importlib.util.cache_from_source(str(folder / "fine.py"))).is_file()
+
+
+def test_a_draft_link_leaving_the_project_is_refused_and_one_inside_it_published_as_a_link(
+    tmp_path: Path,
+) -> None:
+    """Publishing never follows a link: what another project's file or a device holds is
+    never copied into a snapshot its runs can read."""
+    secret = tmp_path / "elsewhere" / "other-project.env"
+    secret.parent.mkdir()
+    secret.write_text("TOKEN=secret\n", encoding="utf-8")
+    draft = tmp_path / "projects" / "hello"
+    shutil.copytree(EXAMPLES / "hello", draft, ignore=shutil.ignore_patterns("__pycache__"))
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    registry = ProjectRegistry(engine, tmp_path / "shared" / "versions")
+    registry.register(draft)
+    for name, target in (
+        ("leak.env", str(secret)),
+        ("rel.env", "../../elsewhere/other-project.env"),
+        ("zero", "/dev/zero"),
+        ("dangling", "missing"),
+        ("loop", "loop"),
+    ):
+        (draft / name).symlink_to(target)
+        with pytest.raises(ProjectError, match=f"{name}: a link to"):
+            registry.publish(HELLO)
+        (draft / name).unlink()
+    (draft / "alias.py").symlink_to("main.py")
+    registry.publish(HELLO)
+    snapshot = Path(registry.resolve(HELLO, Target("latest")).project.root)
+    assert (snapshot / "alias.py").is_symlink() and os.readlink(snapshot / "alias.py") == "main.py"
+    assert not list(snapshot.rglob("*.env"))
+    engine.dispose()

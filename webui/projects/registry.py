@@ -38,6 +38,29 @@ class VersionExists(SteamharnessError):
     status = 409
 
 
+def _refuse_escaping_links(copy: Path) -> None:
+    """A link in the copied draft must name a file or folder inside the copy, by a
+    relative path; else ProjectError naming it (nothing is published)."""
+    base = copy.resolve()
+    for dirpath, dirnames, filenames in os.walk(copy, followlinks=False):
+        for name in (*dirnames, *filenames):
+            path = Path(dirpath) / name
+            if not path.is_symlink():
+                continue
+            rel = path.relative_to(copy).as_posix()
+            target = os.readlink(path)
+            try:
+                resolved = (path.parent / target).resolve()
+                inside = resolved.is_relative_to(base) and resolved.exists()
+            except (OSError, RuntimeError):  # a loop of links
+                inside = False
+            if os.path.isabs(target) or not inside:
+                raise ProjectError(
+                    f"{rel}: a link to {target!r}, outside the project folder (or to nothing);"
+                    " only links to the project's own files can be published"
+                )
+
+
 class DraftChanged(SteamharnessError):
     """The draft copied for a publish is not the revision that was reviewed: nothing stored."""
 
@@ -213,7 +236,10 @@ class ProjectRegistry:
         copy keeps the draft's mtimes, so a rewrite of the same size within one clock tick
         would otherwise pass as the old content."""
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(root, tmp, ignore=shutil.ignore_patterns(*SKIP_DIRS, "*.pyc"))
+        # Links are copied as links (never followed: a link to another project's files, or
+        # to a device, would put what it names into the snapshot), then checked.
+        shutil.copytree(root, tmp, symlinks=True, ignore=shutil.ignore_patterns(*SKIP_DIRS, "*.pyc"))
+        _refuse_escaping_links(tmp)
         return RevisionHasher().revision(tmp)
 
     def check_relations(self, project: Project) -> None:
