@@ -321,3 +321,63 @@ async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiti
             assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
     finally:
         shutil.rmtree(gates, ignore_errors=True)
+
+
+async def test_two_answers_given_while_the_run_is_in_line_resume_it_once(tmp_path: Path) -> None:
+    """One slot, held by another run. Both of the run's questions are answered while it
+    waits in line: the second resumption waits for the first (two in line for one slot,
+    the second would wait for the slot its own run holds); both threads get their answers."""
+    gate = {"type": "string", "required": True}
+    doc = {
+        "id": RACE,
+        "name": "race",
+        "version": "1.0.0",
+        "projectType": "workflow",
+        "entrypoints": [
+            {"id": "two", "handler": "race.py:two_questions", "params": [{"name": "gate", **gate}]},
+            {"id": "hold", "handler": "race.py:hold", "params": [{"name": "gate", **gate}]},
+        ],
+    }
+    (tmp_path / "race").mkdir()
+    (tmp_path / "race" / "package.json").write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "race" / "race.py").write_text(RACE_ASKS_PY, encoding="utf-8")
+    gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
+    os.chmod(gates, 0o755)  # the worker user reads it
+    race = load_project(tmp_path / "race")
+
+    async def start(ep: str, gate_name: str) -> str:
+        entrypoint = race.entrypoint(ep)
+        assert entrypoint is not None
+        params = {"gate": str(gates / gate_name)}
+        return await svc.runs.start(
+            RunRequest(project=race, entrypoint=entrypoint, params=params, stored_params=params)
+        )
+
+    async def until(condition: Any) -> None:
+        with anyio.fail_after(WAIT):
+            while not condition():
+                await anyio.sleep(0.02)  # polling in-memory state the service changes
+
+    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
+    try:
+        async with open_services(settings) as svc:
+            run_id = await start("two", "second")
+            first = await next_update(svc, run_id, ("waiting",))
+            assert first.interaction is not None
+            holder = await start("hold", "holder")
+            await until(lambda: getattr(svc.runs.live_state(holder), "status", None) == "running")
+            await svc.interactions.answer(
+                first.interaction.id, action="accept", content={"w": "a"}, channel="test"
+            )
+            live = svc.runs._live[run_id]  # the admission state under test
+            await until(lambda: live.wants_slot)  # the first resumption is in line
+            (gates / "second").touch()
+            await until(lambda: len(live.pending) == 1)
+            (second,) = live.pending
+            await svc.interactions.answer(second, action="accept", content={"w": "b"}, channel="test")
+            await until(lambda: live.resumers == 1)  # the second waits for the first
+            (gates / "holder").touch()
+            final = await next_update(svc, run_id)
+            assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
+    finally:
+        shutil.rmtree(gates, ignore_errors=True)

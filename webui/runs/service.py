@@ -262,6 +262,9 @@ class _Live:
     child_waits: int = 0
     # Questions of this run being recorded (not in `pending` yet): it is about to wait.
     asking: int = 0
+    # Set while one resumption of this run waits in line for a slot; how many more wait for it.
+    resuming: asyncio.Event | None = None
+    resumers: int = 0
     # Waiting for a slot (admission order: `seq`); `deferred`: the database said no (a
     # project limit counted across replicas), so others go first until the next wake.
     wants_slot: bool = False
@@ -580,9 +583,26 @@ class RunService:
             self._tasks.spawn(self._wake_queue())
 
     async def _resume(self, live: _Live) -> bool:
-        """Take a slot again before the run goes on: False when it ended meanwhile."""
+        """Take a slot again before the run goes on: False when it ended meanwhile. One
+        resumption waits in line per run: another (a second answer meanwhile) waits for it
+        (two in line for one slot, the second would wait for the slot its own run holds)."""
         if live.slot:
             return True
+        if live.resuming is not None:
+            live.resumers += 1
+            try:
+                await live.resuming.wait()
+            finally:
+                live.resumers -= 1
+            return not live.done.is_set() and live.terminating is None
+        live.resuming = resumed = asyncio.Event()
+        try:
+            return await self._resume_in_line(live)
+        finally:
+            live.resuming = None
+            resumed.set()
+
+    async def _resume_in_line(self, live: _Live) -> bool:
         if not await self._take_slot(live):
             return False
         if live.pending or live.child_waits or live.asking:
