@@ -8,6 +8,9 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -241,11 +244,33 @@ def hold(ctx):
 """
 
 
-async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiting(tmp_path: Path) -> None:
-    """One slot. The run's first question is answered while another run holds the slot;
-    while it waits in line its other thread asks a second question, whose record is slow
-    to write; the slot frees meanwhile. The run must not take it back as `running` (its
-    time limit ticking, its question hidden): it waits for the second answer, holding none."""
+@dataclass
+class InLine:
+    """A `two_questions` run on a server with one slot, its first question answered while
+    a `hold` run holds the slot: the run waits in line; its other thread asks the second
+    question once `ask_second()` opens its gate."""
+
+    svc: Services
+    run_id: str
+    holder: str
+    live: Any
+    gates: Path
+
+    def ask_second(self) -> None:
+        (self.gates / "second").touch()
+
+    def free_the_slot(self) -> None:
+        (self.gates / "holder").touch()
+
+
+async def until(condition: Any) -> None:
+    with anyio.fail_after(WAIT):
+        while not condition():
+            await anyio.sleep(0.02)  # polling in-memory state the service changes
+
+
+@asynccontextmanager
+async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
     gate = {"type": "string", "required": True}
     doc = {
         "id": RACE,
@@ -263,121 +288,81 @@ async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiti
     gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
     os.chmod(gates, 0o755)  # the worker user reads it
     race = load_project(tmp_path / "race")
-
-    async def start(ep: str, gate_name: str) -> str:
-        entrypoint = race.entrypoint(ep)
-        assert entrypoint is not None
-        params = {"gate": str(gates / gate_name)}
-        return await svc.runs.start(
-            RunRequest(project=race, entrypoint=entrypoint, params=params, stored_params=params)
-        )
-
-    async def until(condition: Any) -> None:
-        with anyio.fail_after(WAIT):
-            while not condition():
-                await anyio.sleep(0.02)  # polling in-memory state the service changes
-
     settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
     try:
         async with open_services(settings) as svc:
+
+            async def start(ep: str, gate_name: str) -> str:
+                entrypoint = race.entrypoint(ep)
+                assert entrypoint is not None
+                params = {"gate": str(gates / gate_name)}
+                request = RunRequest(project=race, entrypoint=entrypoint, params=params, stored_params=params)
+                return await svc.runs.start(request)
+
             run_id = await start("two", "second")
             first = await next_update(svc, run_id, ("waiting",))
             assert first.interaction is not None
             holder = await start("hold", "holder")
             await until(lambda: getattr(svc.runs.live_state(holder), "status", None) == "running")
+            answer = {"w": "a"}
             await svc.interactions.answer(
-                first.interaction.id, action="accept", content={"w": "a"}, channel="test"
+                first.interaction.id, action="accept", content=answer, channel="test"
             )
-            live = svc.runs._live[run_id]
-            await until(lambda: live.wants_slot)
-            # The second question's record waits until the slot has freed.
-            recording = anyio.Event()
-            release = threading.Event()
-            create = svc.runs.interactions.create
-
-            def slow_create(**fields: Any) -> Any:
-                anyio.from_thread.run_sync(recording.set)
-                release.wait(WAIT)
-                return create(**fields)
-
-            svc.runs.interactions.create = slow_create  # type: ignore[method-assign]
-            (gates / "second").touch()
-            with anyio.fail_after(WAIT):
-                await recording.wait()
-            (gates / "holder").touch()
-            assert (await next_update(svc, holder)).status == "success"
-            await until(lambda: not live.wants_slot)  # its resumption has run
-            release.set()
-            await until(lambda: len(live.pending) == 1)
-            async with live.writes:  # every record of the run written
-                pass
-            stored = run_store.get_run(svc.engine, run_id=run_id)
-            assert stored is not None and stored.status == "waiting_for_input"
-            assert not live.slot and live.timer is None
-            second = svc.interactions.pending_for_run(run_id)
-            assert second is not None and second.title == "Second?"
-            await svc.interactions.answer(second.id, action="accept", content={"w": "b"}, channel="test")
-            final = await next_update(svc, run_id)
-            assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
+            live = svc.runs._live[run_id]  # the admission state under test
+            await until(lambda: live.wants_slot)  # answered: in line for the slot
+            yield InLine(svc, run_id, holder, live, gates)
     finally:
         shutil.rmtree(gates, ignore_errors=True)
+
+
+async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiting(tmp_path: Path) -> None:
+    """While the run waits in line its other thread asks a second question, whose record is
+    slow to write; the slot frees meanwhile. The run must not take it back as `running`
+    (its time limit ticking, its question hidden): it waits for the second answer, holding
+    none."""
+    async with in_line(tmp_path) as line:
+        svc, live = line.svc, line.live
+        recording = anyio.Event()
+        release = threading.Event()
+        create = svc.runs.interactions.create
+
+        def slow_create(**fields: Any) -> Any:
+            anyio.from_thread.run_sync(recording.set)
+            release.wait(WAIT)
+            return create(**fields)
+
+        svc.runs.interactions.create = slow_create  # type: ignore[method-assign]
+        line.ask_second()
+        with anyio.fail_after(WAIT):
+            await recording.wait()  # the second question's record waits until the slot freed
+        line.free_the_slot()
+        assert (await next_update(svc, line.holder)).status == "success"
+        await until(lambda: not live.wants_slot)  # its resumption has run
+        release.set()
+        await until(lambda: len(live.pending) == 1)
+        async with live.writes:  # every record of the run written
+            pass
+        stored = run_store.get_run(svc.engine, run_id=line.run_id)
+        assert stored is not None and stored.status == "waiting_for_input"
+        assert not live.slot and live.timer is None
+        second = svc.interactions.pending_for_run(line.run_id)
+        assert second is not None and second.title == "Second?"
+        await svc.interactions.answer(second.id, action="accept", content={"w": "b"}, channel="test")
+        final = await next_update(svc, line.run_id)
+        assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
 
 
 async def test_two_answers_given_while_the_run_is_in_line_resume_it_once(tmp_path: Path) -> None:
-    """One slot, held by another run. Both of the run's questions are answered while it
-    waits in line: the second resumption waits for the first (two in line for one slot,
-    the second would wait for the slot its own run holds); both threads get their answers."""
-    gate = {"type": "string", "required": True}
-    doc = {
-        "id": RACE,
-        "name": "race",
-        "version": "1.0.0",
-        "projectType": "workflow",
-        "entrypoints": [
-            {"id": "two", "handler": "race.py:two_questions", "params": [{"name": "gate", **gate}]},
-            {"id": "hold", "handler": "race.py:hold", "params": [{"name": "gate", **gate}]},
-        ],
-    }
-    (tmp_path / "race").mkdir()
-    (tmp_path / "race" / "package.json").write_text(json.dumps(doc), encoding="utf-8")
-    (tmp_path / "race" / "race.py").write_text(RACE_ASKS_PY, encoding="utf-8")
-    gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
-    os.chmod(gates, 0o755)  # the worker user reads it
-    race = load_project(tmp_path / "race")
-
-    async def start(ep: str, gate_name: str) -> str:
-        entrypoint = race.entrypoint(ep)
-        assert entrypoint is not None
-        params = {"gate": str(gates / gate_name)}
-        return await svc.runs.start(
-            RunRequest(project=race, entrypoint=entrypoint, params=params, stored_params=params)
-        )
-
-    async def until(condition: Any) -> None:
-        with anyio.fail_after(WAIT):
-            while not condition():
-                await anyio.sleep(0.02)  # polling in-memory state the service changes
-
-    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
-    try:
-        async with open_services(settings) as svc:
-            run_id = await start("two", "second")
-            first = await next_update(svc, run_id, ("waiting",))
-            assert first.interaction is not None
-            holder = await start("hold", "holder")
-            await until(lambda: getattr(svc.runs.live_state(holder), "status", None) == "running")
-            await svc.interactions.answer(
-                first.interaction.id, action="accept", content={"w": "a"}, channel="test"
-            )
-            live = svc.runs._live[run_id]  # the admission state under test
-            await until(lambda: live.wants_slot)  # the first resumption is in line
-            (gates / "second").touch()
-            await until(lambda: len(live.pending) == 1)
-            (second,) = live.pending
-            await svc.interactions.answer(second, action="accept", content={"w": "b"}, channel="test")
-            await until(lambda: live.resumers == 1)  # the second waits for the first
-            (gates / "holder").touch()
-            final = await next_update(svc, run_id)
-            assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
-    finally:
-        shutil.rmtree(gates, ignore_errors=True)
+    """Both of the run's questions are answered while it waits in line: the second
+    resumption waits for the first (two in line for one slot, the second would wait for the
+    slot its own run holds); both threads get their answers."""
+    async with in_line(tmp_path) as line:
+        svc, live = line.svc, line.live
+        line.ask_second()
+        await until(lambda: len(live.pending) == 1)
+        (second,) = live.pending
+        await svc.interactions.answer(second, action="accept", content={"w": "b"}, channel="test")
+        await until(lambda: live.resumers == 1)  # the second waits for the first
+        line.free_the_slot()
+        final = await next_update(svc, line.run_id)
+        assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error
