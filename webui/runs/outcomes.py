@@ -239,13 +239,6 @@ class RunRecordBacklog:
             raise ValueError(f"unknown kind of run record {record.kind!r}")
 
     def _apply_final(self, run_id: str, f: dict[str, Any]) -> None:
-        current = run_store.get_run(self.engine, run_id=run_id)
-        if current is None:
-            return  # deleted meanwhile: nothing to record it on
-        if current.status in run_store.FINAL_STATUSES:
-            code = (current.error or {}).get("code")
-            if code not in REPLACEABLE_CODES:
-                return  # already recorded (a replay of a record written before its file went)
         fields = dict(f["audit"])
         status = str(f["status"])
         error = f.get("error")
@@ -259,9 +252,10 @@ class RunRecordBacklog:
                 details={"code": error.get("code")} if error else None,
             )
 
-        run_store.update_run(
+        written = run_store.finish_run(
             self.engine,
             run_id=run_id,
+            may_replace=_may_replace,
             status=status,
             output=f.get("output"),
             error=error,
@@ -270,7 +264,7 @@ class RunRecordBacklog:
             source=str(f.get("source") or "mcp"),
             audit=audit,
         )
-        if f.get("close_questions"):
+        if written and f.get("close_questions"):
             self.interactions.close_for_run(run_id)
 
     def _start(self) -> None:
@@ -393,6 +387,15 @@ class RunRecordBacklog:
         if written:
             log.info("wrote %d run records kept by the previous process", written)
         return written
+
+
+def _may_replace(status: str, error: dict[str, Any] | None) -> bool:
+    """Whether an outcome may be written over what the run's row says: not over one
+    recorded already (a replay of a record written before its file went; a run deleted
+    meanwhile has no row at all), except an `interrupted` one."""
+    if status not in run_store.FINAL_STATUSES:
+        return True
+    return (error or {}).get("code") in REPLACEABLE_CODES
 
 
 def _describe(exc: BaseException) -> str:

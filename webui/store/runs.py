@@ -108,6 +108,37 @@ def update_run(
             audit(conn)
 
 
+_RUN_STATE = sa_select(_RUNS.c.status, _RUNS.c.error).where(_RUNS.c.id == bindparam("_run_id"))
+
+
+def finish_run(
+    engine: Engine,
+    *,
+    run_id: str,
+    may_replace: Callable[[str, dict[str, Any] | None], bool],
+    event_text: str | None = None,
+    source: str = "mcp",
+    audit: Callable[[Any], Any] | None = None,
+    **changes: Any,
+) -> bool:
+    """A run's outcome: as `update_run`, in one transaction with the read of its status
+    and error, written only if `may_replace(status, error)` (an outcome already recorded
+    is kept). False when the run is gone or kept its outcome."""
+    with engine.begin() as conn:
+        row = conn.execute(_RUN_STATE, {"_run_id": run_id}).first()
+        if row is None or not may_replace(str(row.status), row.error):
+            return False
+        if changes:
+            conn.execute(_update_run(tuple(sorted(changes))), {"_run_id": run_id, **changes})
+        if event_text is not None:
+            conn.execute(
+                _INSERT_EVENT, {"run_id": run_id, "kind": "state", "text": event_text, "source": source}
+            )
+        if audit is not None:
+            audit(conn)
+    return True
+
+
 def add_event(
     engine: Engine,
     *,
