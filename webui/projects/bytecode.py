@@ -40,16 +40,15 @@ MAX_TOTAL_BYTES = 16 * 1024 * 1024  # of source compiled per publish; the rest i
 TIMEOUT_SECONDS = 20.0
 CPU_SECONDS = 20
 ADDRESS_SPACE_BYTES = 1024 * 1024 * 1024
-# Folders that are not workflow code (as webui.workflows.targets.SKIP_DIRS, kept here so
-# the child imports nothing but the standard library).
-SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_cache", ".pytest_cache"})
 
 
 def compile_snapshot(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
     """Write `__pycache__` bytecode for the `.py` files under `folder` in a bounded child
     process; how many it compiled (0 when it was stopped or failed: publish goes on)."""
-    # The file itself, isolated (-I): it imports nothing but the standard library.
-    argv = [sys.executable, "-I", os.path.abspath(__file__), str(folder)]
+    from webui.workflows.targets import SKIP_DIRS  # (the child imports only the stdlib)
+
+    # The file itself, isolated (-I), given the folder and the folders that are not code.
+    argv = [sys.executable, "-I", os.path.abspath(__file__), str(folder), *sorted(SKIP_DIRS)]
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
@@ -75,19 +74,21 @@ def compile_snapshot(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
         return 0
 
 
-def compile_folder(folder: Path) -> int:
-    """In the child: compile what is under `folder`; how many files."""
+def compile_folder(folder: Path, skip_dirs: frozenset[str]) -> int:
+    """In the child: compile what is under `folder` (not in `skip_dirs` or hidden folders);
+    how many files."""
     compiled = 0
     seen = 0
     budget = MAX_TOTAL_BYTES
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs and not d.startswith("."))
+        here = compiled
         for name in sorted(filenames):
             if not name.endswith(".py"):
                 continue
             seen += 1
             if seen > MAX_FILES:
-                return compiled
+                break
             path = os.path.join(dirpath, name)
             try:
                 st = os.lstat(path)
@@ -106,7 +107,10 @@ def compile_folder(folder: Path) -> int:
             except (py_compile.PyCompileError, OSError, ValueError, MemoryError, RecursionError):
                 continue  # its runs compile it (and report its error)
             compiled += 1
+        if compiled > here:
             _like_its_folder(Path(dirpath))
+        if seen > MAX_FILES:
+            break
     return compiled
 
 
@@ -128,4 +132,4 @@ def _limit_self() -> None:
 
 if __name__ == "__main__":
     _limit_self()
-    print(compile_folder(Path(sys.argv[1])))
+    print(compile_folder(Path(sys.argv[1]), frozenset(sys.argv[2:])))

@@ -98,14 +98,23 @@ def update_run(
 ) -> None:
     """One UPDATE (plus the timeline entry, plus an audit event) in one transaction."""
     with engine.begin() as conn:
-        if changes:
-            conn.execute(_update_run(tuple(sorted(changes))), {"_run_id": run_id, **changes})
-        if event_text is not None:
-            conn.execute(
-                _INSERT_EVENT, {"run_id": run_id, "kind": "state", "text": event_text, "source": source}
-            )
-        if audit is not None:
-            audit(conn)
+        _update(conn, run_id, event_text, source, audit, changes)
+
+
+def _update(
+    conn: Connection,
+    run_id: str,
+    event_text: str | None,
+    source: str,
+    audit: Callable[[Any], Any] | None,
+    changes: dict[str, Any],
+) -> None:
+    if changes:
+        conn.execute(_update_run(tuple(sorted(changes))), {"_run_id": run_id, **changes})
+    if event_text is not None:
+        conn.execute(_INSERT_EVENT, {"run_id": run_id, "kind": "state", "text": event_text, "source": source})
+    if audit is not None:
+        audit(conn)
 
 
 _RUN_STATE = sa_select(_RUNS.c.status, _RUNS.c.error).where(_RUNS.c.id == bindparam("_run_id"))
@@ -128,14 +137,7 @@ def finish_run(
         row = conn.execute(_RUN_STATE, {"_run_id": run_id}).first()
         if row is None or not may_replace(str(row.status), row.error):
             return False
-        if changes:
-            conn.execute(_update_run(tuple(sorted(changes))), {"_run_id": run_id, **changes})
-        if event_text is not None:
-            conn.execute(
-                _INSERT_EVENT, {"run_id": run_id, "kind": "state", "text": event_text, "source": source}
-            )
-        if audit is not None:
-            audit(conn)
+        _update(conn, run_id, event_text, source, audit, changes)
     return True
 
 
