@@ -92,6 +92,12 @@ async def test_a_cancel_answer_to_the_childs_question_fails_the_parents_handler(
     assert "ended cancelled: cancelled: The person cancelled the run." in stderr
 
 
+async def until(condition: Any) -> None:
+    with anyio.fail_after(WAIT):
+        while not condition():
+            await anyio.sleep(0.02)  # polling in-memory state the service changes
+
+
 RACE = "a1b2c3d4-0000-4000-8000-0000000000e1"
 RACE_KID = "a1b2c3d4-0000-4000-8000-0000000000e2"
 RACE_PY = """
@@ -112,6 +118,25 @@ def race(ctx):
         got["child"] = ctx.related["kid"].run("echo", n=7)["n"]
 
     threads = [threading.Thread(target=asks), threading.Thread(target=starts_a_child_later)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+def two_questions(ctx):
+    got = {}
+
+    def first():
+        got["first"] = ctx.ask("First?", [{"name": "w", "type": "string", "required": True}])["w"]
+
+    def second():
+        while not os.path.exists(ctx.params["gate"]):
+            time.sleep(0.02)
+        got["second"] = ctx.ask("Second?", [{"name": "w", "type": "string", "required": True}])["w"]
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
     for t in threads:
         t.start()
     for t in threads:
@@ -185,11 +210,6 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
             )
         )
 
-    async def until(condition: Any) -> None:
-        with anyio.fail_after(WAIT):
-            while not condition():
-                await anyio.sleep(0.02)  # polling in-memory state the service changes
-
     settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
     try:
         async with open_services(settings) as svc:
@@ -213,37 +233,6 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
         shutil.rmtree(gates, ignore_errors=True)
 
 
-RACE_ASKS_PY = """
-import os
-import threading
-
-
-def two_questions(ctx):
-    got = {}
-
-    def first():
-        got["first"] = ctx.ask("First?", [{"name": "w", "type": "string", "required": True}])["w"]
-
-    def second():
-        while not os.path.exists(ctx.params["gate"]):
-            pass
-        got["second"] = ctx.ask("Second?", [{"name": "w", "type": "string", "required": True}])["w"]
-
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return got
-
-
-def hold(ctx):
-    while not os.path.exists(ctx.params["gate"]):
-        pass
-    return {"held": True}
-"""
-
-
 @dataclass
 class InLine:
     """A `two_questions` run on a server with one slot, its first question answered while
@@ -263,12 +252,6 @@ class InLine:
         (self.gates / "holder").touch()
 
 
-async def until(condition: Any) -> None:
-    with anyio.fail_after(WAIT):
-        while not condition():
-            await anyio.sleep(0.02)  # polling in-memory state the service changes
-
-
 @asynccontextmanager
 async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
     gate = {"type": "string", "required": True}
@@ -284,7 +267,7 @@ async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
     }
     (tmp_path / "race").mkdir()
     (tmp_path / "race" / "package.json").write_text(json.dumps(doc), encoding="utf-8")
-    (tmp_path / "race" / "race.py").write_text(RACE_ASKS_PY, encoding="utf-8")
+    (tmp_path / "race" / "race.py").write_text(RACE_PY, encoding="utf-8")
     gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
     os.chmod(gates, 0o755)  # the worker user reads it
     race = load_project(tmp_path / "race")
