@@ -20,9 +20,15 @@ Three parts, each with its baseline measured in the same run, on loopback only:
   `/upload` (streams the body to a temp file). Fresh processes for both; MiB/s (median) and the
   server process's memory: VmRSS sampled every 2 ms during each upload, and VmHWM before/after.
   Targets: throughput >= 0.5x raw, peak RSS growth <= 16 MiB.
+- `memory` (not in the default parts): the steamharness server's VmRSS while `--memory-calls`
+  (10,000) echo calls go through 16 concurrent sessions: idle (after one call per session, so
+  what is imported lazily is counted), every quarter, after the last call, and after the
+  sessions closed. Target: VmRSS after the calls <= idle + 20 MiB. The bare server runs the
+  same calls as the reference.
 
 Run: `python bench/http_call.py [--parts call,auth,upload] [--calls N] [--rounds N] [--round-calls N]
-[--auth-iterations N] [--uploads N] [--profile-auth] [--repeat N] [--pin CPU|auto|none]`
+[--auth-iterations N] [--uploads N] [--profile-auth] [--repeat N] [--pin CPU|auto|none]
+[--memory-calls N]`
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ SERVER_CPUS: set[int] = set()
 AUTH_TARGET = 0.0002  # from_header <= 0.2 ms
 UPLOAD_TARGET = 0.5  # steamharness MiB/s >= 0.5x raw
 RSS_TARGET_KIB = 16 * 1024  # peak RSS growth <= 16 MiB
+MEMORY_TARGET_KIB = 20 * 1024  # server VmRSS after the memory part's calls <= idle + 20 MiB
 
 
 def _describe(exc: BaseException) -> str:
@@ -470,6 +477,65 @@ def report_repeats(summaries: list[CallSummary]) -> None:
     )
 
 
+# --------------------------------------------------------------------------- part 4: memory
+async def _memory_run(server: ServerProc, target: Target, total: int) -> list[tuple[str, int]]:
+    """VmRSS (KiB) of the server at each stage of `total` calls over CLIENTS sessions."""
+    assert server.proc is not None
+    pid = server.proc.pid
+    samples: list[tuple[str, int]] = []
+    quarter = max(CLIENTS, total // 4)
+    async with AsyncExitStack() as stack:
+        clients = [await _open(stack, target) for _ in range(CLIENTS)]
+        for c in clients:
+            await _call(target, c)
+        samples.append(("idle (1 call per session)", _status_kib(pid, "VmRSS")))
+        done = 0
+        while done < total:
+            n = min(quarter, total - done)
+            await _round(target, clients, n)
+            done += n
+            samples.append((f"after {done} calls", _status_kib(pid, "VmRSS")))
+        server.record_children()
+    samples.append(("sessions closed", _status_kib(pid, "VmRSS")))
+    return samples
+
+
+async def part_memory(ws: Workspace, total: int) -> None:
+    """Server VmRSS over many calls: steamharness against the bare SDK server (reference)."""
+    print(
+        f"\n[memory] {total} echo calls over {CLIENTS} concurrent sessions per server; "
+        "VmRSS of the server process"
+    )
+    for make, url, headers, check in (
+        (bare_server, "/mcp", {}, _bare_ok),
+        (
+            steamharness_server,
+            f"/api/workflows/{HELLO_ID}/mcp?target=latest",
+            {"Authorization": f"Bearer {ws.key}"},
+            _hello_ok,
+        ),
+    ):
+        server = make(ws)
+        try:
+            await server.start()
+            target = Target(server.label, server.base_url + url, headers, check)
+            assert server.proc is not None
+            target.pid = server.proc.pid
+            samples = await _memory_run(server, target, total)
+        finally:
+            server.stop()
+        idle = samples[0][1]
+        stages = ", ".join(f"{label} {kib / 1024:.1f}" for label, kib in samples)
+        print(f"  {server.label:<20} VmRSS MiB: {stages}")
+        after = max(kib for label, kib in samples[1:-1])
+        growth = after - idle
+        tag = "reference"
+        if server.label.startswith("steamharness"):
+            verdict = "met" if growth <= MEMORY_TARGET_KIB else "NOT met"
+            tag = f"target <= {MEMORY_TARGET_KIB // 1024} MiB: {verdict}"
+        print(f"  {server.label:<20} growth idle -> after the calls (max) {growth / 1024:+.1f} MiB   ({tag})")
+
+
 # --------------------------------------------------------------------------- part 2: auth
 def _raw_sqlite_check(conn: sqlite3.Connection, secret_key: bytes, raw: str) -> tuple[str, str]:
     """The same key check as Authenticator.authenticate, written against the stdlib sqlite3."""
@@ -755,7 +821,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--parts", default="call,auth,upload", help="comma-separated: call, auth, upload")
+    parser.add_argument(
+        "--parts", default="call,auth,upload", help="comma-separated: call, auth, upload, memory"
+    )
     parser.add_argument(
         "--calls", type=int, default=300, help="latency: warm-up and measured calls (1..5000)"
     )
@@ -768,6 +836,9 @@ async def main() -> None:
     parser.add_argument("--auth-iterations", type=int, default=5000, help="auth: per case (100..100000)")
     parser.add_argument("--uploads", type=int, default=5, help="upload: 50 MiB uploads per server (1..20)")
     parser.add_argument("--profile-auth", action="store_true", help="auth: also print a cProfile")
+    parser.add_argument(
+        "--memory-calls", type=int, default=10_000, help="memory: calls per server (100..100000)"
+    )
     parser.add_argument(
         "--repeat", type=int, default=3, help="call: repetitions with fresh servers, medians reported (1..9)"
     )
@@ -789,7 +860,7 @@ async def main() -> None:
         os.sched_setaffinity(0, set(cpus) - SERVER_CPUS)  # the clients stay off the servers' core
     parts = args.parts.split(",")
     for p in parts:
-        if p not in ("call", "auth", "upload"):
+        if p not in ("call", "auth", "upload", "memory"):
             parser.error(f"unknown part {p!r}")
     calls = max(1, min(args.calls, 5000))
     rounds = max(1, min(args.rounds, 50))
@@ -797,6 +868,7 @@ async def main() -> None:
     iterations = max(100, min(args.auth_iterations, 100_000))
     uploads = max(1, min(args.uploads, 20))
     repeat = max(1, min(args.repeat, 9))
+    memory_calls = max(100, min(args.memory_calls, 100_000))
 
     print("Streamable HTTP benchmarks: steamharness serve against bare SDK / raw Starlette baselines")
     print(_common.machine_line())
@@ -828,6 +900,12 @@ async def main() -> None:
                 await part_upload(ws, uploads)
             except Exception as exc:
                 print(f"  [upload] failed: {_describe(exc)}")
+                _print_logs(ws)
+        if "memory" in parts:
+            try:
+                await part_memory(ws, memory_calls)
+            except Exception as exc:
+                print(f"  [memory] failed: {_describe(exc)}")
                 _print_logs(ws)
     finally:
         shutil.rmtree(ws.root, ignore_errors=True)
