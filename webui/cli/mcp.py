@@ -13,7 +13,6 @@ import typer
 from webui.cli.common import DatabaseOpt, DataDirOpt, absolute, fail, first_error, load_settings, setting_help
 from webui.errors import ConfigError, SteamharnessError
 from webui.files.created import prepare_dir
-from webui.workflows.project import load_project
 
 # The folders this command takes, each an option and a setting; all must be absolute.
 ABSOLUTE_DIRS = (
@@ -74,6 +73,7 @@ def mcp_command(
     """Serve a workflow project's entrypoints as MCP tools over stdio."""
     from webui.mcp.stdio import serve_stdio
     from webui.runs.isolation import harden_process
+    from webui.workflows.project import load_project
 
     # The admin key in this environment is for handlers to call a server with; the stdio
     # host itself never accepts it, so it is not validated as a server secret.
