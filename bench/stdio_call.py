@@ -11,7 +11,12 @@ N measured calls each in alternating blocks (ABBA order) so that drift on a nois
 both sides alike. `legacy` forces the 2025-11-25 handshake; `auto` (the client's default)
 negotiates 2026-07-28.
 
-Run: `python bench/stdio_call.py [--calls N] [--modes legacy,auto]`
+Cold start: the wall time from spawning a server to the answer to its first `tools/list`
+(process start, imports, project load, handshake), a fresh process each time, the two servers
+alternating; medians of `--starts` spawns each and their ratio. Target: at most 1.5x the bare
+server.
+
+Run: `python bench/stdio_call.py [--calls N] [--modes legacy,auto] [--starts N]`
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +48,8 @@ TEXT = "benchmark payload"
 MAX_CALLS = 5000
 BLOCK = 25
 P50_TARGET = 3.0
+COLD_TARGET = 1.5
+MAX_STARTS = 100
 
 
 @dataclass
@@ -73,12 +81,12 @@ async def _call(target: Target) -> float:
     return elapsed
 
 
-async def measure_mode(mode: ConnectMode, calls: int, data_dir: Path, errlog: TextIO) -> list[Target]:
-    """Connect to both servers in `mode`, warm up, then time `calls` calls against each."""
+def _targets(data_dir: Path, mode: str) -> list[Target]:
+    """The bare server and `steamharness mcp`, bare first; `mode` names the data dir."""
     # The SDK passes only a safe subset of the environment; PYTHONPATH is passed on so that a
     # snapshot of the code (e.g. `git archive HEAD`) put first on it is what both servers run.
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None
-    targets = [
+    return [
         Target(
             "bare SDK server",
             StdioServerParameters(command=sys.executable, args=[str(BARE_SERVER)], env=env, cwd=data_dir),
@@ -96,6 +104,57 @@ async def measure_mode(mode: ConnectMode, calls: int, data_dir: Path, errlog: Te
             _hello_ok,
         ),
     ]
+
+
+async def _cold_start(target: Target, errlog: TextIO) -> float:
+    """Spawn `target`, connect, list its tools: the wall time to that answer. Then shut it down."""
+    procs: _common.ProcMap = {}
+    try:
+        t0 = time.perf_counter()
+        async with Client(stdio_client(target.params, errlog=errlog)) as client:
+            tools = await client.list_tools()
+            elapsed = time.perf_counter() - t0
+            procs.update(_common.descendants())
+        if not any(t.name == "echo" for t in tools.tools):
+            raise RuntimeError(f"{target.label}: no echo tool in tools/list")
+    finally:
+        _common.report_leftovers(f"cold start of {target.label}", _common.stop_pids(procs))
+    return elapsed
+
+
+async def measure_cold_starts(starts: int, data_dir: Path, errlog: TextIO) -> list[Target]:
+    """`starts` cold starts per server, alternating (ABBA) so drift hits both alike."""
+    targets = _targets(data_dir, "cold")
+    # One start each first, not measured: the page cache holds both servers' files afterwards,
+    # and steamharness has created its data dir (a first run's one-time work).
+    for t in targets:
+        await _cold_start(t, errlog)
+    order = targets
+    for _ in range(starts):
+        for t in order:
+            t.samples.append(await _cold_start(t, errlog))
+        order = order[::-1]
+    return targets
+
+
+def report_cold(targets: list[Target]) -> float:
+    """Print the median cold start per server and the ratio; returns steamharness/bare."""
+    bare, sh = targets
+    print("\ncold start: spawn -> first tools/list answer")
+    for t in targets:
+        print(
+            f"  {t.label:<18} median {_common.ms(statistics.median(t.samples))}   "
+            f"min {_common.ms(min(t.samples))}   (n={len(t.samples)})"
+        )
+    r = statistics.median(sh.samples) / statistics.median(bare.samples)
+    verdict = "met" if r <= COLD_TARGET else "NOT met"
+    print(f"  ratio steamharness/bare   median {r:6.2f}x   (target <= {COLD_TARGET:g}x: {verdict})")
+    return r
+
+
+async def measure_mode(mode: ConnectMode, calls: int, data_dir: Path, errlog: TextIO) -> list[Target]:
+    """Connect to both servers in `mode`, warm up, then time `calls` calls against each."""
+    targets = _targets(data_dir, mode)
     procs: _common.ProcMap = {}
     try:
         async with AsyncExitStack() as stack:
@@ -159,21 +218,29 @@ async def main() -> None:
         "--calls", type=int, default=500, help=f"warm-up and measured calls per server (<= {MAX_CALLS})"
     )
     parser.add_argument("--modes", default="legacy,auto", help="comma-separated client modes: legacy, auto")
+    parser.add_argument(
+        "--starts", type=int, default=9, help=f"measured cold starts per server (0 skips, <= {MAX_STARTS})"
+    )
     args = parser.parse_args()
     calls = max(1, min(args.calls, MAX_CALLS))
+    starts = max(0, min(args.starts, MAX_STARTS))
     modes: list[ConnectMode] = []
     for m in args.modes.split(","):
         if m not in ("legacy", "auto"):
             parser.error(f"unknown mode {m!r}")
         modes.append("legacy" if m == "legacy" else "auto")
 
-    print("stdio tool-call latency: echo tool, Client.call_tool wall time")
+    print(
+        "stdio: cold start to the first tools/list, and tool-call latency (echo, Client.call_tool wall time)"
+    )
     print(_common.machine_line())
     print(f"{calls} warm-up + {calls} measured calls per server and mode, blocks of {BLOCK} in ABBA order")
     data_dir = Path(tempfile.mkdtemp(prefix="shbench-stdio-"))
     errlog_path = data_dir / "servers-stderr.log"
     try:
         with errlog_path.open("w", encoding="utf-8") as errlog:
+            if starts:
+                report_cold(await measure_cold_starts(starts, data_dir, errlog))
             for mode in modes:
                 try:
                     report(await measure_mode(mode, calls, data_dir, errlog))

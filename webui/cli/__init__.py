@@ -3,10 +3,10 @@ command lives in a module of its own; errors are one clear line on stderr and a 
 
 from __future__ import annotations
 
-import typer
-from sqlalchemy.exc import OperationalError
+import sys
 
-from webui.blocking import is_busy_error
+import typer
+
 from webui.cli import config, configs, db, keys, login, logout, mcp, projects, serve, structure, users
 from webui.errors import SteamharnessError
 
@@ -36,7 +36,17 @@ def main() -> None:
     except SteamharnessError as exc:  # what a command reports on purpose: its message, one line
         typer.echo(f"steamharness: error: {exc.message}", err=True)
         raise SystemExit(2) from None
-    except OperationalError as exc:
+    except Exception as exc:
+        # SQLAlchemy is imported only by the commands that open the database (not by
+        # `--help` or `mcp`): an error of its can only come from one of those.
+        if "sqlalchemy" not in sys.modules:
+            raise
+        from sqlalchemy.exc import OperationalError
+
+        from webui.blocking import is_busy_error
+
+        if not isinstance(exc, OperationalError):
+            raise
         # Another process (a running server mid-write, a backup) holds the database lock
         # longer than the busy timeout: one line, not a traceback.
         message = (

@@ -23,7 +23,6 @@ import typer
 from webui import strict_json
 from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, open_store, server_settings
 from webui.errors import ConfigError, ConfigurationInvalid, ConfigurationRefused
-from webui.workflows.configuration import value_problem
 
 if TYPE_CHECKING:
     from webui.configs.service import ConfigPlace, ConfigService, ConfigView, Who
@@ -207,6 +206,8 @@ def _values(
         except ValueError as exc:
             problems[name] = str(exc)
             continue
+        from webui.workflows.configuration import value_problem  # jsonschema: not for `--help`
+
         problem = value_problem(field, value)
         if problem:
             problems[name] = problem

@@ -8,12 +8,13 @@ from typing import Annotated
 
 import typer
 
-from webui.workflows.project import load_project, structure_report
-
 
 def structure_command(
     workflow_dir: Annotated[Path, typer.Argument(help="The workflow project folder.")],
 ) -> None:
     """Print a project's structure report (entrypoints and static params) as JSON."""
+    # The project loader imports jsonschema: paid by this command, not by `--help`.
+    from webui.workflows.project import load_project, structure_report
+
     project = load_project(workflow_dir.expanduser().resolve())
     typer.echo(json.dumps(structure_report(project), indent=2, ensure_ascii=False))
