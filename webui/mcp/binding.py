@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+import anyio
 from starlette.types import Scope
 
 from webui.auth.keys import Authenticator, Principal
@@ -28,6 +29,10 @@ from webui.store.models import ProjectRecord
 from webui.workflows.project import Project
 
 current_binding: contextvars.ContextVar[Binding] = contextvars.ContextVar("steamharness_mcp_binding")
+# Set by the HTTP edge around each request it hands the SDK, in the same way: the event is
+# set once the request's response can no longer complete (its client went away). A 2025
+# session's SDK leaves the handler running then; the bridge ends the call and its run.
+client_left: contextvars.ContextVar[anyio.Event] = contextvars.ContextVar("steamharness_mcp_client_left")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from webui.errors import (
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.mcp.arguments import resolve_files
-from webui.mcp.binding import Binding, config_place
+from webui.mcp.binding import Binding, client_left, config_place
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.questions import Questions
 from webui.mcp.results import error_result, final_result
@@ -44,6 +44,8 @@ from webui.workflows.schema import validate_arguments
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = -32603
+CLIENT_CANCELLED = "The MCP client cancelled the tool call."
+CLIENT_LEFT = "The MCP client disconnected during the call."
 
 
 def _invalid(message: str) -> MCPError:
@@ -165,8 +167,6 @@ class CallBridge:
         limits: RunLimits,
         config: ConfigSnapshot,
     ) -> str:
-        state = getattr(getattr(ctx, "request", None), "scope", {}).get("state")
-        tracked = state.get("mcp_http_runs") if isinstance(state, dict) else None
         return await self.runs.start(
             RunRequest(
                 project=b.catalog.project,
@@ -190,8 +190,6 @@ class CallBridge:
                 config=config,
                 # Written with the run, in the transaction that creates it.
                 created_audit=("tool.called", self._audit_fields(ctx, b, ep, None, "started")),
-                # HTTP: the gateway cancels these if the client drops this POST mid-call
-                on_created=tracked.append if isinstance(tracked, list) else None,
             )
         )
 
@@ -203,6 +201,30 @@ class CallBridge:
         ep: Entrypoint,
         run_id: str,
         stream: ProgressStream | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Follow the run to this call's result. The call ends, and its run is cancelled,
+        when the client goes away: the SDK cancels this handler (a cancellation, a 2026
+        request's disconnect, the session ended), or, on a 2025 session whose POST the
+        client dropped, the HTTP edge says so (`client_left`) and the SDK does not."""
+        left = client_left.get(None)
+        result: types.CallToolResult | types.InputRequiredResult | None = None
+        async with anyio.create_task_group() as tg:
+            if left is not None:
+                tg.start_soon(_cancel_when_set, left, tg.cancel_scope)
+            result = await self._follow_updates(ctx, b, ep, run_id, stream, left)
+            tg.cancel_scope.cancel()
+        if result is None:  # the client left: nobody reads this
+            return error_result(run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
+        return result
+
+    async def _follow_updates(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        run_id: str,
+        stream: ProgressStream | None,
+        left: anyio.Event | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         keep_run = False
         finished = False
@@ -250,8 +272,9 @@ class CallBridge:
         finally:
             if not keep_run and not finished and self.runs.is_live(run_id):
                 # The client went away mid-call (cancelled, disconnected, session closed).
+                reason = CLIENT_LEFT if left is not None and left.is_set() else CLIENT_CANCELLED
                 with anyio.CancelScope(shield=True):
-                    await self.runs.cancel(run_id, reason="The MCP client cancelled the tool call.")
+                    await self.runs.cancel(run_id, reason=reason)
 
     # ------------------------------------------------------------------ files
     def _prepare(
@@ -264,6 +287,11 @@ class CallBridge:
         worker, stored = resolve_files(self.files, b, ep, args)
         limits = b.preflight() if b.preflight is not None else RunLimits()
         return worker, stored, limits, self.configs.snapshot(config_place(b), b.config_name)
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _progress(stream: ProgressStream, progress: dict[str, Any]) -> None:

@@ -10,9 +10,9 @@ authenticates from its own Bearer header (sessions bind, they never authenticate
     bound before the response reaches the client. A credential holding its cap of open
     sessions is refused (429) until it ends one or one expires.
 The request's binding (`webui.mcp.binding`) reaches the SDK's handlers in the ContextVar
-set around `handle_request`. A 2025 POST whose response never completed (the client went
-away mid-call) cancels the runs it started. Refusals are JSON-RPC error documents
-(`webui.mcp.replies`).
+set around `handle_request`, with the event `client_left`, set when the response never
+completed (the client went away mid-call): the bridge then ends the call and cancels its
+run. Refusals are JSON-RPC error documents (`webui.mcp.replies`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ from webui.blocking import run_db
 from webui.errors import ConfigurationRefused, NotFound, SteamharnessError, StoreUnavailable
 from webui.events import EventHub
 from webui.mcp import envelope
-from webui.mcp.binding import Binding, HttpBindings, chosen_config, current_binding, request_headers
+from webui.mcp.binding import (
+    Binding,
+    HttpBindings,
+    chosen_config,
+    client_left,
+    current_binding,
+    request_headers,
+)
 from webui.mcp.replies import jsonrpc_errors, reply, retry_after
 from webui.mcp.sessions import HeldSessions
 from webui.projects.registry import ProjectRegistry, Resolved
@@ -411,8 +418,6 @@ class McpGateway:
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send, binding: Binding | None
     ) -> int | None:
-        started: list[str] = []
-        scope.setdefault("state", {})["mcp_http_runs"] = started
         status: int | None = None
         completed = False
 
@@ -434,6 +439,8 @@ class McpGateway:
                 return status
 
         token = current_binding.set(binding) if binding is not None else None
+        left = anyio.Event()
+        left_token = client_left.set(left)
         counted = scope.get("method") != "GET"
         if counted:
             self._calls += 1
@@ -448,11 +455,11 @@ class McpGateway:
                     self._idle.set()
             if token is not None:
                 current_binding.reset(token)
-            if not completed and started:
-                # The client dropped this POST mid-call: nobody will read the result.
-                with anyio.CancelScope(shield=True):
-                    for run_id in started:
-                        await self.runs.cancel(run_id, reason="The MCP client disconnected during the call.")
+            client_left.reset(left_token)
+            if not completed:
+                # The client dropped this request: a call it made ends, and its run with it
+                # (webui.mcp.bridge), for nobody will read the result.
+                left.set()
         return status
 
     # ------------------------------------------------------------------ shutdown
