@@ -262,7 +262,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
             )
             app.state.host = host
             async with manager.run(), host.running(), anyio.create_task_group() as tg:
-                gateway.run_background(tg)
+                gateway.sessions.run_background(tg)
                 try:
                     async with page_calls(app, services.engine, services.audit, host):
                         # Everything loaded at start-up is long-lived: keep full collections from
@@ -273,7 +273,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 finally:
                     tg.cancel_scope.cancel()
                     with anyio.CancelScope(shield=True):
-                        await gateway.close_all("shutdown")
+                        await gateway.sessions.close_all("shutdown")
 
     app = FastAPI(
         title="steamharness MCP",

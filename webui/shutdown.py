@@ -57,7 +57,7 @@ async def drain(budget: float, *, gateway: McpGateway, runs: RunService) -> None
     with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
         await gateway.calls_done()
     with anyio.move_on_after(max(deadline - anyio.current_time(), MIN_UVICORN_WAIT)):
-        await gateway.end_sessions("shutdown")
+        await gateway.sessions.end_all("shutdown")
 
 
 class GracefulServer(uvicorn.Server):

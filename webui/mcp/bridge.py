@@ -1,23 +1,17 @@
 """tools/call -> run -> result, and interaction <-> elicitation, for both protocol eras.
 
-The bridge never executes workflow code: it validates arguments, resolves file params,
-asks the RunService for a run, and follows that run's updates. When the run waits for a
-person it delivers the stored Interaction through the best channel the client has:
-  - 2025-era sessions with form elicitation: inline `elicitation/create` on this call;
-  - 2026-07-28: an `InputRequiredResult` whose (sealed) state names the run and question;
-  - otherwise, or when the form cannot be an MCP form: the `interaction_required` result.
+The bridge never executes workflow code: it validates arguments, resolves file params
+(`webui.mcp.arguments`), asks the RunService for a run, and follows that run's updates to
+the tool result. When the run waits for a person, `webui.mcp.questions` delivers the
+stored Interaction through the best channel the client has (inline elicitation, an
+`InputRequiredResult`, or the `interaction_required` result).
 A call that carries a progress token gets the workflow's progress and, while the run is not
 finished, a keep-alive (webui.mcp.keepalive) at `progress_interval` seconds.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import stat
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,40 +19,33 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, run_db
-from webui.configs.places import account_place, local_place_of
-from webui.configs.service import ConfigPlace, ConfigService, ConfigSnapshot
+from webui.configs.service import ConfigService, ConfigSnapshot
 from webui.errors import (
     ConfigurationInvalid,
     ConfigurationNotFound,
-    InteractionClosed,
-    InteractionConflict,
-    InvalidAnswer,
     InvalidArguments,
     NotFound,
     StorageFull,
 )
-from webui.files.store import FileStore, worker_view
-from webui.interactions.owner import OverrideRequired, Party
+from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
-from webui.mcp.binding import Binding
+from webui.mcp.arguments import resolve_files
+from webui.mcp.binding import Binding, client_left, config_place
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
-from webui.mcp.results import error_result, final_result, interaction_required_result
+from webui.mcp.questions import Questions
+from webui.mcp.results import error_result, final_result
 from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
-from webui.store import runs as run_store
-from webui.store.models import Interaction, ManagedFile, Run
-from webui.workflows.project import Entrypoint, Param, Project
+from webui.workflows.project import Entrypoint
 from webui.workflows.schema import validate_arguments
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = -32603
-MAX_INLINE_ATTEMPTS = 3
-URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-BASE64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+CLIENT_CANCELLED = "The MCP client cancelled the tool call."
+CLIENT_LEFT = "The MCP client disconnected during the call."
 
 
 def _invalid(message: str) -> MCPError:
@@ -83,6 +70,7 @@ class CallBridge:
         self.audit = audit
         self.configs = configs
         self.progress_interval = progress_interval
+        self.questions = Questions(runs=runs, interactions=interactions)
 
     async def _audit(
         self,
@@ -149,7 +137,7 @@ class CallBridge:
         token = (params.meta or {}).get("progress_token")
         stream = ProgressStream(ctx.session.report_progress) if token is not None else None
         if params.request_state:
-            run_id = await self._resume_from_state(b, ep, params)
+            run_id = await self.questions.resume_from_state(b, ep, params)
         else:
             try:
                 worker_params, stored, limits, config = await run_db(self._prepare, b, ep, params.arguments)
@@ -179,8 +167,6 @@ class CallBridge:
         limits: RunLimits,
         config: ConfigSnapshot,
     ) -> str:
-        state = getattr(getattr(ctx, "request", None), "scope", {}).get("state")
-        tracked = state.get("mcp_http_runs") if isinstance(state, dict) else None
         return await self.runs.start(
             RunRequest(
                 project=b.catalog.project,
@@ -204,8 +190,6 @@ class CallBridge:
                 config=config,
                 # Written with the run, in the transaction that creates it.
                 created_audit=("tool.called", self._audit_fields(ctx, b, ep, None, "started")),
-                # HTTP: the gateway cancels these if the client drops this POST mid-call
-                on_created=tracked.append if isinstance(tracked, list) else None,
             )
         )
 
@@ -217,6 +201,30 @@ class CallBridge:
         ep: Entrypoint,
         run_id: str,
         stream: ProgressStream | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Follow the run to this call's result. The call ends, and its run is cancelled,
+        when the client goes away: the SDK cancels this handler (a cancellation, a 2026
+        request's disconnect, the session ended), or, on a 2025 session whose POST the
+        client dropped, the HTTP edge says so (`client_left`) and the SDK does not."""
+        left = client_left.get(None)
+        result: types.CallToolResult | types.InputRequiredResult | None = None
+        async with anyio.create_task_group() as tg:
+            if left is not None:
+                tg.start_soon(_cancel_when_set, left, tg.cancel_scope)
+            result = await self._follow_updates(ctx, b, ep, run_id, stream, left)
+            tg.cancel_scope.cancel()
+        if result is None:  # the client left: nobody reads this
+            return error_result(run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
+        return result
+
+    async def _follow_updates(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        run_id: str,
+        stream: ProgressStream | None,
+        left: anyio.Event | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         keep_run = False
         finished = False
@@ -249,7 +257,7 @@ class CallBridge:
                     if update.kind == "progress" and update.progress is not None and stream is not None:
                         await _progress(stream, update.progress)
                     elif update.kind == "waiting" and update.interaction is not None:
-                        delivered = await self._deliver(ctx, b, ep, run_id, update.interaction)
+                        delivered = await self.questions.deliver(ctx, b, ep, run_id, update.interaction)
                         if delivered is not None:
                             keep_run = True  # the run waits for the answer, on the same runId
                             if isinstance(delivered, types.CallToolResult):
@@ -264,128 +272,9 @@ class CallBridge:
         finally:
             if not keep_run and not finished and self.runs.is_live(run_id):
                 # The client went away mid-call (cancelled, disconnected, session closed).
+                reason = CLIENT_LEFT if left is not None and left.is_set() else CLIENT_CANCELLED
                 with anyio.CancelScope(shield=True):
-                    await self.runs.cancel(run_id, reason="The MCP client cancelled the tool call.")
-
-    async def _deliver(
-        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str, ia: Interaction
-    ) -> types.CallToolResult | types.InputRequiredResult | None:
-        """Deliver one question. Returns a result to end this call with, or None when the
-        answer was taken inline and the run goes on."""
-        hint = (
-            b.answer_hint.replace("{interactionId}", ia.id).replace("{runId}", run_id)
-            if b.answer_hint
-            else None
-        )
-        if ia.blockers:
-            return interaction_required_result(
-                run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=hint
-            )
-        if not _supports_form_elicitation(ctx):
-            reason = "the client did not declare form elicitation"
-            return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return _input_required(run_id, ia)
-        message = _elicit_message(ia)
-        for _ in range(MAX_INLINE_ATTEMPTS):
-            result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
-            if result is None:
-                return None  # answered in another channel (the browser): the run goes on
-            try:
-                await self.interactions.answer(
-                    ia.id,
-                    action=result.action,
-                    content=result.content,
-                    channel="mcp-elicitation",
-                    by=_party(b),
-                )
-                return None
-            except InvalidAnswer as exc:
-                message = f"{exc.message}\n\n{_elicit_message(ia)}"
-            except (InteractionClosed, InteractionConflict):
-                return None  # answered elsewhere first, or the run ended: follow the run
-        return interaction_required_result(
-            run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=hint
-        )
-
-    async def _elicit_unless_answered_elsewhere(
-        self, ctx: ServerRequestContext[Any, Any], ia: Interaction, message: str
-    ) -> types.ElicitResult | None:
-        """Ask the client inline while watching the stored interaction: the first answer,
-        from any channel, wins; if another channel answers first, the client's request is
-        cancelled."""
-        outcome: list[types.ElicitResult] = []
-        with self.interactions.hub.subscribe("interactions") as events:
-            if (await run_db(self.interactions.get, ia.id)).status != "pending":
-                return None
-            async with anyio.create_task_group() as tg:
-
-                async def ask() -> None:
-                    outcome.append(
-                        await ctx.session.elicit_form(
-                            message, ia.requested_schema, related_request_id=ctx.request_id
-                        )
-                    )
-                    tg.cancel_scope.cancel()
-
-                async def watch() -> None:
-                    async for event in events:
-                        if event.data.get("interactionId") == ia.id and event.kind in ("answered", "closed"):
-                            tg.cancel_scope.cancel()
-                            return
-
-                tg.start_soon(ask)
-                tg.start_soon(watch)
-        return outcome[0] if outcome else None
-
-    def _state_names(self, run_id: str, interaction_id: str) -> tuple[Run | None, bool]:
-        """Blocking: the run a request state names, and whether the question it names was
-        asked in that run (or in a child run it waits on, started through ctx.related)."""
-        run = run_store.get_run(self.runs.engine, run_id=run_id)
-        try:
-            asked_in = self.interactions.get(interaction_id).run_id
-        except NotFound:
-            return run, False
-        return run, asked_in is not None and run_store.is_descendant_or_self(
-            self.runs.engine, run_id=asked_in, ancestor=run_id
-        )
-
-    async def _resume_from_state(
-        self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams
-    ) -> str:
-        """A 2026-07-28 retry: the state was unsealed by the boundary, which also checked it
-        was sealed for this very credential, project and target; the answer is still made
-        as this binding's party, so only the question's owner can answer through it."""
-        try:
-            state = json.loads(params.request_state or "")
-            run_id = str(state["runId"])
-            interaction_id = str(state["interactionId"])
-        except (ValueError, KeyError, TypeError):
-            raise _invalid("Invalid or expired requestState") from None
-        # Defence in depth: the state must name a question of a run this party owns.
-        run, asked_here = await run_db(self._state_names, run_id, interaction_id)
-        if (
-            run is None
-            or not asked_here
-            or run.project_id != b.catalog.project.id
-            or not _party(b).owns(run.account_id)
-        ):
-            raise _invalid("Invalid or expired requestState")
-        response = (params.input_responses or {}).get(interaction_id)
-        if isinstance(response, types.ElicitResult):
-            try:
-                await self.interactions.answer(
-                    interaction_id,
-                    action=response.action,
-                    content=response.content,
-                    channel="mcp-input-required",
-                    by=_party(b),
-                )
-            except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
-                pass  # answered elsewhere or run over: the run's own outcome tells the rest
-            except InvalidAnswer as exc:
-                raise _invalid(exc.message) from None
-        return run_id
+                    await self.runs.cancel(run_id, reason=reason)
 
     # ------------------------------------------------------------------ files
     def _prepare(
@@ -395,77 +284,14 @@ class CallBridge:
         import), in this order: the arguments checked and file params resolved (else
         InvalidArguments), the project's limits (RunRefused), the configuration snapshot."""
         args = validate_arguments(b.catalog.schemas[ep.id], arguments, tool=ep.id)
-        worker, stored = self._resolve_files(b, ep, args)
+        worker, stored = resolve_files(self.files, b, ep, args)
         limits = b.preflight() if b.preflight is not None else RunLimits()
         return worker, stored, limits, self.configs.snapshot(config_place(b), b.config_name)
 
-    def _resolve_files(
-        self, b: Binding, ep: Entrypoint, args: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        worker = dict(args)
-        stored = dict(args)
-        for param in ep.params:
-            if param.type != "file" or param.name not in args:
-                continue
-            value = args[param.name]
-            values = value if isinstance(value, list) else [value]
-            rows = [self._file_row(b, ep, param, v) for v in values]
-            views = [{"$file": worker_view(r)} for r in rows]
-            ids = [{"id": r.id, "name": r.name} for r in rows]
-            worker[param.name] = views if isinstance(value, list) else views[0]
-            stored[param.name] = ids if isinstance(value, list) else ids[0]
-        return worker, stored
 
-    def _file_row(self, b: Binding, ep: Entrypoint, param: Param, value: Any) -> ManagedFile:
-        prefix = f"Invalid arguments for tool '{ep.id}': param '{param.name}'"
-        project_id = b.catalog.project.id
-        if b.catalog.file_mode == "server":
-            file_id = value.get("id") if isinstance(value, dict) else None
-            row = self.files.get(str(file_id)) if file_id else None
-            if row is None or row.project_id != project_id or row.origin == "local-import":
-                raise InvalidArguments(f"{prefix}: unknown file id {file_id!r} for this project")
-            return row
-        path = _check_local_path(prefix, value, self.files.max_bytes)
-        return self.files.import_path(project_id=project_id, path=path)
-
-
-def _check_local_path(prefix: str, value: Any, max_bytes: int) -> Path:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArguments(f"{prefix}: expected an absolute path to a local file")
-    if value.startswith("data:"):
-        raise InvalidArguments(f"{prefix}: Base64/data: content is not accepted; pass an absolute file path")
-    if URL_RE.match(value):
-        raise InvalidArguments(f"{prefix}: URLs are not accepted; pass an absolute file path")
-    if not value.startswith("/"):
-        if BASE64_RE.fullmatch(value):
-            raise InvalidArguments(f"{prefix}: Base64 content is not accepted; pass an absolute file path")
-        raise InvalidArguments(f"{prefix}: relative paths are not accepted; pass an absolute file path")
-    path = Path(value)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InvalidArguments(f"{prefix}: no such file: {value}") from None
-    except OSError as exc:
-        raise InvalidArguments(f"{prefix}: cannot read {value}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidArguments(f"{prefix}: {value} is not a regular file")
-    if st.st_size > max_bytes:
-        raise InvalidArguments(f"{prefix}: {value} is larger than the {max_bytes // (1024 * 1024)} MB limit")
-    if not os.access(path, os.R_OK):
-        raise InvalidArguments(f"{prefix}: {value} is not readable")
-    return path
-
-
-def config_place(b: Binding, project: Project | None = None) -> ConfigPlace:
-    """Where the binding's runs take their configuration from: the fields of the project
-    being run, in the local operator's scope (stdio) or the account's (HTTP). `project`: a
-    related project whose child run the binding's caller starts."""
-    project = project or b.catalog.project
-    if b.transport == "stdio":
-        return local_place_of(project.id, project.config_fields)
-    return account_place(
-        project.id, project.config_fields, account_id=b.account_id, account_name=b.account_name
-    )
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _progress(stream: ProgressStream, progress: dict[str, Any]) -> None:
@@ -479,34 +305,4 @@ async def _progress(stream: ProgressStream, progress: dict[str, Any]) -> None:
         float(done),
         float(total) if isinstance(total, int | float) else None,
         str(message) if message is not None else None,
-    )
-
-
-def _party(b: Binding) -> Party:
-    """Who answers on the run's own MCP channel: the binding's account, or the admin principal."""
-    return Party(b.account_id, b.account_id is None, b.actor)
-
-
-def _supports_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
-    caps = ctx.session.client_capabilities
-    el = caps.elicitation if caps is not None else None
-    # A bare `elicitation: {}` means form (the 2025-06-18 shape).
-    return el is not None and (el.form is not None or el.url is None)
-
-
-def _elicit_message(ia: Interaction) -> str:
-    return f"{ia.title}\n\n{ia.message}" if ia.message else ia.title
-
-
-def _input_required(run_id: str, ia: Interaction) -> types.InputRequiredResult:
-    return types.InputRequiredResult(
-        input_requests={
-            ia.id: types.ElicitRequest(
-                params=types.ElicitRequestFormParams(
-                    message=_elicit_message(ia), requested_schema=ia.requested_schema
-                )
-            )
-        },
-        # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
-        request_state=json.dumps({"runId": run_id, "interactionId": ia.id}),
     )

@@ -13,7 +13,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
-from webui.mcp.binding import binding_of, current_binding
+from webui.mcp.binding import current_binding
 from webui.mcp.bridge import CallBridge
 from webui.mcp.catalog import server_name
 from webui.mcp.results import error_result
@@ -88,12 +88,12 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=binding_of(ctx).catalog.tools)
+        return types.ListToolsResult(tools=current_binding.get().catalog.tools)
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        binding = binding_of(ctx)
+        binding = current_binding.get()
         try:
             return await bridge.call(ctx, binding, params)
         except MCPError:
@@ -134,7 +134,7 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
     )
 
     def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
-        return binding_of(ctx).principal
+        return current_binding.get().principal
 
     server.middleware.append(
         RequestStateBoundary(

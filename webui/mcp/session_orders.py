@@ -4,8 +4,8 @@ Whoever wants sessions ended (the sessions console, a key revocation) publishes 
 `end` order on `TOPIC`; the gateway holding a session ends it (its calls and their runs
 cancelled, its pending questions closed, the row closed, audited) and answers `ended`
 for it. A gateway answers `not_held` for a session it does not hold: with one replica
-that is final, and the caller records the stale row closed itself. The caller waits
-(bounded) for the answers, so a page shows the outcome once it has happened.
+that is final, and the stale row is closed by the caller (`webui.mcp.sessions.end_by_order`).
+The caller waits (bounded) for the answers, so a page shows the outcome once it has happened.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from mcp.server.stdio import stdio_server
 from webui.auth.saved import saved_auth_env
 from webui.blocking import run_db
 from webui.errors import ConfigurationNotFound
-from webui.mcp.binding import Binding, chosen_config, current_binding
-from webui.mcp.bridge import CallBridge, config_place
+from webui.mcp.binding import Binding, chosen_config, config_place, current_binding
+from webui.mcp.bridge import CallBridge
 from webui.mcp.catalog import Catalog, server_name
 from webui.mcp.server import build_server
 from webui.runs.env import worker_env

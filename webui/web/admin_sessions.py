@@ -2,8 +2,8 @@
 
 The list is the store's open session rows (every replica's); the active-call figure comes
 from this process's gateway (blank for a session another replica holds). Terminating
-goes through the event hub (`webui.mcp.session_orders`): the gateway holding the session
-ends it, and the page answers once it has."""
+goes through the event hub (`webui.mcp.sessions.end_by_order`): the process holding the
+session ends it, and the page answers once it has."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
-from sqlmodel import Session
 
 from webui.blocking import run_db
-from webui.mcp import session_orders
 from webui.mcp.http import McpGateway
+from webui.mcp.sessions import end_by_order
 from webui.services import Services
 from webui.store import sessions as session_store
 from webui.store.models import McpSession, as_utc
@@ -59,7 +58,7 @@ def _view(row: McpSession, gateway: McpGateway) -> SessionView:
         protocol_version=row.protocol_version,
         created_at=as_utc(row.created_at),
         last_activity_at=as_utc(row.last_activity_at or row.created_at),
-        active_calls=gateway.active_calls(row.id),
+        active_calls=gateway.sessions.active_calls(row.id),
     )
 
 
@@ -102,40 +101,15 @@ async def terminate_session(
             error=f"MCP session {session_id} already ended ({row.close_reason or 'closed'}, {when}).",
             status_code=409,
         )
-    outcome = await session_orders.order_end(
-        services.hub, [session_id], actor=admin_user.actor, reason="terminated"
+    # A session no process holds (its process is gone) has its row closed here.
+    await end_by_order(
+        services.hub,
+        services.engine,
+        services.audit,
+        [session_id],
+        actor=admin_user.actor,
+        reason="terminated",
     )
-    if session_id not in outcome.ended:
-        # No gateway holds it (its process is gone): the row alone is left to close.
-        await run_db(_close_stale, services, row, admin_user.actor, "terminated")
     if not is_htmx(request):
         return RedirectResponse("/admin/sessions", status_code=303)
     return await _panel(request, services, notice=f"MCP session {session_id} terminated.")
-
-
-async def end_key_sessions(services: Services, key_id: str, *, actor: str) -> None:
-    """A revoked key's open sessions end now, wherever they are held; rows no gateway
-    holds are closed here."""
-    sids = await run_db(session_store.open_for_key, services.engine, key_id=key_id)
-    outcome = await session_orders.order_end(services.hub, sids, actor=actor, reason="revoked")
-    for sid in outcome.not_held | outcome.unanswered:
-        row = await run_db(session_store.get_session, services.engine, session_id=sid)
-        if row is not None:
-            await run_db(_close_stale, services, row, actor, "revoked")
-
-
-def _close_stale(services: Services, row: McpSession, actor: str, reason: str) -> None:
-    def audit(s: Session) -> None:
-        services.audit.record(
-            s,
-            "session.terminated",
-            actor=actor,
-            project_id=row.project_id,
-            target=row.target,
-            version=row.resolved,
-            session_id=row.id,
-            outcome=reason,
-            details={"sessionActor": row.actor, "held": False},
-        )
-
-    session_store.close_session(services.engine, session_id=row.id, reason=reason, audit=audit)

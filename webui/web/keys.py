@@ -16,11 +16,11 @@ from webui.auth.keys import SCOPES
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import NotFound, SteamharnessError, TooManyKeys
+from webui.mcp.sessions import end_key_sessions
 from webui.services import Services
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
 from webui.store.models import ApiKey
-from webui.web.admin_sessions import end_key_sessions
 from webui.web.deps import RegistryDep, ServicesDep, UserDep
 from webui.web.templating import is_htmx, page
 
@@ -141,7 +141,7 @@ async def revoke_key(request: Request, key: OwnKeyDep, user: UserDep, services: 
     await run_db(
         admin.revoke_key, services.engine, key_id=key.id, actor=user.actor, source="ui", audit=services.audit
     )
-    await end_key_sessions(services, key.id, actor=user.actor)
+    await end_key_sessions(services.hub, services.engine, services.audit, key.id, actor=user.actor)
     if not is_htmx(request):
         return RedirectResponse("/keys", status_code=303)
     return await run_db(_panel, request, user, services)

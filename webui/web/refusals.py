@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.types import Scope, Send
 
 from webui.blocking import run_db
-from webui.mcp.http import http_error_document
+from webui.mcp.replies import http_error_document
 from webui.web.templating import page
 
 Kind = Literal["mcp", "api", "page"]

@@ -1,0 +1,192 @@
+"""Delivering a run's question on the call that follows it, and taking the answer back.
+
+The best channel the client has:
+  - 2025-era sessions with form elicitation: inline `elicitation/create` on this call,
+    while the stored interaction is watched (an answer from any channel wins first);
+  - 2026-07-28: an `InputRequiredResult` whose (sealed) state names the run and question;
+    the retry carries the answer (`resume_from_state`);
+  - otherwise, or when the form cannot be an MCP form: the `interaction_required` result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from webui.blocking import run_db
+from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
+from webui.interactions.owner import OverrideRequired, Party
+from webui.interactions.service import InteractionService
+from webui.mcp.binding import Binding
+from webui.mcp.results import interaction_required_result
+from webui.runs.service import RunService
+from webui.store import runs as run_store
+from webui.store.models import Interaction, Run
+from webui.workflows.project import Entrypoint
+
+MAX_INLINE_ATTEMPTS = 3
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, message)
+
+
+class Questions:
+    def __init__(self, *, runs: RunService, interactions: InteractionService) -> None:
+        self.runs = runs
+        self.interactions = interactions
+
+    async def deliver(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str, ia: Interaction
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """Deliver one question. Returns a result to end this call with, or None when the
+        answer was taken inline and the run goes on."""
+        hint = (
+            b.answer_hint.replace("{interactionId}", ia.id).replace("{runId}", run_id)
+            if b.answer_hint
+            else None
+        )
+        if ia.blockers:
+            return interaction_required_result(
+                run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=hint
+            )
+        if not _supports_form_elicitation(ctx):
+            reason = "the client did not declare form elicitation"
+            return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return _input_required(run_id, ia)
+        message = _elicit_message(ia)
+        for _ in range(MAX_INLINE_ATTEMPTS):
+            result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
+            if result is None:
+                return None  # answered in another channel (the browser): the run goes on
+            try:
+                await self.interactions.answer(
+                    ia.id,
+                    action=result.action,
+                    content=result.content,
+                    channel="mcp-elicitation",
+                    by=_party(b),
+                )
+                return None
+            except InvalidAnswer as exc:
+                message = f"{exc.message}\n\n{_elicit_message(ia)}"
+            except (InteractionClosed, InteractionConflict):
+                return None  # answered elsewhere first, or the run ended: follow the run
+        return interaction_required_result(
+            run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=hint
+        )
+
+    async def _elicit_unless_answered_elsewhere(
+        self, ctx: ServerRequestContext[Any, Any], ia: Interaction, message: str
+    ) -> types.ElicitResult | None:
+        """Ask the client inline while watching the stored interaction: the first answer,
+        from any channel, wins; if another channel answers first, the client's request is
+        cancelled."""
+        outcome: list[types.ElicitResult] = []
+        with self.interactions.hub.subscribe("interactions") as events:
+            if (await run_db(self.interactions.get, ia.id)).status != "pending":
+                return None
+            async with anyio.create_task_group() as tg:
+
+                async def ask() -> None:
+                    outcome.append(
+                        await ctx.session.elicit_form(
+                            message, ia.requested_schema, related_request_id=ctx.request_id
+                        )
+                    )
+                    tg.cancel_scope.cancel()
+
+                async def watch() -> None:
+                    async for event in events:
+                        if event.data.get("interactionId") == ia.id and event.kind in ("answered", "closed"):
+                            tg.cancel_scope.cancel()
+                            return
+
+                tg.start_soon(ask)
+                tg.start_soon(watch)
+        return outcome[0] if outcome else None
+
+    def _state_names(self, run_id: str, interaction_id: str) -> tuple[Run | None, bool]:
+        """Blocking: the run a request state names, and whether the question it names was
+        asked in that run (or in a child run it waits on, started through ctx.related)."""
+        run = run_store.get_run(self.runs.engine, run_id=run_id)
+        try:
+            asked_in = self.interactions.get(interaction_id).run_id
+        except NotFound:
+            return run, False
+        return run, asked_in is not None and run_store.is_descendant_or_self(
+            self.runs.engine, run_id=asked_in, ancestor=run_id
+        )
+
+    async def resume_from_state(self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
+        """A 2026-07-28 retry: the state was unsealed by the boundary, which also checked it
+        was sealed for this very credential, project and target; the answer is still made
+        as this binding's party, so only the question's owner can answer through it."""
+        try:
+            state = json.loads(params.request_state or "")
+            run_id = str(state["runId"])
+            interaction_id = str(state["interactionId"])
+        except (ValueError, KeyError, TypeError):
+            raise _invalid("Invalid or expired requestState") from None
+        # Defence in depth: the state must name a question of a run this party owns.
+        run, asked_here = await run_db(self._state_names, run_id, interaction_id)
+        if (
+            run is None
+            or not asked_here
+            or run.project_id != b.catalog.project.id
+            or not _party(b).owns(run.account_id)
+        ):
+            raise _invalid("Invalid or expired requestState")
+        response = (params.input_responses or {}).get(interaction_id)
+        if isinstance(response, types.ElicitResult):
+            try:
+                await self.interactions.answer(
+                    interaction_id,
+                    action=response.action,
+                    content=response.content,
+                    channel="mcp-input-required",
+                    by=_party(b),
+                )
+            except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
+                pass  # answered elsewhere or run over: the run's own outcome tells the rest
+            except InvalidAnswer as exc:
+                raise _invalid(exc.message) from None
+        return run_id
+
+
+def _party(b: Binding) -> Party:
+    """Who answers on the run's own MCP channel: the binding's account, or the admin principal."""
+    return Party(b.account_id, b.account_id is None, b.actor)
+
+
+def _supports_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = ctx.session.client_capabilities
+    el = caps.elicitation if caps is not None else None
+    # A bare `elicitation: {}` means form (the 2025-06-18 shape).
+    return el is not None and (el.form is not None or el.url is None)
+
+
+def _elicit_message(ia: Interaction) -> str:
+    return f"{ia.title}\n\n{ia.message}" if ia.message else ia.title
+
+
+def _input_required(run_id: str, ia: Interaction) -> types.InputRequiredResult:
+    return types.InputRequiredResult(
+        input_requests={
+            ia.id: types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=_elicit_message(ia), requested_schema=ia.requested_schema
+                )
+            )
+        },
+        # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
+        request_state=json.dumps({"runId": run_id, "interactionId": ia.id}),
+    )

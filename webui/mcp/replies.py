@@ -1,0 +1,92 @@
+"""How the MCP HTTP endpoint states an HTTP error: a JSON-RPC error document, so SDK
+clients surface the status and message. Our own refusals are written with it (`reply`),
+the SDK's plain-text ones are rewritten into it (`jsonrpc_errors`), and the HTTP edge's
+refusals before the endpoint (`webui.web.refusals`) use the same document."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from typing import Any
+
+from starlette.types import Message, Send
+
+from webui.errors import StoreUnavailable
+
+JSONRPC_AUTH_ERROR = -32001
+ERROR_TEXT_MAX = 200  # of the SDK's plain-text error kept in the JSON-RPC error document
+
+
+def http_error_document(status: int, message: str) -> dict[str, Any]:
+    """How the MCP endpoint states an HTTP error: a JSON-RPC error, so SDK clients surface
+    the status and message."""
+    code = JSONRPC_AUTH_ERROR if status in (401, 403) else -32600
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": f"HTTP {status}: {message}"}}
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "request refused"
+
+
+def jsonrpc_errors(send: Send) -> Send:
+    """`send` for the SDK's answers: an HTTP error it states as plain text or with no body
+    (a wrong Content-Type, an Accept it cannot serve, a method it does not take) reaches
+    the client as the JSON-RPC error document every other error of the endpoint is."""
+    held: Message | None = None
+    text = bytearray()
+
+    async def sending(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and int(message["status"]) >= 400:
+            content_type = next(
+                (v for k, v in message.get("headers", []) if k.lower() == b"content-type"), b""
+            )
+            if not content_type.lower().startswith(b"application/json"):
+                held = message
+                return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        if len(text) < ERROR_TEXT_MAX:
+            text.extend(message.get("body", b"")[: ERROR_TEXT_MAX - len(text)])
+        if message.get("more_body", False):
+            return
+        status = int(held["status"])
+        said = text.decode("utf-8", "replace").strip()
+        body = json.dumps(http_error_document(status, said or _phrase(status))).encode()
+        keep = [
+            (k, v)
+            for k, v in held.get("headers", [])
+            if k.lower() not in (b"content-type", b"content-length")
+        ]
+        headers = [
+            *keep,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return sending
+
+
+async def reply(
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    extra: dict[str, str] | None = None,
+    document: dict[str, Any] | None = None,
+) -> None:
+    body = json.dumps(document or http_error_document(status, message)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def retry_after(exc: StoreUnavailable) -> dict[str, str]:
+    return {"retry-after": str(exc.retry_after)} if exc.retry_after else {}
