@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 import anyio
@@ -47,7 +47,6 @@ from webui.mcp.replies import jsonrpc_errors, reply, retry_after
 from webui.mcp.sessions import HeldSessions
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.runs.service import RunService
-from webui.web.refusals import RefusalAudit
 from webui.workflows.targets import BadTarget, Target, parse_target
 
 log = logging.getLogger(__name__)
@@ -112,6 +111,15 @@ async def _whole_body(receive: Receive) -> tuple[bytes | None, Receive]:
     return body, replay
 
 
+class RefusalRecorder(Protocol):
+    """Where the gateway audits a refused request (the HTTP edge's rate-limited refusal
+    audit, `webui.web.refusals.RefusalAudit`): a flood of bad keys is not a flood of rows."""
+
+    async def record(
+        self, scope: Scope, event: str, *, outcome: str, project_id: str | None = None, **details: Any
+    ) -> None: ...
+
+
 class McpGateway:
     def __init__(
         self,
@@ -125,7 +133,7 @@ class McpGateway:
         default_max_running: int | None,
         default_max_queued: int | None,
         env: dict[str, str],
-        refusals: RefusalAudit,
+        refusals: RefusalRecorder,
         max_sessions_per_key: int = 32,
         max_sessions_admin_key: int = 128,
         hub: EventHub | None = None,
