@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from webui.account_rules import InvalidAccount, name_taken, new_account_errors
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.auth.keys import DEFAULT_SCOPES, KEY_PREFIX, new_api_key, sha256_hex
 from webui.auth.passwords import hash_password
@@ -52,7 +53,7 @@ def create_user(
             engine,
             account=account,
             audit=lambda s: audit.record(
-                s, "user.created", actor=actor, outcome="ok", source=source, details=details
+                s, AuditName.USER_CREATED, actor=actor, outcome="ok", source=source, details=details
             ),
         )
     except IntegrityError:  # created by someone else a moment ago
@@ -79,7 +80,7 @@ def grant_projects(
     def record(s: Session, added: list[str]) -> None:
         audit.record(
             s,
-            "permission.granted",
+            AuditName.PERMISSION_GRANTED,
             actor=actor,
             outcome="ok",
             source=source,
@@ -132,7 +133,7 @@ def create_key(
             engine,
             key=key,
             audit=lambda s: audit.record(
-                s, "key.created", actor=actor, outcome="ok", source=source, details=details
+                s, AuditName.KEY_CREATED, actor=actor, outcome="ok", source=source, details=details
             ),
             cap=max_keys,
         )
@@ -153,7 +154,7 @@ def revoke_key(
         engine,
         key_id=key_id,
         audit=lambda s: audit.record(
-            s, "key.revoked", actor=actor, outcome="ok", source=source, details={"keyId": key_id}
+            s, AuditName.KEY_REVOKED, actor=actor, outcome="ok", source=source, details={"keyId": key_id}
         ),
     )
     if key is None:
@@ -175,7 +176,7 @@ def set_disabled(
     def record(s: Session, account: Account) -> None:
         audit.record(
             s,
-            "user.disabled" if disabled else "user.enabled",
+            AuditName.USER_DISABLED if disabled else AuditName.USER_ENABLED,
             actor=actor,
             outcome="ok",
             source=source,
@@ -207,7 +208,10 @@ def set_project_grants(
             raise NotFound(f"project {project_id!r} is not registered")
 
     def record(s: Session, added: list[str], removed: list[str]) -> None:
-        for event, changed in (("permission.granted", added), ("permission.revoked", removed)):
+        for event, changed in (
+            (AuditName.PERMISSION_GRANTED, added),
+            (AuditName.PERMISSION_REVOKED, removed),
+        ):
             if changed:
                 audit.record(
                     s,
@@ -239,7 +243,7 @@ def set_project_limits(
     def record(s: Session, changes: dict[str, Any]) -> None:
         audit.record(
             s,
-            "project.limits_changed",
+            AuditName.PROJECT_LIMITS_CHANGED,
             actor=actor,
             project_id=project_id,
             outcome="ok",

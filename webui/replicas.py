@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 from sqlalchemy.engine import Connection, Engine
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import ConfigError
@@ -185,7 +186,7 @@ class ReplicaLease:
             projects[run_id] = project_id
             self.audit.record(
                 conn,
-                "run.interrupted",
+                AuditName.RUN_INTERRUPTED,
                 actor=f"replica:{self.replica_id}",
                 project_id=project_id,
                 run_id=run_id,

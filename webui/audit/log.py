@@ -10,6 +10,7 @@ from sqlalchemy import Table, insert
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
+from webui.audit.events import AuditName
 from webui.blocking import after_commit
 from webui.store.models import AuditEvent
 
@@ -43,21 +44,21 @@ class AuditLog:
         self.hub = hub
         self.replica_id = replica_id
 
-    def record(self, session: Session | Connection, event: str, **fields: Any) -> None:
+    def record(self, session: Session | Connection, event: AuditName, **fields: Any) -> None:
         details = _scrub(fields.pop("details", None)) or None
         if fields.get("user_agent"):
             fields["user_agent"] = fields["user_agent"][:USER_AGENT_CHARS]
         fields.setdefault("replica_id", self.replica_id)
-        result = session.execute(_INSERT, {"event": event, "details": details, **fields})
+        result = session.execute(_INSERT, {"event": str(event), "details": details, **fields})
         if self.hub is None:
             return
         # The live tail reads the row when woken: wake it only once the row committed.
         key = cast(Any, result).inserted_primary_key
         row_id = key[0] if key else None
         hub = self.hub
-        after_commit(lambda: hub.publish("audit", "recorded", id=row_id, event=event), session)
+        after_commit(lambda: hub.publish("audit", "recorded", id=row_id, event=str(event)), session)
 
-    def record_alone(self, engine: Engine, event: str, **fields: Any) -> None:
+    def record_alone(self, engine: Engine, event: AuditName, **fields: Any) -> None:
         """The event in a transaction of its own (blocking: call it through `run_db`)."""
         with Session(engine) as s:
             self.record(s, event, **fields)

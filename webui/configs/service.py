@@ -21,6 +21,7 @@ from typing import Any, Final
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.configs.redaction import LOG_SECRETS, Redaction, sealed_secrets
 from webui.configs.secrets import PREFIX as SEALED_PREFIX
@@ -264,7 +265,7 @@ class ConfigService:
     # ----------------------------------------------------------------- audit
 
     def _audit(
-        self, place: ConfigPlace, who: Who, event: str, target: str | None, **details: Any
+        self, place: ConfigPlace, who: Who, event: AuditName, target: str | None, **details: Any
     ) -> store.AuditWrite:
         def write(s: Session) -> None:
             self.audit.record(
@@ -296,7 +297,7 @@ class ConfigService:
         else:
             self._rows(place)
         merged = self._merge(place, name, stored, values if copy_of is None else {})
-        event = "config.copied" if copy_of else "config.created"
+        event = AuditName.CONFIG_COPIED if copy_of else AuditName.CONFIG_CREATED
         try:
             row = store.add_config(
                 self.engine,
@@ -338,7 +339,9 @@ class ConfigService:
                 revision=revision,
                 values=merged,
                 actor=who.actor,
-                audit=self._audit(place, who, "config.updated", name, fields=changed, revision=revision + 1),
+                audit=self._audit(
+                    place, who, AuditName.CONFIG_UPDATED, name, fields=changed, revision=revision + 1
+                ),
             )
         except StaleRevision as exc:
             raise _conflict(place, name, revision, exc.found) from None
@@ -357,7 +360,7 @@ class ConfigService:
                 new_name=new_name,
                 revision=revision,
                 actor=who.actor,
-                audit=self._audit(place, who, "config.renamed", new_name, old_name=name),
+                audit=self._audit(place, who, AuditName.CONFIG_RENAMED, new_name, old_name=name),
             )
         except StaleRevision as exc:
             raise _conflict(place, name, revision, exc.found) from None
@@ -375,7 +378,7 @@ class ConfigService:
                 place.scope,
                 name=name,
                 revision=revision,
-                audit=self._audit(place, who, "config.deleted", name, revision=revision),
+                audit=self._audit(place, who, AuditName.CONFIG_DELETED, name, revision=revision),
             )
         except StaleRevision as exc:
             raise _conflict(place, name, revision, exc.found) from None
@@ -383,7 +386,10 @@ class ConfigService:
     def activate(self, place: ConfigPlace, name: str, who: Who) -> ConfigView:
         self._row(place, name)
         if not store.activate_config(
-            self.engine, place.scope, name=name, audit=self._audit(place, who, "config.activated", name)
+            self.engine,
+            place.scope,
+            name=name,
+            audit=self._audit(place, who, AuditName.CONFIG_ACTIVATED, name),
         ):
             raise ConfigurationNotFound(f"project {place.project_id} has no configuration {name!r}")
         return self.show(place, name)
@@ -461,7 +467,7 @@ class ConfigService:
         active = next((r.name for r in rows if r.active), DEFAULT_NAME)
         self.audit.record_alone(
             self.engine,
-            "config.exported",
+            AuditName.CONFIG_EXPORTED,
             actor=who.actor,
             project_id=place.project_id,
             outcome="ok",
@@ -533,7 +539,7 @@ class ConfigService:
                 audit=self._audit(
                     place,
                     who,
-                    "config.imported",
+                    AuditName.CONFIG_IMPORTED,
                     None,
                     mode=mode,
                     force=force,

@@ -23,6 +23,7 @@ import anyio
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InvalidArguments
@@ -152,7 +153,7 @@ class FileStore:
             if self.audit is not None:
                 self.audit.record_alone(
                     self.engine,
-                    "file.refused",
+                    AuditName.FILE_REFUSED,
                     actor=actor,
                     project_id=project_id,
                     outcome=exc.code,
@@ -241,7 +242,7 @@ class FileStore:
         def audit(s: Session) -> None:
             log.record(
                 s,
-                "file.uploaded",
+                AuditName.FILE_UPLOADED,
                 actor=uploaded_by,
                 project_id=row.project_id,
                 outcome="ok",

@@ -49,6 +49,7 @@ from mcp_types import INVALID_PARAMS
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import NotFound, SteamharnessError
@@ -210,7 +211,7 @@ class HostService:
         def audit(s: Session) -> None:
             self.audit.record(
                 s,
-                "host.conversation.created",
+                AuditName.HOST_CONVERSATION_CREATED,
                 actor=actor,
                 outcome="ok",
                 source="host",
@@ -349,7 +350,9 @@ class HostService:
             # the source must be what was captured: mcp_source_changed
             await run_db(check_capture, conn.captured)
             transport = self._transport(server)
-            await self._record("host.server.connecting", conn, details={"command": describe_command(server)})
+            await self._record(
+                AuditName.HOST_SERVER_CONNECTING, conn, details={"command": describe_command(server)}
+            )
             async with Client(
                 transport,
                 mode=mode,  # pyright: ignore[reportArgumentType]
@@ -365,7 +368,9 @@ class HostService:
             conn.source_changed = isinstance(exc, McpSourceChanged)
             conn.error = _describe(exc)
             log.warning("MCP server %s: %s", server.id, conn.error)
-            await self._record("host.server.failed", conn, outcome="failed", details={"error": conn.error})
+            await self._record(
+                AuditName.HOST_SERVER_FAILED, conn, outcome="failed", details={"error": conn.error}
+            )
         finally:
             conn.state = "failed" if conn.error else "closed"
             conn.client = None
@@ -434,7 +439,7 @@ class HostService:
         conn.closing.set()
         with anyio.move_on_after(10):
             await conn.done.wait()
-        await self._record("host.server.closed", conn, outcome=reason, actor=actor)
+        await self._record(AuditName.HOST_SERVER_CLOSED, conn, outcome=reason, actor=actor)
 
     # ------------------------------------------------------------------ tool calls
     async def call_tool(
@@ -477,7 +482,9 @@ class HostService:
             source=str(conn.captured.source),
             source_digest=conn.captured.digest,
         )
-        await run_db(self._save_call, row, "host.tool.called", conversation_id, server_id, tool, actor)
+        await run_db(
+            self._save_call, row, AuditName.HOST_TOOL_CALLED, conversation_id, server_id, tool, actor
+        )
         assert conn.client is not None
         conn.calls[row.id] = conversation_id
         try:
@@ -493,17 +500,25 @@ class HostService:
             row.finished_at = utcnow()
             with anyio.CancelScope(shield=True):
                 await run_db(
-                    self._save_call, row, "host.tool.finished", conversation_id, server_id, tool, actor
+                    self._save_call,
+                    row,
+                    AuditName.HOST_TOOL_FINISHED,
+                    conversation_id,
+                    server_id,
+                    tool,
+                    actor,
                 )
             raise
         finally:
             conn.calls.pop(row.id, None)
         row.finished_at = utcnow()
-        await run_db(self._save_call, row, "host.tool.finished", conversation_id, server_id, tool, actor)
+        await run_db(
+            self._save_call, row, AuditName.HOST_TOOL_FINISHED, conversation_id, server_id, tool, actor
+        )
         return row
 
     def _save_call(
-        self, row: HostCall, event: str, conversation_id: str, server_id: str, tool: str, actor: str
+        self, row: HostCall, event: AuditName, conversation_id: str, server_id: str, tool: str, actor: str
     ) -> None:
         """The call row, and its audit event (started, or finished with its status)."""
 
@@ -513,7 +528,7 @@ class HostService:
                 event,
                 actor=actor,
                 tool=tool,
-                outcome="started" if event == "host.tool.called" else row.status,
+                outcome="started" if event == AuditName.HOST_TOOL_CALLED else row.status,
                 source="host",
                 details={"conversationId": conversation_id, "serverId": server_id, "callId": row.id},
             )
@@ -623,7 +638,7 @@ class HostService:
     # ------------------------------------------------------------------ audit
     async def _record(
         self,
-        event: str,
+        event: AuditName,
         conn: Connection,
         *,
         outcome: str = "ok",

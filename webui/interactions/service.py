@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InteractionExpired, InvalidAnswer, NotFound
@@ -136,7 +137,7 @@ class InteractionService:
         def audit(s: Session) -> None:
             self.audit.record(
                 s,
-                "interaction.requested",
+                AuditName.INTERACTION_REQUESTED,
                 project_id=project_id,
                 run_id=run_id,
                 actor=actor,
@@ -213,7 +214,7 @@ class InteractionService:
         row = s.get(Interaction, interaction_id)
         self.audit.record(
             s,
-            "interaction.expired",
+            AuditName.INTERACTION_EXPIRED,
             project_id=project_id,
             run_id=run_id if run_id is not None else (row.run_id if row is not None else None),
             actor=actor,
@@ -340,7 +341,7 @@ class InteractionService:
             def audit(session: Session) -> None:
                 self.audit.record(
                     session,
-                    "interaction.answered",
+                    AuditName.INTERACTION_ANSWERED,
                     project_id=project_id,
                     run_id=row.run_id,
                     actor=actor,

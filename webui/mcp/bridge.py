@@ -20,6 +20,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, run_db
 from webui.configs.service import ConfigService, ConfigSnapshot
@@ -145,14 +146,16 @@ class CallBridge:
             except InvalidArguments as exc:
                 raise _invalid(exc.message) from None
             except RunRefused as exc:
-                await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
+                await self._audit(ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
             except ConfigurationInvalid as exc:
                 # Field names only: problems may quote values.
-                await self._audit(ctx, b, "tool.failed", ep, None, exc.code, {"fields": sorted(exc.fields)})
+                await self._audit(
+                    ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code, {"fields": sorted(exc.fields)}
+                )
                 return error_result(None, ep, "failed", exc.code, exc.message, fields=exc.fields)
             except ConfigurationNotFound as exc:
-                await self._audit(ctx, b, "tool.failed", ep, None, exc.code)
+                await self._audit(ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
             return await self._follow(ctx, b, ep, run_id, stream)
         return await self._follow(ctx, b, ep, run_id, stream)
@@ -189,7 +192,7 @@ class CallBridge:
                 limits=limits,
                 config=config,
                 # Written with the run, in the transaction that creates it.
-                created_audit=("tool.called", self._audit_fields(ctx, b, ep, None, "started")),
+                created_audit=(AuditName.TOOL_CALLED, self._audit_fields(ctx, b, ep, None, "started")),
             )
         )
 
@@ -243,7 +246,9 @@ class CallBridge:
                     update: RunUpdate = await updates.get()
                     if update.kind == "final":
                         finished = True
-                        event = "tool.completed" if update.status == "success" else "tool.failed"
+                        event = (
+                            AuditName.TOOL_COMPLETED if update.status == "success" else AuditName.TOOL_FAILED
+                        )
                         await self._audit(ctx, b, event, ep, run_id, update.status)
                         return final_result(
                             run_id,
@@ -263,7 +268,7 @@ class CallBridge:
                             if isinstance(delivered, types.CallToolResult):
                                 details = {"interactionId": update.interaction.id}
                                 await self._audit(
-                                    ctx, b, "interaction.required", ep, run_id, "waiting", details
+                                    ctx, b, AuditName.INTERACTION_REQUIRED, ep, run_id, "waiting", details
                                 )
                             return delivered
         except NotFound:

@@ -28,6 +28,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from webui import strict_json
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
@@ -116,7 +117,7 @@ class RefusalRecorder(Protocol):
     audit, `webui.web.refusals.RefusalAudit`): a flood of bad keys is not a flood of rows."""
 
     async def record(
-        self, scope: Scope, event: str, *, outcome: str, project_id: str | None = None, **details: Any
+        self, scope: Scope, event: AuditName, *, outcome: str, project_id: str | None = None, **details: Any
     ) -> None: ...
 
 
@@ -174,7 +175,7 @@ class McpGateway:
         self._idle.set()
 
     # ------------------------------------------------------------------ audit
-    async def _audit(self, event: str, scope: Scope, **fields: Any) -> None:
+    async def _audit(self, event: AuditName, scope: Scope, **fields: Any) -> None:
         headers = request_headers(scope)
         client = scope.get("client")
 
@@ -214,7 +215,7 @@ class McpGateway:
         except AuthError as exc:
             # Anyone can send bad keys: these rows are rate-limited like every refusal.
             await self.refusals.record(
-                scope, "auth.failed", outcome="401", project_id=pid or None, reason=exc.message
+                scope, AuditName.AUTH_FAILED, outcome="401", project_id=pid or None, reason=exc.message
             )
             await reply(send, 401, exc.message, extra={"www-authenticate": 'Bearer realm="steamharness"'})
             return
@@ -229,7 +230,7 @@ class McpGateway:
             return
         except Forbidden as exc:
             await self._audit(
-                "auth.denied",
+                AuditName.AUTH_DENIED,
                 scope,
                 actor=principal.actor,
                 project_id=pid,
@@ -287,7 +288,7 @@ class McpGateway:
         bound = (entry.fingerprint, entry.project_id, entry.target, entry.config)
         if bound != (principal.fingerprint, pid, target.label, config):
             await self._audit(
-                "session.denied",
+                AuditName.SESSION_DENIED,
                 scope,
                 actor=principal.actor,
                 project_id=pid,
@@ -393,7 +394,7 @@ class McpGateway:
             f"a session closes after {self.idle_timeout:g} s without requests."
         )
         await self._audit(
-            "session.refused",
+            AuditName.SESSION_REFUSED,
             scope,
             actor=principal.actor,
             project_id=pid,

@@ -31,6 +31,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 from starlette.types import Scope
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.auth.keys import Principal
 from webui.blocking import DatabaseBusy, is_busy_error, run_db
@@ -93,7 +94,7 @@ def _terminated(
     def write(s: Session) -> None:
         audit.record(
             s,
-            "session.terminated",
+            AuditName.SESSION_TERMINATED,
             actor=actor,
             project_id=project_id,
             target=target,
@@ -209,7 +210,7 @@ class HeldSessions:
         def audit(s: Session) -> None:
             self.audit.record(
                 s,
-                "session.created",
+                AuditName.SESSION_CREATED,
                 actor=principal.actor,
                 project_id=pid,
                 target=target.label,
@@ -235,7 +236,7 @@ class HeldSessions:
         def audit(s: Session) -> None:
             self.audit.record(
                 s,
-                "session.closed",
+                AuditName.SESSION_CLOSED,
                 actor=entry.binding.actor,
                 project_id=entry.project_id,
                 target=entry.target,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.errors import NotFound, ProjectError, SteamharnessError
 from webui.projects.bytecode import compile_snapshot
@@ -212,7 +213,9 @@ class ProjectRegistry:
         write = None
         if audit is not None:
             details = {"version": label, "revision": row.revision}
-            write = _audit_write(audit, "project.published", actor, source, project_id, label, details)
+            write = _audit_write(
+                audit, AuditName.PROJECT_PUBLISHED, actor, source, project_id, label, details
+            )
         return project_store.add_version(self.engine, row=row, audit=write)
 
     def review_draft(self, project_id: str) -> DraftReview:
@@ -276,7 +279,7 @@ class ProjectRegistry:
         status = "online" if online else "offline"
         write = None
         if audit is not None:
-            event = f"project.version_{status}"
+            event = AuditName.PROJECT_VERSION_ONLINE if online else AuditName.PROJECT_VERSION_OFFLINE
             write = _audit_write(audit, event, actor, source, project_id, version, {"version": version})
         row = project_store.set_version_status(
             self.engine, project_id=project_id, version=version, status=status, audit=write
@@ -351,7 +354,7 @@ def _load_copy(copy: Path, root: Path) -> Project:
 
 def _audit_write(
     audit: AuditLog,
-    event: str,
+    event: AuditName,
     actor: str | None,
     source: str,
     project_id: str,

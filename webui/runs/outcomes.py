@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import run_db, unavailable
 from webui.errors import StoreUnavailable
@@ -246,7 +247,7 @@ class RunRecordBacklog:
         def audit(s: Any) -> None:
             self.audit.record(
                 s,
-                "run.finished",
+                AuditName.RUN_FINISHED,
                 **fields,
                 outcome=status,
                 details={"code": error.get("code")} if error else None,

@@ -37,6 +37,7 @@ from typing import Any, BinaryIO, TextIO
 import anyio
 from sqlalchemy.engine import Engine
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, TaskSet, run_db
 from webui.configs.service import ConfigSnapshot
@@ -185,7 +186,7 @@ class RunRequest:
     on_created: Callable[[str], None] | None = None
     # One more audit event (name, fields; its run id filled in) written in the transaction
     # that creates the run: the MCP call's `tool.called`, with no transaction of its own.
-    created_audit: tuple[str, dict[str, Any]] | None = None
+    created_audit: tuple[AuditName, dict[str, Any]] | None = None
     # Where `ctx.related[alias]` resolves (None: the run may use no related project).
     relations: Relations | None = None
     # A child run (started by a handler through ctx.related): its parent and how deep.
@@ -658,7 +659,7 @@ class RunService:
         )
 
         def audit(s: Any) -> None:
-            self.audit.record(s, "run.created", **request.audit_fields(run_id), outcome="queued")
+            self.audit.record(s, AuditName.RUN_CREATED, **request.audit_fields(run_id), outcome="queued")
             if request.created_audit is not None:
                 event, fields = request.created_audit
                 self.audit.record(s, event, **{**fields, "run_id": run_id})

@@ -35,6 +35,7 @@ from jinja2 import Environment
 from sqlalchemy.engine import Engine
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from webui.audit.events import AuditName
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.errors import SteamharnessError
 from webui.events import EventHub, Subscription
@@ -257,7 +258,7 @@ def _export(
 ) -> StreamingResponse:
     services.audit.record_alone(
         services.engine,
-        "audit.exported",
+        AuditName.AUDIT_EXPORTED,
         actor=user.actor,
         outcome="ok",
         source="ui",

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
+from webui.audit.events import AuditName
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import run_db, run_hash
@@ -65,7 +66,11 @@ async def login(
     if wait is not None:  # refused before the password is even hashed
         refusals: RefusalAudit = request.app.state.refusals
         await refusals.record(
-            request.scope, "auth.throttled", outcome="429", actor=f"user:{username}", credential="password"
+            request.scope,
+            AuditName.AUTH_THROTTLED,
+            outcome="429",
+            actor=f"user:{username}",
+            credential="password",
         )
         await throttle.hold(wait)
         response = _login_page(
@@ -85,7 +90,7 @@ async def login(
     await run_db(
         services.audit.record_alone,
         services.engine,
-        "ui.login",
+        AuditName.UI_LOGIN,
         actor=f"user:{username}",
         outcome="ok" if result else "failed",
         source="ui",
@@ -108,7 +113,9 @@ async def login(
 @router.post("/logout", summary="Log out")
 def logout(request: Request, user: UserDep, services: ServicesDep) -> Response:
     request.app.state.ui_auth.logout(user.session_id)
-    services.audit.record_alone(services.engine, "ui.logout", actor=user.actor, outcome="ok", source="ui")
+    services.audit.record_alone(
+        services.engine, AuditName.UI_LOGOUT, actor=user.actor, outcome="ok", source="ui"
+    )
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/")
     return response

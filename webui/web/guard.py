@@ -38,6 +38,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from webui.audit.events import AuditName
 from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
 from webui.auth.throttle import AuthThrottle
 from webui.blocking import run_db
@@ -88,18 +89,22 @@ class RequestGuard:
 
         host = headers.get("host")
         if not host or not allowed(host, self.security.allowed_hosts):
-            await self.refusals.record(scope, "request.host_refused", outcome="421", host=(host or "")[:200])
+            await self.refusals.record(
+                scope, AuditName.REQUEST_HOST_REFUSED, outcome="421", host=(host or "")[:200]
+            )
             await refuse(scope, send, 421, "bad_host", "Invalid Host header")
             return
         origin = headers.get("origin")
         if origin and not allowed(origin, self.security.allowed_origins):
-            await self.refusals.record(scope, "request.origin_refused", outcome="403", origin=origin[:200])
+            await self.refusals.record(
+                scope, AuditName.REQUEST_ORIGIN_REFUSED, outcome="403", origin=origin[:200]
+            )
             await refuse(scope, send, 403, "bad_origin", "Invalid Origin header")
             return
         try:
             authorization = single_authorization(headers.getlist("authorization"))
         except AmbiguousAuthorization as exc:
-            await self.refusals.record(scope, "auth.ambiguous", outcome="400")
+            await self.refusals.record(scope, AuditName.AUTH_AMBIGUOUS, outcome="400")
             await refuse(scope, send, 400, exc.code, exc.message)
             return
 
@@ -130,12 +135,12 @@ class RequestGuard:
             if wait is not None:
                 await self._throttled(scope, send, wait)
             else:
-                await self.refusals.record(scope, "auth.failed", outcome="401", reason=exc.message)
+                await self.refusals.record(scope, AuditName.AUTH_FAILED, outcome="401", reason=exc.message)
                 await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
             return None
 
     async def _throttled(self, scope: Scope, send: Send, wait: int) -> None:
-        await self.refusals.record(scope, "auth.throttled", outcome="429", credential="bearer")
+        await self.refusals.record(scope, AuditName.AUTH_THROTTLED, outcome="429", credential="bearer")
         await self.throttle.hold(wait)
         await refuse(
             scope,
@@ -164,14 +169,14 @@ class RequestGuard:
 
     async def _too_large(self, scope: Scope, send: Send, *, declared: int | None) -> None:
         await self.refusals.record(
-            scope, "request.too_large", outcome="413", limit=self.max_body, declared=declared
+            scope, AuditName.REQUEST_TOO_LARGE, outcome="413", limit=self.max_body, declared=declared
         )
         await refuse(scope, send, 413, "too_large", f"the request body is larger than {self.max_body} bytes")
 
     async def _too_slow(self, scope: Scope, send: Send, *, received: int) -> None:
         await self.refusals.record(
             scope,
-            "request.too_slow",
+            AuditName.REQUEST_TOO_SLOW,
             outcome="408",
             received=received,
             timeout=self.pace.timeout,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from starlette.requests import Request
 from starlette.types import Scope, Send
 
+from webui.audit.events import AuditName
 from webui.blocking import run_db
 from webui.mcp.replies import http_error_document
 from webui.web.templating import page
@@ -139,7 +140,7 @@ class RefusalAudit:
     async def record(
         self,
         scope: Scope,
-        event: str,
+        event: AuditName,
         *,
         outcome: str,
         actor: str | None = None,
