@@ -297,6 +297,9 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     )
     app.add_middleware(SecurityHeaders)
     app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
+    # The MCP endpoint first: every tool call is matched by the first route tried, not after
+    # all the pages' and the API's.
+    app.router.routes.insert(0, Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router)
     app.include_router(configs_api.router)
@@ -311,7 +314,6 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.include_router(admin_sessions.router)
     app.include_router(audit_pages.router)
     app.include_router(host_pages.router)
-    app.router.routes.append(Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
     add_mcp_operations(app)
 
     @app.exception_handler(SteamharnessError)
