@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from webui.runs.service import RunRequest, RunUpdate
+from webui.runs.request import RunRequest
+from webui.runs.types import RunUpdate
 from webui.services import Services
 from webui.workflows.project import Project
 

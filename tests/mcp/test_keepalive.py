@@ -8,7 +8,7 @@ import anyio.lowlevel
 import pytest
 
 from webui.mcp.keepalive import ProgressStream, describe_wait, keeping_alive
-from webui.runs.service import LiveState
+from webui.runs.types import LiveState
 from webui.store.models import Interaction
 
 pytestmark = pytest.mark.anyio

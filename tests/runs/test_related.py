@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import WAIT, next_update
 from tests.related_projects import write_projects
 from webui.runs.related import LocalRelations
-from webui.runs.service import RunRequest
+from webui.runs.request import RunRequest
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.store import runs as run_store
@@ -221,7 +221,7 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
             await svc.interactions.answer(
                 waiting.interaction.id, action="accept", content={"word": "yes"}, channel="test"
             )
-            live = svc.runs._live[parent]
+            live = svc.runs.admission.live[parent]
             await until(lambda: live.wants_slot)  # answered: in line for the slot
             (gates / "child").touch()
             await until(lambda: live.child_waits == 1)  # its other thread started a child
@@ -291,7 +291,7 @@ async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
             await svc.interactions.answer(
                 first.interaction.id, action="accept", content=answer, channel="test"
             )
-            live = svc.runs._live[run_id]  # the admission state under test
+            live = svc.runs.admission.live[run_id]  # the admission state under test
             await until(lambda: live.wants_slot)  # answered: in line for the slot
             yield InLine(svc, run_id, holder, live, gates)
     finally:

@@ -29,7 +29,7 @@ from tests.helpers import WAIT
 from tests.security.test_limits import payload
 from tests.security.test_shutdown import exited, sigterm
 from webui.runs.outcomes import PENDING_FILE
-from webui.runs.service import WRITE_ATTEMPTS
+from webui.runs.types import WRITE_ATTEMPTS
 
 pytestmark = pytest.mark.anyio
 

@@ -42,7 +42,7 @@ from tests.web.test_host_pages import start as start_host
 from webui.admin import grant_projects
 from webui.app import create_app
 from webui.auth.ui import UiUser
-from webui.runs.service import RunRequest
+from webui.runs.request import RunRequest
 from webui.store.models import AuditEvent
 from webui.web.conversations import Feed, conversation_stream
 from webui.workflows.project import load_project

@@ -22,7 +22,7 @@ from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, running_server
 from tests.e2e.test_http_mcp import sdk_client
 from tests.helpers import WAIT, start_run, wait_until_gone
 from tests.security.test_limits import audit, payload
-from webui.runs.service import RunRefused
+from webui.runs.types import RunRefused
 from webui.services import open_services
 from webui.settings import Settings
 from webui.shutdown import SHUTTING_DOWN

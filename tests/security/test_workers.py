@@ -29,8 +29,8 @@ from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, make_server
 from tests.helpers import WAIT, needs_root, next_update, process_gone, run_to_end, start_run, wait_until_gone
 from tests.security.workers_project import PROJECT_ID, write_project
 from webui.errors import ConfigError
-from webui.runs.child import LOG_TEXT_LIMIT, MAX_FRAME_BYTES, PROGRESS_MESSAGE_LIMIT
 from webui.runs.env import server_base_env
+from webui.runs.messages import LOG_TEXT_LIMIT, MAX_FRAME_BYTES, PROGRESS_MESSAGE_LIMIT
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.store import runs as run_store

@@ -30,7 +30,8 @@ from sqlmodel import Session, col, select
 
 from tests import helpers, prepared
 from webui.app import create_app
-from webui.runs.service import RunRequest, RunUpdate
+from webui.runs.request import RunRequest
+from webui.runs.types import RunUpdate
 from webui.settings import Settings
 from webui.store import accounts as account_store
 from webui.store.models import AuditEvent

@@ -27,7 +27,7 @@ from tests.web.conftest import (
 )
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.events import EventHub
-from webui.runs.service import RunRequest
+from webui.runs.request import RunRequest
 from webui.store import interactions as interaction_store
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, TORTURE
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
-from webui.runs.service import RunRequest
+from webui.runs.request import RunRequest
 from webui.store import accounts as account_store
 from webui.store import runs as run_store
 from webui.store.models import Run

@@ -24,7 +24,7 @@ from webui.projects.registry import ProjectRegistry, Resolved
 from webui.projects.related import ServerRelations
 from webui.runs.env import worker_env
 from webui.runs.related import Relations
-from webui.runs.service import RunLimits, RunRefused
+from webui.runs.types import RunLimits, RunRefused
 from webui.store.models import ProjectRecord
 from webui.workflows.project import Project
 

@@ -38,7 +38,9 @@ from webui.mcp.binding import Binding, client_left, config_place
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.questions import Questions
 from webui.mcp.results import error_result, final_result
-from webui.runs.service import RunLimits, RunRefused, RunRequest, RunService, RunUpdate
+from webui.runs.request import RunRequest
+from webui.runs.service import RunService
+from webui.runs.types import RunLimits, RunRefused, RunUpdate
 from webui.workflows.project import Entrypoint
 from webui.workflows.schema import validate_arguments
 

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from webui.runs.service import LiveState
+from webui.runs.types import LiveState
 from webui.store.models import Interaction
 
 log = logging.getLogger(__name__)

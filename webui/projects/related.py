@@ -18,7 +18,7 @@ from webui.workflows.targets import Target
 
 if TYPE_CHECKING:
     from webui.projects.registry import ProjectRegistry
-    from webui.runs.service import RunLimits
+    from webui.runs.types import RunLimits
     from webui.store.models import ProjectRecord
 
 

@@ -1,4 +1,5 @@
-"""The worker side of a run: what a forked child executes, and the `ctx` a handler sees.
+"""The worker side of a run: what a forked child executes (the `ctx` its handler sees is
+webui.runs.context; every message it exchanges, webui.runs.messages).
 
 Standard library only, on purpose: the zygote preloads this module and forks one fresh
 child per run, so nothing here may drag in the server stack (FastAPI, SQLAlchemy, the MCP
@@ -24,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
-import json
-import mimetypes
 import os
 import shutil
 import signal
@@ -34,338 +33,12 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from webui.runs import procs
-
-READ_CHUNK = 65536
-# The run service reads at most this much per message (one JSON line).
-MAX_FRAME_BYTES = 16 * 1024 * 1024
-# In characters; with JSON escaping even the worst text stays far below the frame limit.
-LOG_TEXT_LIMIT = 1024 * 1024
-PROGRESS_MESSAGE_LIMIT = 4096
-
-
-class MessageTooLarge(ValueError):
-    """A request to the run service that would exceed MAX_FRAME_BYTES."""
-
-
-class WorkflowFailure(Exception):
-    """Raised by `ctx.fail`: the run ends with a business `errCode`."""
-
-    def __init__(self, err_code: int | str, message: str) -> None:
-        super().__init__(message)
-        self.err_code = err_code
-        self.message = message
-
-
-class RelatedProjectError(RuntimeError):
-    """`ctx.related` refused: an alias the project does not declare, a relation not
-    confirmed by both projects, an unknown entrypoint, bad params, no permission, or a
-    related project that is missing or offline. The message says which."""
-
-
-class UnknownRelatedProject(RelatedProjectError, KeyError):
-    """`ctx.related[alias]` with an alias the project does not declare."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class RelatedRunFailed(RuntimeError):
-    """A child run started through `ctx.related[alias].run(...)` did not succeed."""
-
-    def __init__(self, run_id: str, status: str, error: dict[str, Any] | None) -> None:
-        error = error or {}
-        self.run_id = run_id
-        self.status = status
-        self.error = error
-        detail = f"{error.get('code')}: {error.get('message')}" if error else status
-        if error.get("errCode") is not None:
-            detail += f" (errCode {error['errCode']})"
-        super().__init__(f"child run {run_id} ended {status}: {detail}")
-
-
-class ManagedFile:
-    """A file param or a created output, as the handler sees it."""
-
-    def __init__(self, *, id: str, path: str, name: str, mime_type: str, size: int) -> None:
-        self.id = id
-        self.path = Path(path)
-        self.name = name
-        self.mime_type = mime_type
-        self.size = size
-
-    def read_bytes(self) -> bytes:
-        return self.path.read_bytes()
-
-    def read_text(self, encoding: str = "utf-8") -> str:
-        return self.path.read_text(encoding=encoding)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "mimeType": self.mime_type, "size": self.size}
-
-    def __repr__(self) -> str:
-        return f"ManagedFile(id={self.id!r}, name={self.name!r}, size={self.size})"
-
-
-class Channel:
-    """Framed JSON both ways; replies are matched to the blocked caller by id."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._send_lock = threading.Lock()
-        self._next_id = 0
-        self._replies: dict[int, dict[str, Any]] = {}
-        self._cond = threading.Condition()
-        self._started = threading.Event()
-        self._start: dict[str, Any] | None = None
-
-    def send(self, msg: dict[str, Any]) -> None:
-        self.send_frame(encode(msg))
-
-    def send_frame(self, data: bytes) -> None:
-        if len(data) > MAX_FRAME_BYTES:
-            raise MessageTooLarge(f"the message is {_mb(len(data))}, over the {_mb(MAX_FRAME_BYTES)} limit")
-        with self._send_lock:
-            self._sock.sendall(data)
-
-    def rpc(self, op: str, **args: Any) -> Any:
-        with self._cond:
-            self._next_id += 1
-            rid = self._next_id
-        data = encode({"type": "rpc", "id": rid, "op": op, "args": args})
-        if len(data) > MAX_FRAME_BYTES:
-            raise MessageTooLarge(
-                f"ctx {op}: the request is {_mb(len(data))} as JSON, over the"
-                f" {_mb(MAX_FRAME_BYTES)} a message to the server may be"
-            )
-        self.send_frame(data)
-        with self._cond:
-            while rid not in self._replies:
-                self._cond.wait()
-            reply = self._replies.pop(rid)
-        if not reply.get("ok"):
-            raise RuntimeError(reply.get("error") or f"{op} failed")
-        return reply.get("result")
-
-    def wait_start(self) -> dict[str, Any]:
-        """Block until the run service hands this (fresh, idle) worker its run."""
-        self._started.wait()
-        assert self._start is not None
-        return self._start
-
-    def read_forever(self) -> None:
-        """Deliver replies; when the run service goes away, take the whole run down."""
-        buf = b""
-        try:
-            while True:
-                chunk = self._sock.recv(READ_CHUNK)
-                if not chunk:
-                    break
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    msg = json.loads(line)
-                    if msg.get("type") == "start":
-                        self._start = msg["spec"]
-                        self._started.set()
-                    elif msg.get("type") == "reply":
-                        with self._cond:
-                            self._replies[int(msg["id"])] = msg
-                            self._cond.notify_all()
-        except OSError:
-            pass
-        # No parent, no run: a worker never outlives the process that drives it.
-        with contextlib.suppress(OSError):
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        os._exit(70)
-
-
-def encode(msg: dict[str, Any]) -> bytes:
-    # allow_nan=False: NaN/Infinity are not JSON; the handler's call fails here instead.
-    return (json.dumps(msg, separators=(",", ":"), default=_json_default, allow_nan=False) + "\n").encode()
-
-
-def _mb(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, ManagedFile):
-        return value.to_json()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-class _Store:
-    def __init__(self, chan: Channel, name: str) -> None:
-        self._chan = chan
-        self._name = name
-
-    def get(self, key: str, default: Any = None) -> Any:
-        found = self._chan.rpc(f"{self._name}.get", key=str(key))
-        return found["value"] if found["found"] else default
-
-    def set(self, key: str, value: Any) -> None:
-        self._chan.rpc(f"{self._name}.set", key=str(key), value=value)
-
-    def delete(self, key: str) -> bool:
-        return bool(self._chan.rpc(f"{self._name}.delete", key=str(key)))
-
-
-def _related_rpc(chan: Channel, op: str, **args: Any) -> Any:
-    try:
-        return chan.rpc(op, **args)
-    except MessageTooLarge:
-        raise
-    except RuntimeError as exc:
-        raise RelatedProjectError(str(exc)) from None
-
-
-class _RelatedStore:
-    """A related project's KV store or values, read-only."""
-
-    def __init__(self, chan: Channel, alias: str, name: str) -> None:
-        self._chan = chan
-        self._alias = alias
-        self._name = name
-
-    def get(self, key: str, default: Any = None) -> Any:
-        found = _related_rpc(self._chan, f"related.{self._name}.get", alias=self._alias, key=str(key))
-        return found["value"] if found["found"] else default
-
-    def set(self, key: str, value: Any) -> None:
-        raise RelatedProjectError(f"related project {self._alias!r}: its {self._name} are read-only here")
-
-    def delete(self, key: str) -> bool:
-        raise RelatedProjectError(f"related project {self._alias!r}: its {self._name} are read-only here")
-
-
-class RelatedProject:
-    """`ctx.related[alias]`: another project this one may call (both name each other)."""
-
-    def __init__(self, chan: Channel, alias: str, project_id: str, path: str | None) -> None:
-        self._chan = chan
-        self.alias = alias
-        self.id = project_id
-        self.path = Path(path) if path else None  # its folder, over stdio only
-        self.kv = _RelatedStore(chan, alias, "kv")
-        self.values = _RelatedStore(chan, alias, "values")
-
-    def run(self, entrypoint_id: str, /, **params: Any) -> Any:
-        """Run one of its entrypoints as a child run and wait for it; its questions reach
-        the same person. Returns the output; raises RelatedRunFailed if it did not succeed."""
-        result = _related_rpc(
-            self._chan, "related.run", alias=self.alias, entrypoint=str(entrypoint_id), params=params
-        )
-        if result["status"] != "success":
-            raise RelatedRunFailed(str(result["runId"]), str(result["status"]), result.get("error"))
-        return result["output"]
-
-    def __repr__(self) -> str:
-        return f"RelatedProject(alias={self.alias!r}, id={self.id!r})"
-
-
-class _Related(Mapping[str, RelatedProject]):
-    def __init__(self, chan: Channel, ids: dict[str, str], paths: dict[str, str]) -> None:
-        self._projects = {
-            alias: RelatedProject(chan, alias, pid, paths.get(alias)) for alias, pid in ids.items()
-        }
-
-    def __getitem__(self, alias: str) -> RelatedProject:
-        found = self._projects.get(alias)
-        if found is None:
-            known = ", ".join(repr(a) for a in self._projects) or "none"
-            raise UnknownRelatedProject(
-                f"related project {alias!r} is not declared in this project's relatedProjects"
-                f" (declared: {known})"
-            )
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._projects)
-
-    def __len__(self) -> int:
-        return len(self._projects)
-
-
-class _Files:
-    def __init__(self, chan: Channel, create_dir: str) -> None:
-        self._chan = chan
-        self._create_dir = create_dir
-
-    def create(self, name: str, data: bytes | str, mime_type: str | None = None) -> ManagedFile:
-        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        Path(self._create_dir).mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".create-", dir=self._create_dir)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        mime = mime_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
-        meta = self._chan.rpc("files.create", name=str(name), tmp_path=tmp, mime_type=mime)
-        return ManagedFile(**meta)
-
-
-class Context:
-    """What `run(ctx)` receives. Blocking calls wait for the run service's reply."""
-
-    def __init__(self, chan: Channel, spec: dict[str, Any]) -> None:
-        self._chan = chan
-        self.run_id: str = spec["runId"]
-        self.entrypoint_id: str = spec["entrypointId"]
-        self.params: dict[str, Any] = _materialise(spec.get("params") or {})
-        self.kv = _Store(chan, "kv")
-        self.values = _Store(chan, "values")
-        self.files = _Files(chan, spec["fileCreateDir"])
-        self.related: Mapping[str, RelatedProject] = _Related(
-            chan, dict(spec.get("relatedIds") or {}), dict(spec.get("related") or {})
-        )
-        # The configuration the run started with (every declared field; read-only).
-        self.config: Mapping[str, Any] = MappingProxyType(dict(spec.get("config") or {}))
-
-    def ask(
-        self, title: str, fields: list[dict[str, Any]], message: str | None = None
-    ) -> dict[str, Any] | None:
-        answer = self._chan.rpc("ask", title=title, fields=fields, message=message)
-        return answer["content"] if answer["action"] == "accept" else None
-
-    def approve(self, action: str, message: str | None = None, details: Any = None) -> bool:
-        answer = self._chan.rpc("approve", action=action, message=message, details=details)
-        return answer["action"] == "accept"
-
-    def log(self, text: Any) -> None:
-        self._chan.send({"type": "log", "text": _cut(str(text), LOG_TEXT_LIMIT)})
-
-    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
-        if message is not None:
-            message = _cut(str(message), PROGRESS_MESSAGE_LIMIT)
-        self._chan.send({"type": "progress", "done": done, "total": total, "message": message})
-
-    def fail(self, err_code: int | str, message: str) -> None:
-        raise WorkflowFailure(err_code, message)
-
-
-def _materialise(params: dict[str, Any]) -> dict[str, Any]:
-    """File params arrive as `{"$file": {...}}` markers and become ManagedFile objects."""
-
-    def conv(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {"$file"}:
-            return ManagedFile(**value["$file"])
-        if isinstance(value, list):
-            return [conv(v) for v in value]
-        return value
-
-    return {k: conv(v) for k, v in params.items()}
+from webui.runs.context import Channel, Context, WorkflowFailure, frame
+from webui.runs.messages import MAX_FRAME_BYTES, READ_CHUNK, MessageTooLarge, mb
 
 
 def _forward(fd: int, chan: Channel, stream: str) -> None:
@@ -554,7 +227,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
         outcome = {"type": "error", "message": f"The run could not be prepared: {type(exc).__name__}."}
     else:
         outcome = _call_handler(chan, spec)
-    frame = _outcome_frame(outcome)
+    last = _outcome_frame(outcome)
 
     # The run is over for everything it started, and nothing it left behind holds the
     # log pipes open (the forwarders below would wait for it).
@@ -568,7 +241,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     os.dup2(null, 2)
     for t in forwarders:
         t.join(timeout=5)
-    chan.send_frame(frame)
+    chan.send_frame(last)
     sock.shutdown(socket.SHUT_WR)
     return 0
 
@@ -593,16 +266,14 @@ def _call_handler(chan: Channel, spec: dict[str, Any]) -> dict[str, Any]:
 def _outcome_frame(outcome: dict[str, Any]) -> bytes:
     """The outcome as one wire message, or an error that says why it cannot be one."""
     try:
-        frame = encode(outcome)
+        data = frame(outcome)
     except (TypeError, ValueError) as exc:
         reason = str(exc)
         if reason.startswith("Out of range float"):
             reason = "it contains NaN or Infinity, which JSON cannot carry"
-        return encode(
-            {"type": "error", "message": f"The handler's output is not JSON-serialisable: {reason}"}
-        )
-    if len(frame) <= MAX_FRAME_BYTES:
-        return frame
+        return frame({"type": "error", "message": f"The handler's output is not JSON-serialisable: {reason}"})
+    if len(data) <= MAX_FRAME_BYTES:
+        return data
     what = "output" if outcome.get("type") == "done" else "failure message"
-    message = f"The handler's {what} is {_mb(len(frame))} as JSON, over the {_mb(MAX_FRAME_BYTES)} limit."
-    return encode({"type": "error", "code": "output_too_large", "message": message})
+    message = f"The handler's {what} is {mb(len(data))} as JSON, over the {mb(MAX_FRAME_BYTES)} limit."
+    return frame({"type": "error", "code": "output_too_large", "message": message})

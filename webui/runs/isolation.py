@@ -26,11 +26,11 @@ import pwd
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from webui.errors import ConfigError
 from webui.runs import procs
 from webui.runs.env import server_base_env
+from webui.runs.messages import WorkerUserSpec
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class WorkerUser:
     uid: int
     gid: int
 
-    def to_spec(self) -> dict[str, Any]:
+    def to_spec(self) -> WorkerUserSpec:
         return {"name": self.name, "uid": self.uid, "gid": self.gid}
 
 

@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from webui.runs.child import MAX_FRAME_BYTES
 from webui.runs.isolation import WorkerUids, WorkerUser, sweep_shared_temp, zygote_env
+from webui.runs.messages import MAX_FRAME_BYTES, Reply, RunSpec, Start
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class Worker:
             raise WorkerProtocolError("handler_error", "The worker sent a malformed message.")
         return msg
 
-    async def send(self, msg: dict[str, Any]) -> None:
+    async def send(self, msg: Start | Reply) -> None:
         try:
             self._writer.write((json.dumps(msg, separators=(",", ":")) + "\n").encode())
             await self._writer.drain()
@@ -357,7 +357,7 @@ class WorkerPool:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def spawn(self, spec: dict[str, Any]) -> Worker:
+    async def spawn(self, spec: RunSpec) -> Worker:
         """Hand a run to a fresh worker: a spare forked ahead of time when there is one
         (so a run starts without waiting for a fork), else one forked now. The spare that
         replaces it is forked once a run ends (or shortly after, for runs that last), not

@@ -21,7 +21,7 @@ from webui.workflows.related import RelatedProjectError, confirm_relation, decla
 
 if TYPE_CHECKING:
     from webui.configs.service import ConfigSnapshot
-    from webui.runs.service import RunLimits
+    from webui.runs.types import RunLimits
 
 # The configuration a child run of this project starts with (its caller's scope, active one).
 ConfigFor = Callable[[Project], "ConfigSnapshot"]

@@ -14,9 +14,12 @@ from sqlmodel import Session, col, select
 
 from webui.store.db import storable_text
 from webui.store.models import Run, RunEvent, utcnow
-
-ACTIVE_STATUSES = ("queued", "running", "waiting_for_input", "waiting_for_child")
-FINAL_STATUSES = ("success", "failed", "cancelled", "timeout")
+from webui.store.statuses import (  # noqa: F401  (the queries' status sets, named here too)
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    HOLDING_STATUSES,
+    RESUMABLE_STATUSES,
+)
 
 
 def _proc_start_time(pid: int) -> str | None:
@@ -256,9 +259,7 @@ def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_al
 # Run gate and queue limits across replicas (PostgreSQL): counted in the database, under a
 # per-project lock, in the transaction that inserts or admits the run. Only a `running` run
 # holds a slot: a run waiting for a person or for a child run keeps its worker process but
-# gives its slot up (webui.runs.service), so waiting runs never starve running ones.
-HOLDING_STATUSES = ("running",)
-RESUMABLE_STATUSES = ("running", "waiting_for_input", "waiting_for_child")
+# gives its slot up (webui.runs.admission), so waiting runs never starve running ones.
 
 
 def _lock_project_runs(conn: Connection, project_id: str) -> None:

@@ -1,0 +1,199 @@
+"""Admission: which live run may hold one of the worker slots, and when.
+
+Only a `running` run holds a slot. A run waiting for a person or for its child runs keeps
+its worker process but gives its slot up (so waiting runs never starve running ones, nor a
+parent its own children); it takes a slot again, ahead of new runs, before it goes on.
+Free slots go first to the account holding the fewest, so one account's burst cannot keep
+every other account waiting. A project's queue limit is one rule (`run_store.queue_full`),
+counted here on one process and in the database's admission across replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sqlalchemy.engine import Engine
+
+from webui.blocking import run_db
+from webui.runs.live import LiveRun
+from webui.runs.request import RunRequest
+from webui.runs.types import SHARED_POLL_SECONDS, RunRefused, RunStatus
+from webui.store import runs as run_store
+
+
+class Admission:
+    """The live runs of this process (by id) and their place in line for a slot."""
+
+    def __init__(self, *, engine: Engine, max_concurrent_runs: int, shared: bool) -> None:
+        self.engine = engine
+        self.max_concurrent_runs = max_concurrent_runs
+        # Other replicas share the database: project limits are counted there too.
+        self.shared = shared
+        self.live: dict[str, LiveRun] = {}
+        # project id -> runs being created (preflight passed, not live yet)
+        self.starting: dict[str, int] = {}
+        self.accepting = True
+        self._seq = 0
+        self._condition = asyncio.Condition()
+
+    # ----------------------------------------------------------------- counting
+    def counts(self, project_id: str | None = None) -> tuple[int, int]:
+        """(holding a slot, queued) among live runs, for one project or all."""
+        holding = 0
+        starting = self.starting
+        queued = sum(starting.values()) if project_id is None else starting.get(project_id, 0)
+        for live in self.live.values():
+            if project_id is not None and live.request.project.id != project_id:
+                continue
+            if live.slot:
+                holding += 1
+            elif live.status == RunStatus.QUEUED:
+                queued += 1
+        return holding, queued
+
+    def slot_wanted(self) -> bool:
+        return any(live.wants_slot for live in self.live.values())
+
+    def free_slots(self) -> int:
+        return self.max_concurrent_runs - self.counts()[0]
+
+    def waiting(self, account_id: int | None = None, *, asking: bool = False) -> int:
+        """Runs holding a worker process but no slot (waiting for a person or a child run,
+        or for a slot to go on); `asking`: only those of `account_id` with an open question."""
+        n = 0
+        for live in self.live.values():
+            if live.worker is None or live.slot or live.done.is_set():
+                continue
+            if asking and (live.request.account_id != account_id or not live.pending):
+                continue
+            n += 1
+        return n
+
+    def waiting_of(self, account_id: int | None) -> int:
+        """Runs of `account_id` holding a worker process but no slot, for any reason."""
+        return sum(
+            1
+            for live in self.live.values()
+            if live.worker is not None
+            and not live.slot
+            and not live.done.is_set()
+            and live.request.account_id == account_id
+        )
+
+    def slotless(self) -> list[str]:
+        """This process's runs past their admission that hold no slot now (the database
+        may still say `running`); queued ones are counted as queued."""
+        return [
+            live.run_id for live in self.live.values() if not live.slot and live.status != RunStatus.QUEUED
+        ]
+
+    # ----------------------------------------------------------------- admitting
+    def preflight(self, request: RunRequest) -> None:
+        limits = request.limits
+        if not self.accepting:
+            raise RunRefused("shutting_down", "The server is shutting down; try again once it is back.")
+        if not limits.gate_open:
+            raise RunRefused("run_gate_closed", "The project's run gate is closed; no new runs are accepted.")
+        if limits.max_queued is not None and not self.shared:  # shared: counted as the run is inserted
+            holding, queued = self.counts(request.project.id)
+            if run_store.queue_full(
+                holding=holding,
+                queued=queued,
+                max_running=limits.max_running,
+                max_queued=limits.max_queued,
+                free_slots=self.free_slots(),
+            ):
+                raise queue_limit(holding, queued)
+
+    def may_run_now(self, live: LiveRun) -> bool:
+        """A slot is free for `live`, and it is next in line for one: runs that already
+        have a worker (resuming after an answer or their child runs) first, then the
+        account holding the fewest slots, then the oldest. One pass over the live runs
+        (as the counting before it): every waiter checks this when a slot frees."""
+        held = 0
+        by_account: dict[int | None, int] = {}
+        by_project: dict[str, int] = {}
+        for other in self.live.values():
+            if other.slot:
+                held += 1
+                by_account[other.request.account_id] = by_account.get(other.request.account_id, 0) + 1
+                by_project[other.request.project.id] = by_project.get(other.request.project.id, 0) + 1
+        if held >= self.max_concurrent_runs:
+            return False
+
+        def allowed(run: LiveRun) -> bool:
+            limit = run.request.limits.max_running
+            return limit is None or by_project.get(run.request.project.id, 0) < limit
+
+        def rank(run: LiveRun) -> tuple[bool, int, int]:
+            return (run.worker is None, by_account.get(run.request.account_id, 0), run.seq)
+
+        if not allowed(live):
+            return False
+        mine = rank(live)
+        return not any(
+            other is not live
+            and other.wants_slot
+            and not other.deferred
+            and other.terminating is None
+            and rank(other) < mine
+            and allowed(other)
+            for other in self.live.values()
+        )
+
+    async def take_slot(self, live: LiveRun) -> bool:
+        """Wait until `live` may hold a slot (this process's worker slots, the project's
+        running limit, counted in the database on a shared one) and take it; False when
+        the run ends meanwhile."""
+        req = live.request
+        counted_in_db = self.shared and req.limits.max_running is not None
+        resuming = live.worker is not None
+        self._seq += 1
+        live.seq = self._seq
+        live.wants_slot = True
+        try:
+            async with self._condition:
+                while True:
+                    await self._condition.wait_for(
+                        lambda: live.terminating is not None or self.may_run_now(live)
+                    )
+                    if live.terminating is not None:
+                        return False
+                    if counted_in_db:
+                        admitted = await run_db(
+                            run_store.admit_queued,
+                            self.engine,
+                            run_id=live.run_id,
+                            project_id=req.project.id,
+                            max_running=req.limits.max_running,
+                            exclude=self.slotless(),
+                            from_statuses=run_store.RESUMABLE_STATUSES if resuming else ("queued",),
+                        )
+                        if not admitted:
+                            # Taken elsewhere: let the others here go first; a slot freed
+                            # here or elsewhere wakes us, the poll covers a missed event.
+                            live.deferred = True
+                            self._condition.notify_all()
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(self._condition.wait(), SHARED_POLL_SECONDS)
+                            live.deferred = False
+                            continue
+                    live.slot = True
+                    if self.free_slots() > 0:
+                        self._condition.notify_all()  # the next in line may find one free too
+                    return True
+        finally:
+            live.wants_slot = False
+
+    async def wake(self) -> None:
+        """Every run waiting for a slot looks again (one was freed, or one stopped waiting)."""
+        async with self._condition:
+            self._condition.notify_all()
+
+
+def queue_limit(holding: int, queued: int) -> RunRefused:
+    return RunRefused(
+        "queue_limit",
+        f"The project already has {holding} running and {queued} queued runs; try again later.",
+    )

@@ -1,0 +1,217 @@
+"""A run's questions to a person (`ctx.ask`, `ctx.approve`): recorded, waited for with the
+run's slot given up and its time limit paused, answered (on any replica) or expired.
+
+A run waiting for a person keeps its worker process, so waiting runs have caps of their own
+(`max_waiting_runs` in all, `max_waiting_per_account` with an open question), and a
+question expires after `question_timeout_seconds` (the run fails, `question_expired`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from webui.blocking import run_db
+from webui.interactions.service import Answer
+from webui.runs.control import RunControl
+from webui.runs.live import LiveRun
+from webui.runs.messages import reply
+from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
+from webui.store import runs as run_store
+from webui.store.models import Interaction, as_utc, utcnow
+from webui.workflows.project import parse_params
+from webui.workflows.schema import field_summary, form_blockers, question_schema
+
+log = logging.getLogger(__name__)
+
+
+def _duration(seconds: float) -> str:
+    """24 h, 90 min, 45 s: how long a limit is, for a person."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The stored form of an `ask` or `approve` request."""
+    if op == "ask":
+        params = parse_params(args.get("fields") or [], where="ctx.ask() fields")
+        message = args.get("message")
+        return {
+            "kind": "form",
+            "title": str(args.get("title") or "Input needed"),
+            "message": str(message) if message is not None else None,
+            "requested_schema": question_schema(params),
+            "fields": field_summary(params),
+            "blockers": form_blockers(params),
+        }
+    action = str(args.get("action") or "this action")
+    parts = [f"The workflow asks for approval to: {action}."]
+    if args.get("message"):
+        parts.append(str(args["message"]))
+    if args.get("details") is not None:
+        parts.append(f"Details: {json.dumps(args['details'], ensure_ascii=False, default=str)}")
+    return {
+        "kind": "approval",
+        "title": f"Approve: {action}",
+        "message": "\n".join(parts),
+        "requested_schema": {"type": "object", "properties": {}},
+        "fields": [],
+        "blockers": [],
+    }
+
+
+class RunQuestions:
+    def __init__(self, runs: RunControl) -> None:
+        self.runs = runs
+
+    def waiting_refusal(self, live: LiveRun) -> str | None:
+        """Why this run may not wait for a person now (a waiting run keeps its worker
+        process): None when it may."""
+        runs = self.runs
+        if live.slot and runs.admission.waiting() >= runs.max_waiting_runs:
+            return (
+                f"The server already has {runs.max_waiting_runs} runs waiting for an answer or a"
+                " child run (STEAMHARNESS_MAX_WAITING_RUNS); this run stopped instead of waiting."
+            )
+        account = live.request.account_id
+        if not live.pending and runs.admission.waiting(account, asking=True) >= runs.max_waiting_per_account:
+            return (
+                f"This account already has {runs.max_waiting_per_account} runs waiting for an answer"
+                " (STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT); answer or cancel one of them, then"
+                " call again."
+            )
+        return None
+
+    async def open(self, live: LiveRun, rid: int, op: str, args: dict[str, Any]) -> None:
+        """`ask` / `approve`: record the question; the run waits for its answer."""
+        runs = self.runs
+        refusal = self.waiting_refusal(live)
+        if refusal is not None:
+            error = {"code": "too_many_waiting", "message": refusal}
+            runs.spawn(runs.terminate(live, RunStatus.FAILED, error), name=f"refuse-{live.run_id}")
+            return
+        question = _question(op, args)
+        expires_at = utcnow() + timedelta(seconds=runs.question_timeout_seconds)
+
+        def record() -> Interaction:
+            # The run reads `waiting_for_input` before its question exists, never the other
+            # way round: a reader that finds the question finds the run waiting on it.
+            run_store.update_run(
+                runs.engine,
+                run_id=live.run_id,
+                status=RunStatus.WAITING_FOR_INPUT.value,
+                event_text="waiting_for_input",
+                source=live.request.source,
+            )
+            return runs.interactions.create(
+                run_id=live.run_id,
+                **question,
+                project_id=live.request.project.id,
+                actor=live.request.actor,
+                expires_at=expires_at,
+            )
+
+        runs.stop_timer(live)  # a person thinking is not the handler running
+        live.asking += 1  # a resumption meanwhile sees that the run waits again
+        try:
+            row = await runs.write(live, record)
+        except BaseException:
+            live.asking -= 1
+            if live.slot:
+                runs.start_timer(live)
+            raise
+        live.asking -= 1
+        runs.release_slot(live)
+        self._schedule_expiry(live, row.id, expires_at)
+        live.pending[row.id] = rid
+        live.waiting_on = row
+        live.asked = True
+        runs.enter(live, RunStatus.WAITING_FOR_INPUT)
+        live.publish(RunUpdate("waiting", live.run_id, live.status, interaction=row))
+        # A child run's question reaches whoever follows its parents (the same person).
+        parent = live.parent
+        while parent is not None and not parent.done.is_set():
+            parent.waiting_on = row
+            parent.publish(RunUpdate("waiting", parent.run_id, parent.status, interaction=row))
+            parent = parent.parent
+
+    async def on_answer(self, live: LiveRun | None, row: Interaction, answer: Answer) -> None:
+        """An answer to one of `live`'s questions (given here or, read back, elsewhere)."""
+        if live is None or answer.repeated or row.id not in live.pending:
+            return
+        runs = self.runs
+        rid = live.pending.pop(row.id)
+        timer = live.expiry.pop(row.id, None)
+        if timer is not None:
+            timer.cancel()
+        live.waiting_on = None
+        parent = live.parent
+        while parent is not None:
+            if parent.waiting_on is not None and parent.waiting_on.id == row.id:
+                parent.waiting_on = None
+            parent = parent.parent
+        if answer.action == "cancel":
+            error = {"code": "cancelled", "message": "The person cancelled the run."}
+            await runs.terminate(live, RunStatus.CANCELLED, error)
+            return
+        # The run goes on once it has a slot again; whoever answered need not wait for that.
+        result = {"action": answer.action, "content": answer.content}
+        runs.spawn(self._reply_when_resumed(live, rid, result), name=f"resume-{live.run_id}")
+
+    async def _reply_when_resumed(self, live: LiveRun, rid: int, result: dict[str, Any]) -> None:
+        if not await self.runs.after_wait(live):
+            return
+        assert live.worker is not None
+        await live.worker.send(reply(rid, result=result))
+
+    # ----------------------------------------------------------------- expiry
+    def _schedule_expiry(self, live: LiveRun, interaction_id: str, expires_at: datetime) -> None:
+        delay = max((expires_at - utcnow()).total_seconds(), 0.0)
+
+        def due() -> None:
+            self.runs.spawn(self._expire(live, interaction_id), name=f"expire-{interaction_id}")
+
+        live.expiry[interaction_id] = asyncio.get_running_loop().call_later(delay, due)
+
+    async def _expire(self, live: LiveRun, interaction_id: str) -> None:
+        """The question's time is up: the stored row decides (an answer given meanwhile, on
+        any replica, wins); an expired question ends its run with `question_expired`."""
+        live.expiry.pop(interaction_id, None)
+        if live.done.is_set() or interaction_id not in live.pending:
+            return
+        runs = self.runs
+        req = live.request
+        try:
+            row = await run_db(
+                runs.interactions.expire, interaction_id, project_id=req.project.id, actor=req.actor
+            )
+        except Exception:
+            log.exception("interaction %s: expiring it failed; trying again", interaction_id)
+            retry = utcnow() + timedelta(seconds=SHARED_POLL_SECONDS)
+            self._schedule_expiry(live, interaction_id, retry)
+            return
+        if row.status == "answered":
+            await self.on_answer(live, row, stored_answer(row))
+        elif row.status == "pending" and row.expires_at is not None:
+            self._schedule_expiry(live, interaction_id, as_utc(row.expires_at))  # not due by its row yet
+        elif row.status == "closed":
+            limit = _duration(runs.question_timeout_seconds)
+            error = {
+                "code": "question_expired",
+                "message": (
+                    f"Nobody answered the question {row.title!r} within {limit}"
+                    " (STEAMHARNESS_QUESTION_TIMEOUT_SECONDS); the run stopped."
+                ),
+                "interactionId": interaction_id,
+            }
+            await runs.terminate(live, RunStatus.FAILED, error)
+
+
+def stored_answer(row: Interaction) -> Answer:
+    """The answer stored in the database (given on another replica)."""
+    return Answer(row.id, row.run_id, row.action or "cancel", row.answer)

@@ -1,0 +1,58 @@
+"""RunRequest: everything one run needs, built by a transport (or by a parent run for its
+child) and executed the same way for all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from webui.audit.events import AuditName
+from webui.runs.related import Relations
+from webui.runs.types import RunLimits
+from webui.workflows.project import Entrypoint, Project
+
+if TYPE_CHECKING:
+    from webui.configs.service import ConfigSnapshot
+
+
+@dataclass
+class RunRequest:
+    """Everything a run needs; built by a transport, executed the same way for all."""
+
+    project: Project
+    entrypoint: Entrypoint
+    params: dict[str, Any]  # for the worker (files as {"$file": {...}} markers)
+    stored_params: dict[str, Any]  # for the record (files by id)
+    source: str = "mcp"
+    transport: str | None = None
+    actor: str | None = None
+    # The account whose key started the run; it owns the run's questions. None: the
+    # admin principal (server admin key, local stdio operator).
+    account_id: int | None = None
+    session_id: str | None = None
+    project_version: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    related: dict[str, str] = field(default_factory=dict)
+    limits: RunLimits = field(default_factory=RunLimits)
+    # The configuration the run starts with (recorded with the run, read as `ctx.config`).
+    config: ConfigSnapshot | None = None
+    # One more audit event (name, fields; its run id filled in) written in the transaction
+    # that creates the run: the MCP call's `tool.called`, with no transaction of its own.
+    created_audit: tuple[AuditName, dict[str, Any]] | None = None
+    # Where `ctx.related[alias]` resolves (None: the run may use no related project).
+    relations: Relations | None = None
+    # A child run (started by a handler through ctx.related): its parent and how deep.
+    parent_run_id: str | None = None
+    depth: int = 0
+
+    def audit_fields(self, run_id: str) -> dict[str, Any]:
+        """What every audit event about one of this request's runs names."""
+        return {
+            "actor": self.actor,
+            "project_id": self.project.id,
+            "version": self.project_version,
+            "session_id": self.session_id,
+            "tool": self.entrypoint.id,
+            "run_id": run_id,
+            "source": self.source,
+        }
