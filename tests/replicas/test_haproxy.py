@@ -300,7 +300,12 @@ async def test_a_queue_limit_of_one_holds_with_calls_arriving_on_both_replicas(
     assert replicas == set(cluster.ids), replicas
 
 
-def test_the_audit_log_lists_events_from_both_replicas(cluster: Cluster, db: Engine) -> None:
+async def test_the_audit_log_lists_events_from_both_replicas(cluster: Cluster, db: Engine) -> None:
+    # One call on each replica, made here: the test counts on no other test having run first.
+    key = cluster.a.create_key("abe")
+    for server in (cluster.a, cluster.b):
+        async with sdk_client(server.mcp_url(HELLO), key, "legacy") as client:
+            assert payload(await client.call_tool("echo", {"text": "audited"}))["status"] == "success"
     recorded = {
         r for (r,) in query(db, "SELECT DISTINCT replica_id FROM audit_events WHERE event = 'tool.called'")
     }

@@ -1,18 +1,25 @@
-"""Runs another replica drives (a shared PostgreSQL database): followed through the event
-hub and read back from the database, so a watcher here sees them as it would its own."""
+"""Other replicas on the same (PostgreSQL) database: the runs they drive, followed through the
+event hub and read back from the database so a watcher here sees them as it would its own;
+and their events the runs here wait for (answers given there, slots freed there)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
+import anyio
 from sqlalchemy.engine import Engine
 
 from webui.blocking import run_db
 from webui.events import EventHub, Subscription
 from webui.files.store import FileStore, output_view
-from webui.interactions.service import InteractionService
+from webui.interactions.service import Answer, InteractionService
+from webui.runs.admission import Admission
+from webui.runs.questions import stored_answer
 from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
+from webui.store import interactions as interaction_store
 from webui.store import runs as run_store
 from webui.store.models import Interaction, ManagedFile, Run
 
@@ -23,6 +30,14 @@ def final_update(run: Run, files: list[ManagedFile]) -> RunUpdate:
     """A finished run, as its watchers' last update."""
     views = [output_view(row) for row in files]
     return RunUpdate("final", run.id, run.status, output=run.output, error=run.error, files=views)
+
+
+async def in_scope(scope: anyio.CancelScope, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `work()` in `scope`: cancelling the scope stops it even while it waits in `run_db`
+    (whose shielded thread wait would swallow a plain `Task.cancel`). The coroutine is made
+    here, so a task cancelled before it starts leaves none un-awaited."""
+    with scope:
+        await work()
 
 
 class RemoteRuns:
@@ -67,6 +82,65 @@ class RemoteRuns:
             child = run_store.waiting_descendant(self.engine, run_id=run_id)
             question = self.interactions.pending_for_run(child) if child else None
         return run, question
+
+
+class OtherReplicas:
+    """On a shared database: this process follows the other replicas' events (answers to
+    its questions, slots freed elsewhere) and re-checks the database now and then."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        hub: EventHub,
+        admission: Admission,
+        on_answer: Callable[[Interaction, Answer], Awaitable[None]],
+    ) -> None:
+        self.engine = engine
+        self.hub = hub
+        self.admission = admission
+        self.on_answer = on_answer
+
+    async def watch(self) -> None:
+        while True:
+            with self.hub.subscribe("interactions", "runs") as sub:
+                while True:
+                    try:
+                        event = await asyncio.wait_for(sub.queue.get(), SHARED_POLL_SECONDS)
+                    except TimeoutError:
+                        await self.recheck()
+                        continue
+                    if event is None:
+                        break  # lagged: events were lost; re-check, then listen again
+                    if event.topic == "interactions" and event.kind == "answered":
+                        await self._resume_if_waiting(str(event.data.get("interactionId")))
+                    elif event.topic == "runs" and self.admission.slot_wanted():
+                        await self.admission.wake()
+            await self.recheck()
+
+    async def recheck(self) -> None:
+        """Questions of this process's runs answered elsewhere resume their runs; queued
+        runs try again for a slot freed elsewhere."""
+        try:
+            asked = [iid for live in list(self.admission.live.values()) for iid in live.pending]
+            if asked:
+                rows = await run_db(interaction_store.answered_among, self.engine, interaction_ids=asked)
+                for row in rows:
+                    await self.on_answer(row, stored_answer(row))
+            if self.admission.slot_wanted():
+                await self.admission.wake()
+        except Exception:
+            log.exception("re-checking the waiting runs failed")
+
+    async def _resume_if_waiting(self, interaction_id: str) -> None:
+        if not any(interaction_id in live.pending for live in self.admission.live.values()):
+            return  # not ours, or already resumed by the answer given in this process
+        try:
+            row = await run_db(interaction_store.get_interaction, self.engine, interaction_id=interaction_id)
+            if row is not None and row.status == "answered":
+                await self.on_answer(row, stored_answer(row))
+        except Exception:  # the watcher goes on; a failed read is retried by the next re-check
+            log.exception("interaction %s: resuming its run with the answer failed", interaction_id)
 
 
 async def _next_event(sub: Subscription) -> bool:

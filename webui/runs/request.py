@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from webui.audit.events import AuditName
 from webui.runs.related import Relations
-from webui.runs.types import RunLimits
+from webui.runs.types import RunLimits, RunStatus
+from webui.store.models import Run
 from webui.workflows.project import Entrypoint, Project
 
 if TYPE_CHECKING:
@@ -56,3 +57,26 @@ class RunRequest:
             "run_id": run_id,
             "source": self.source,
         }
+
+    def run_row(self, run_id: str, *, owner: str, replica_id: str | None) -> Run:
+        """The run's record as it is created: queued, with the configuration it starts with."""
+        return Run(
+            id=run_id,
+            project_id=self.project.id,
+            project_version=self.project_version,
+            entrypoint_id=self.entrypoint.id,
+            entrypoint_title=self.entrypoint.title,
+            source=self.source,
+            transport=self.transport,
+            actor=self.actor,
+            session_id=self.session_id,
+            status=RunStatus.QUEUED.value,
+            params=self.stored_params,
+            owner=owner,
+            replica_id=replica_id,
+            account_id=self.account_id,
+            parent_run_id=self.parent_run_id,
+            config_name=self.config.name if self.config else None,
+            config_revision=self.config.revision if self.config else None,
+            config_values=self.config.stored if self.config else None,
+        )

@@ -30,18 +30,18 @@ from sqlalchemy.engine import Engine
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, TaskSet, run_db
-from webui.errors import NotFound, SteamharnessError
+from webui.errors import NotFound
 from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import Answer, InteractionService
+from webui.runs import resuming
 from webui.runs.admission import Admission, queue_limit
 from webui.runs.children import ChildRuns
-from webui.runs.following import RemoteRuns, final_update
+from webui.runs.following import OtherReplicas, RemoteRuns, final_update, in_scope
 from webui.runs.live import LiveRun
-from webui.runs.messages import RunSpec, reply
 from webui.runs.outcomes import DEFAULT_MAX_BYTES, EVENT, FINAL, STATUS, Record, RunRecordBacklog
-from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
-from webui.runs.questions import RunQuestions, stored_answer
+from webui.runs.pool import WorkerPool
+from webui.runs.questions import RunQuestions
 from webui.runs.request import RunRequest
 from webui.runs.store_calls import StoreCalls
 from webui.runs.types import (
@@ -52,46 +52,19 @@ from webui.runs.types import (
     DEFAULT_TIMEOUT_SECONDS,
     EXIT_WAIT_SECONDS,
     KEPT_WAIT_SECONDS,
-    SHARED_POLL_SECONDS,
     WRITE_ATTEMPTS,
     LiveState,
     RunStatus,
     RunUpdate,
     new_run_id,
 )
-from webui.store import interactions as interaction_store
+from webui.runs.worker_loop import WorkerLoop
 from webui.store import runs as run_store
 from webui.store.models import Interaction, Run, utcnow
 
 log = logging.getLogger(__name__)
 
 INTERRUPTED = {"code": "interrupted", "message": "The server stopped while this run was active."}
-
-
-async def _in_scope(scope: anyio.CancelScope, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run `work()` in `scope`: cancelling the scope stops it even while it waits in `run_db`
-    (whose shielded thread wait would swallow a plain `Task.cancel`). The coroutine is made
-    here, so a task cancelled before it starts leaves none un-awaited."""
-    with scope:
-        await work()
-
-
-def _outcome_of(msg: dict[str, Any]) -> tuple[RunStatus, dict[str, Any]] | None:
-    """A worker's outcome message (`done`, `failed`, `error`) as (status, detail)."""
-    kind = msg.get("type")
-    if kind == "done":
-        return RunStatus.SUCCESS, {"output": msg.get("output")}
-    if kind == "failed":
-        error = {
-            "code": "business_error",
-            "errCode": msg.get("errCode"),
-            "message": str(msg.get("message", "")),
-        }
-        return RunStatus.FAILED, error
-    if kind == "error":
-        code = "output_too_large" if msg.get("code") == "output_too_large" else "handler_error"
-        return RunStatus.FAILED, {"code": code, "message": str(msg.get("message", "The handler failed."))}
-    return None
 
 
 class RunService:
@@ -163,6 +136,12 @@ class RunService:
         self.remote = RemoteRuns(engine=engine, hub=hub, interactions=interactions, files=files)
         self.questions = RunQuestions(self)
         self.children = ChildRuns(self, self._live)
+        self.worker_loop = WorkerLoop(
+            self, pool=pool, calls=self.calls, questions=self.questions, children=self.children, echo=echo
+        )
+        self.others = OtherReplicas(
+            engine=engine, hub=hub, admission=self.admission, on_answer=self._on_answer
+        )
         interactions.on_answer(self._on_answer)
 
     # ----------------------------------------------------------------- lifecycle
@@ -177,52 +156,11 @@ class RunService:
 
     def start_watching(self) -> None:
         """On a shared database: follow the other replicas' events (answers to this
-        process's questions, runs ending elsewhere) and re-check the database now and then."""
+        process's questions, slots freed elsewhere) and re-check the database now and then."""
         if not self.shared:
             return
-        self.hub.on_resync(lambda: self._tasks.spawn(self._recheck(), name="runs-resync"))
-        self._tasks.spawn(_in_scope(self._watching, self._watch_hub), name="runs-hub")
-
-    async def _watch_hub(self) -> None:
-        while True:
-            with self.hub.subscribe("interactions", "runs") as sub:
-                while True:
-                    try:
-                        event = await asyncio.wait_for(sub.queue.get(), SHARED_POLL_SECONDS)
-                    except TimeoutError:
-                        await self._recheck()
-                        continue
-                    if event is None:
-                        break  # lagged: events were lost; re-check, then listen again
-                    if event.topic == "interactions" and event.kind == "answered":
-                        await self._resume_if_waiting(str(event.data.get("interactionId")))
-                    elif event.topic == "runs" and self.admission.slot_wanted():
-                        await self.admission.wake()
-            await self._recheck()
-
-    async def _recheck(self) -> None:
-        """Questions of this process's runs answered elsewhere resume their runs; queued
-        runs try again for a slot freed elsewhere."""
-        try:
-            asked = [iid for live in list(self._live.values()) for iid in live.pending]
-            if asked:
-                rows = await run_db(interaction_store.answered_among, self.engine, interaction_ids=asked)
-                for row in rows:
-                    await self._on_answer(row, stored_answer(row))
-            if self.admission.slot_wanted():
-                await self.admission.wake()
-        except Exception:
-            log.exception("re-checking the waiting runs failed")
-
-    async def _resume_if_waiting(self, interaction_id: str) -> None:
-        if not any(interaction_id in live.pending for live in self._live.values()):
-            return  # not ours, or already resumed by the answer given in this process
-        try:
-            row = await run_db(interaction_store.get_interaction, self.engine, interaction_id=interaction_id)
-            if row is not None and row.status == "answered":
-                await self._on_answer(row, stored_answer(row))
-        except Exception:  # the watcher goes on; a failed read is retried by the next re-check
-            log.exception("interaction %s: resuming its run with the answer failed", interaction_id)
+        self.hub.on_resync(lambda: self.spawn(self.others.recheck(), name="runs-resync"))
+        self.spawn(in_scope(self._watching, self.others.watch), name="runs-hub")
 
     async def _on_answer(self, row: Interaction, answer: Answer) -> None:
         await self.questions.on_answer(self._live.get(row.run_id or ""), row, answer)
@@ -258,27 +196,7 @@ class RunService:
             )
         run_id = new_run_id()
         ep = request.entrypoint
-        config = request.config
-        run = Run(
-            id=run_id,
-            project_id=request.project.id,
-            project_version=request.project_version,
-            entrypoint_id=ep.id,
-            entrypoint_title=ep.title,
-            source=request.source,
-            transport=request.transport,
-            actor=request.actor,
-            session_id=request.session_id,
-            status=RunStatus.QUEUED.value,
-            params=request.stored_params,
-            owner=self.owner,
-            replica_id=self.replica_id,
-            account_id=request.account_id,
-            parent_run_id=request.parent_run_id,
-            config_name=config.name if config else None,
-            config_revision=config.revision if config else None,
-            config_values=config.stored if config else None,
-        )
+        run = request.run_row(run_id, owner=self.owner, replica_id=self.replica_id)
 
         def audit(s: Any) -> None:
             self.audit.record(s, AuditName.RUN_CREATED, **request.audit_fields(run_id), outcome="queued")
@@ -375,7 +293,7 @@ class RunService:
             # Another replica drives it: follow it through the hub and the database.
             scope = anyio.CancelScope()
             follower = asyncio.create_task(
-                _in_scope(scope, functools.partial(self.remote.follow, run_id, queue)),
+                in_scope(scope, functools.partial(self.remote.follow, run_id, queue)),
                 name=f"follow-{run_id}",
             )
             try:
@@ -420,7 +338,7 @@ class RunService:
         try:
             if await self.admission.take_slot(live):
                 self.enter(live, RunStatus.RUNNING, announce=False)  # holds its slot; recorded once forked
-                await self._run_worker(live)
+                await self.worker_loop.run(live)
         except Exception:
             log.exception("run %s: the run service failed", live.run_id)
             if live.terminating is None:
@@ -430,66 +348,6 @@ class RunService:
                 )
         finally:
             await self._finish(live)
-
-    def _spec(self, live: LiveRun) -> RunSpec:
-        req = live.request
-        return {
-            "runId": live.run_id,
-            "entrypointId": req.entrypoint.id,
-            "params": req.params,
-            "root": str(req.project.root),
-            "handler": req.entrypoint.handler,
-            # A worker stages ctx.files.create in its scratch dir; the server copies it into
-            # the created-files folder (a worker user cannot reach it).
-            "fileCreateDir": None,
-            "env": req.env,
-            "related": req.related,
-            "relatedIds": req.relations.ids() if req.relations is not None else {},
-            "config": req.config.values if req.config else {},
-        }
-
-    async def _run_worker(self, live: LiveRun) -> None:
-        worker = await self.pool.spawn(self._spec(live))
-        live.worker = worker
-        if live.terminating is not None:  # cancelled while the fork was under way
-            worker.kill()
-        self.start_timer(live)
-        # Recorded while the worker already runs: the write is off the run's critical path.
-        await self.set_status(live, RunStatus.RUNNING, started_at=utcnow())
-        while True:
-            try:
-                msg = await worker.recv()
-            except WorkerProtocolError as exc:
-                live.terminating = live.terminating or (
-                    RunStatus.FAILED,
-                    {"code": exc.code, "message": exc.message},
-                )
-                worker.kill()  # it may be blocked writing the rest; nothing it says counts now
-                break
-            if msg is None:
-                break
-            kind = msg.get("type")
-            if kind == "output":
-                await self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
-            elif kind == "log":
-                await self._record_output(live, "log", str(msg.get("text", "")))
-            elif kind == "progress":
-                await self._on_progress(live, msg)
-            elif kind == "rpc":
-                await self._on_rpc(live, worker, msg)
-            elif (outcome := _outcome_of(msg)) is not None:
-                live.terminating = live.terminating or outcome
-        self.stop_timer(live)
-        if live.terminating is None or live.terminating[0] != RunStatus.SUCCESS:
-            # No clean outcome, or we killed it: know it is gone (and why) before finishing.
-            status = await worker.wait_exit(EXIT_WAIT_SECONDS)
-            if live.terminating is None:
-                reason = status.describe() if status else "the worker process stopped unexpectedly"
-                live.terminating = (
-                    RunStatus.FAILED,
-                    {"code": "handler_error", "message": f"The run crashed: {reason}."},
-                )
-        worker.close()
 
     async def _finish(self, live: LiveRun) -> None:
         if live.done.is_set():
@@ -572,65 +430,7 @@ class RunService:
             self.spawn(self.admission.wake())
 
     async def after_wait(self, live: LiveRun) -> bool:
-        """One thing the run waited for is done (an answer, a child run). It goes on, with
-        a slot taken again, once nothing else is pending; until then it waits for the rest
-        (the thread that was answered goes on meanwhile). False when the run ended."""
-        if live.done.is_set() or live.terminating is not None:
-            return False
-        if live.pending:
-            return True
-        if live.child_waits:
-            if live.status != RunStatus.WAITING_FOR_CHILD:
-                try:
-                    await self.set_status(live, RunStatus.WAITING_FOR_CHILD)
-                except Exception:
-                    log.exception("run %s: waiting for its child runs was not recorded", live.run_id)
-            return True
-        return await self._resume(live)
-
-    async def _resume(self, live: LiveRun) -> bool:
-        """Take a slot again before the run goes on: False when it ended meanwhile. One
-        resumption waits in line per run: another (a second answer meanwhile) waits for it
-        (two in line for one slot, the second would wait for the slot its own run holds)."""
-        if live.slot:
-            return True
-        if live.resuming is not None:
-            live.resumers += 1
-            try:
-                await live.resuming.wait()
-            finally:
-                live.resumers -= 1
-            return not live.done.is_set() and live.terminating is None
-        live.resuming = resumed = asyncio.Event()
-        try:
-            return await self._resume_in_line(live)
-        finally:
-            live.resuming = None
-            resumed.set()
-
-    async def _resume_in_line(self, live: LiveRun) -> bool:
-        if not await self.admission.take_slot(live):
-            return False
-        if live.pending or live.child_waits or live.asking:
-            # Another of its handler's threads asked or started a child run while this one
-            # waited for the slot: the run waits again, and holds none while it does (two
-            # parents holding both slots would wait forever for children that need one).
-            self.release_slot(live)
-            if self.shared and live.request.limits.max_running is not None:
-                # The database admission said `running`; it says waiting again.
-                try:
-                    await self.set_status(live, live.waiting_again_status)
-                except Exception:
-                    log.exception("run %s: waiting again was not recorded", live.run_id)
-            return True
-        try:
-            await self.set_status(live, RunStatus.RUNNING)
-        except Exception:
-            log.exception("run %s: its resumption was not recorded", live.run_id)
-            self.enter(live, RunStatus.RUNNING, announce=False)
-        self.start_timer(live)
-        live.publish(RunUpdate("running", live.run_id, live.status))
-        return True
+        return await resuming.after_wait(self, live)
 
     # ----------------------------------------------------------------- time limit
     def start_timer(self, live: LiveRun) -> None:
@@ -680,44 +480,3 @@ class RunService:
         """One timeline entry of this run (a log line, output, progress)."""
         fields = {"kind": kind, "text": text, "data": data, "source": live.request.source}
         await self._keep(live, Record(EVENT, live.run_id, fields))
-
-    # ----------------------------------------------------------------- worker messages
-    async def _record_output(self, live: LiveRun, stream: str, text: str) -> None:
-        if not text:
-            return
-        if self.echo is not None:
-            # stdio: project logs and worker output go to stderr, never the protocol stream
-            for line in text.splitlines():
-                self.echo.write(f"[{live.run_id} {stream}] {line}\n")
-            self.echo.flush()
-        await self.add_event(live, stream, text=text)
-
-    async def _on_progress(self, live: LiveRun, msg: dict[str, Any]) -> None:
-        data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}
-        # Watchers first: a progress notification need not wait for the timeline write.
-        live.publish(RunUpdate("progress", live.run_id, live.status, progress=data))
-        await self.add_event(live, "progress", data=data)
-
-    async def _on_rpc(self, live: LiveRun, worker: Worker, msg: dict[str, Any]) -> None:
-        rid = int(msg["id"])
-        op = str(msg.get("op"))
-        args = msg.get("args") or {}
-        try:
-            if op in ("ask", "approve"):
-                await self.questions.open(live, rid, op, args)
-                return
-            if op == "related.run":
-                await self.children.start(live, worker, rid, args)
-                return
-            if op == "files.create":
-                result = await self.write(live, self.calls.create_file, live, worker, args)
-            else:
-                result = await self.write(live, self.calls.serve, live, op, args)
-        except SteamharnessError as exc:
-            await worker.send(reply(rid, error=exc.message))
-            return
-        except Exception:
-            log.exception("run %s: rpc %s failed", live.run_id, op)
-            await worker.send(reply(rid, error=f"{op} failed"))
-            return
-        await worker.send(reply(rid, result=result))
