@@ -72,10 +72,10 @@ from webui.web.deps import LoginRequired
 from webui.web.guard import RequestGuard
 from webui.web.host_calls import HostCalls, host_calls
 from webui.web.logging import install_redaction
-from webui.web.mcp_page import TryIt, try_it_calls
 from webui.web.refusals import RefusalAudit
 from webui.web.security import SecurityHeaders
 from webui.web.templating import STATIC_DIR, make_templates, page
+from webui.web.try_it import TryIt, try_it_calls
 
 log = logging.getLogger(__name__)
 

@@ -487,9 +487,9 @@ async def test_selection_is_kept_exactly_and_unknown_ids_are_refused(host: Host)
 
 
 def test_http_client_keeps_headers_on_the_configured_origin_only() -> None:
-    from webui.host.service import _http_client
+    from webui.host.transport import http_client
 
-    client = _http_client("https://mcp.example.com/mcp", {"X-Token": "t"}, 1)
+    client = http_client("https://mcp.example.com/mcp", {"X-Token": "t"}, 1)
     seen: list[httpx2.Request] = []
 
     async def run() -> None:

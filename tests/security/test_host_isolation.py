@@ -29,7 +29,8 @@ from webui.admin import create_user
 from webui.audit.log import AuditLog
 from webui.events import EventHub
 from webui.host.config import HostConfigError
-from webui.host.service import HostError, HostService
+from webui.host.connection import HostError
+from webui.host.service import HostService
 from webui.interactions.service import InteractionService
 from webui.runs.isolation import worker_user
 from webui.settings import Settings

@@ -33,7 +33,7 @@ from webui.auth import ui as ui_auth
 from webui.auth.throttle import FailureCounter
 from webui.settings import Settings
 from webui.web.logging import Redactor
-from webui.web.mcp_page import own_endpoint_url
+from webui.web.mcp_clients import own_endpoint_url
 from webui.web.refusals import RefusalAudit
 
 WAIT = 20.0  # bound on any one answer from a server

@@ -1,11 +1,11 @@
 """The host as an MCP client: conversations, connections to the configured
-servers, their tool calls, and their requests for human input.
+servers and their tool calls.
 
 Each connection runs in a task of its own (the SDK client's context must be entered and
-left by one task); tool calls from request handlers use it concurrently. A server's form
-or URL request becomes a stored Interaction (origin "host"), shown in the conversation
-view and answered through `InteractionService.answer`; the callback waits for that
-answer, at most the expiry (five minutes by default), then tells the server `cancel`.
+left by one task); tool calls from request handlers use it concurrently. A server's
+requests for human input are stored and answered through `webui.host.elicitation` (they
+wait at most the expiry, five minutes by default); the transport that reaches a server is
+built by `webui.host.transport`.
 Client lifecycle: by default a client (and its process, for stdio servers) is built for
 one tool call and closed when the call ends; listing a server's tools uses a client of its
 own, closed once the list is read. Servers in `mcp.host_owned_servers` keep one client per
@@ -22,102 +22,49 @@ configuration and building the client (`check_capture` before use).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import secrets
-import shutil
-import sys
-import tempfile
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
-import httpx2
-import mcp_types as types
 from anyio.abc import TaskGroup
-from mcp import Client, StdioServerParameters
-from mcp.client.context import ClientRequestContext
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import run_db
-from webui.errors import NotFound, SteamharnessError
+from webui.errors import NotFound
 from webui.host.config import (
-    Capture,
     HostConfig,
     McpSourceChanged,
-    ServerConfig,
     capture,
     check_capture,
     describe_command,
     load_host_config,
-    resolve_env,
-    resolve_headers,
 )
-from webui.host.forms import unsupported_reasons
-from webui.host.unprivileged import ENV_VARIABLE
-from webui.interactions.service import Answer, InteractionService
+from webui.host.connection import (
+    CALL_SLACK,
+    CONNECT_TIMEOUT,
+    Connection,
+    HostError,
+    Listing,
+    ServerState,
+    describe,
+)
+from webui.host.elicitation import Elicitations
+from webui.host.transport import Launcher
+from webui.interactions.service import InteractionService
 from webui.runs.isolation import WorkerUser
 from webui.store import host as host_store
-from webui.store.models import HostCall, HostConversation, Interaction, utcnow
+from webui.store.models import HostCall, HostConversation, utcnow
 
 log = logging.getLogger(__name__)
-
-CONNECT_TIMEOUT = 60.0
-CALL_SLACK = 60.0  # a call may wait for a person: expiry plus this
-
-
-class HostError(SteamharnessError):
-    code = "host_error"
-    status = 502
-
-
-@dataclass(eq=False)
-class Connection:
-    # (conversation id, server id, "" for a kept client or a per-call client's own tag)
-    key: tuple[str, str, str]
-    server: ServerConfig
-    captured: Capture
-    conversation_id: str
-    kept: bool = False
-    state: str = "connecting"  # connecting | ready | failed | closed
-    error: str | None = None
-    client: Client | None = None
-    tools: list[types.Tool] = field(default_factory=list)
-    # call id → conversation id of the tool calls in flight on this client
-    calls: dict[str, str] = field(default_factory=dict)
-    # the requests (interaction ids) this client's server is waiting on an answer to
-    requests: set[str] = field(default_factory=set)
-    retired: bool = False  # its source changed: closed once its running calls end
-    source_changed: bool = False  # the file changed between capture and construction
-    ready: anyio.Event = field(default_factory=anyio.Event)
-    closing: anyio.Event = field(default_factory=anyio.Event)
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass
-class Listing:
-    """A per-call server's tools as its last listing client saw them (that client is closed)."""
-
-    captured: Capture
-    tools: list[types.Tool]
-    state: str = "ready"
-    error: str | None = None
-    kept: bool = False
-
-
-ServerState = Connection | Listing
 
 
 class HostService:
@@ -135,22 +82,18 @@ class HostService:
     ) -> None:
         """`run_as`: the user stdio servers run as (the server being root), each with a
         private home of its own; None runs them as the server's own user."""
-        self.run_as = run_as
-        self._homes: str | None = None
         self.root = root
         self.engine = engine
         self.interactions = interactions
         self.audit = audit
         self.expiry = expiry_seconds
-        self.log_dir = log_dir
         self.environ = environ if environ is not None else os.environ
+        self.launcher = Launcher(log_dir=log_dir, expiry=expiry_seconds, run_as=run_as)
         self._tg: TaskGroup | None = None
         self._connections: dict[tuple[str, str, str], Connection] = {}
         self._retired: set[Connection] = set()  # kept clients replaced, closing after their calls
         self._listings: dict[tuple[str, str], Listing] = {}
-        self._waiting: dict[str, anyio.Event] = {}
-        self._answers: dict[str, Answer] = {}
-        interactions.on_answer(self._on_answer)
+        self._elicitations = Elicitations(interactions, expiry_seconds=expiry_seconds)
 
     # ------------------------------------------------------------------ lifecycle
     @contextlib.asynccontextmanager
@@ -166,10 +109,7 @@ class HostService:
                     tg.cancel_scope.cancel()
                     self._tg = None
         finally:
-            if self._homes is not None:  # every server process is gone by now
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(shutil.rmtree, self._homes, True)
-                self._homes = None
+            await self.launcher.remove_homes()  # every server process is gone by now
 
     def _recover(self) -> None:
         """Connections live in one process: calls and requests a previous process left open
@@ -349,14 +289,14 @@ class HostService:
         try:
             # the source must be what was captured: mcp_source_changed
             await run_db(check_capture, conn.captured)
-            transport = self._transport(server)
+            transport = self.launcher.transport(server, self.environ)
             await self._record(
                 AuditName.HOST_SERVER_CONNECTING, conn, details={"command": describe_command(server)}
             )
             async with Client(
                 transport,
                 mode=mode,  # pyright: ignore[reportArgumentType]
-                elicitation_callback=self._elicitation_callback(conn),
+                elicitation_callback=self._elicitations.callback(conn),
                 read_timeout_seconds=self.expiry + CALL_SLACK,
             ) as client:
                 conn.client = client
@@ -366,7 +306,7 @@ class HostService:
                 await conn.closing.wait()
         except Exception as exc:  # a server we cannot reach must not take the host down
             conn.source_changed = isinstance(exc, McpSourceChanged)
-            conn.error = _describe(exc)
+            conn.error = describe(exc)
             log.warning("MCP server %s: %s", server.id, conn.error)
             await self._record(
                 AuditName.HOST_SERVER_FAILED, conn, outcome="failed", details={"error": conn.error}
@@ -380,59 +320,12 @@ class HostService:
                 del self._connections[conn.key]
             self._retired.discard(conn)
 
-    def _transport(self, server: ServerConfig) -> Any:
-        if server.transport == "stdio":
-            assert server.command is not None
-            env = resolve_env(server, self.environ)
-            if self.run_as is None:
-                params = StdioServerParameters(command=server.command, args=list(server.args), env=env)
-            else:
-                params = self._unprivileged(server, env)
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            errlog = (self.log_dir / f"{server.id}.stderr.log").open("a", encoding="utf-8")
-            return _closing_stdio(params, errlog)
-        assert server.url is not None
-        headers = resolve_headers(server, self.environ)
-        return _closing_http(server.url, _http_client(server.url, headers, self.expiry))
-
-    def _unprivileged(self, server: ServerConfig, env: dict[str, str]) -> StdioServerParameters:
-        """The server's command behind the launcher that drops to `run_as`. Its home is a
-        folder of its own that only it can enter (programs like npx keep caches there)."""
-        assert self.run_as is not None and server.command is not None
-        user = self.run_as
-        if self._homes is None:
-            self._homes = tempfile.mkdtemp(prefix="shh-homes-")
-            os.chmod(self._homes, 0o711)  # enter your own, list nobody's
-        home = os.path.join(self._homes, server.id)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(home, 0o700)
-        os.chown(home, user.uid, user.gid, follow_symlinks=False)
-        launch = {"HOME": home, "USER": user.name, "LOGNAME": user.name, **env}
-        return StdioServerParameters(
-            command=sys.executable,
-            args=[
-                "-I",  # none of the environment's PYTHON* variables, no user site, no cwd import
-                "-m",
-                "webui.host.unprivileged",
-                str(user.uid),
-                str(user.gid),
-                home,
-                server.command,
-                *server.args,
-            ],
-            env={ENV_VARIABLE: json.dumps(launch)},
-        )
-
     async def _close(self, conn: Connection, reason: str, *, actor: str | None = None) -> None:
         if conn.closing.is_set():  # closed already (shutdown, then its call's own close)
             with anyio.move_on_after(10):
                 await conn.done.wait()
             return
-        for ia_id in list(conn.requests):  # this client's own, not another call's client's
-            event = self._waiting.get(ia_id)
-            if event is not None:
-                await run_db(self.interactions.close, ia_id, reason)
-                event.set()
+        await self._elicitations.end(conn, reason)
         if self._connections.get(conn.key) is conn:
             del self._connections[conn.key]
         self._retired.discard(conn)
@@ -494,7 +387,7 @@ class HostService:
         except MCPError as exc:
             row.status, row.error = "failed", exc.message
         except Exception as exc:
-            row.status, row.error = "failed", _describe(exc)
+            row.status, row.error = "failed", describe(exc)
         except BaseException:  # cancelled (the caller went away, or shutdown): never left "running"
             row.status, row.error = "failed", "the call was cancelled before the server answered"
             row.finished_at = utcnow()
@@ -535,106 +428,6 @@ class HostService:
 
         host_store.save_call(self.engine, row=row, audit=audit)
 
-    # ------------------------------------------------------------------ human input
-    def _elicitation_callback(self, conn: Connection) -> Any:
-        async def on_elicit(
-            ctx: ClientRequestContext, params: types.ElicitRequestParams
-        ) -> types.ElicitResult:
-            return await self._elicit(conn, params)
-
-        return on_elicit
-
-    async def _elicit(self, conn: Connection, params: types.ElicitRequestParams) -> types.ElicitResult:
-        server = conn.server
-        title = f"{server.name} asks"
-        conversation_id = conn.conversation_id
-        # The call that caused it: the conversation's only call in flight on this client.
-        in_flight = [cid for cid, conv in conn.calls.items() if conv == conversation_id]
-        common: dict[str, Any] = {
-            "run_id": None,
-            "origin": "host",
-            "server_id": server.id,
-            "conversation_id": conversation_id,
-            "host_call_id": in_flight[0] if conversation_id and len(in_flight) == 1 else None,
-            "title": title,
-            "message": params.message,
-        }
-        if isinstance(params, types.ElicitRequestURLParams):
-            if urlsplit(params.url).scheme not in ("https", "http"):
-                await run_db(
-                    self.interactions.create,
-                    kind="url",
-                    requested_schema={},
-                    fields=[],
-                    blockers=["only http(s) links are opened"],
-                    status="closed",
-                    close_reason="refused: not an http(s) link",
-                    **common,
-                )
-                raise MCPError(INVALID_PARAMS, "the host opens only http(s) URLs")
-            ia = await run_db(
-                self.interactions.create,
-                kind="url",
-                requested_schema={"type": "object", "properties": {}},
-                fields=[],
-                blockers=[],
-                url=params.url,
-                expires_at=utcnow() + timedelta(seconds=self.expiry),
-                **common,
-            )
-        else:
-            reasons = unsupported_reasons(params.requested_schema)
-            if reasons:
-                await run_db(
-                    self.interactions.create,
-                    kind="form",
-                    requested_schema=dict(params.requested_schema),
-                    fields=[],
-                    blockers=reasons,
-                    status="closed",
-                    close_reason="refused: " + "; ".join(reasons),
-                    **common,
-                )
-                raise MCPError(INVALID_PARAMS, "the host refused this form: " + "; ".join(reasons))
-            ia = await run_db(
-                self.interactions.create,
-                kind="form",
-                requested_schema=dict(params.requested_schema),
-                fields=[],
-                blockers=[],
-                expires_at=utcnow() + timedelta(seconds=self.expiry),
-                **common,
-            )
-        event = anyio.Event()
-        self._waiting[ia.id] = event
-        conn.requests.add(ia.id)
-        try:
-            if ia.id not in self._answers:  # an answer may arrive before we start waiting
-                with anyio.move_on_after(self.expiry):
-                    await event.wait()
-            answer = self._answers.pop(ia.id, None)
-            if answer is None:
-                # no-op if it was closed another way
-                await run_db(self.interactions.close, ia.id, "expired")
-                return types.ElicitResult(action="cancel")
-            content = answer.content if answer.action == "accept" and ia.kind == "form" else None
-            return types.ElicitResult(action=answer.action, content=content)  # pyright: ignore[reportArgumentType]
-        finally:
-            self._waiting.pop(ia.id, None)
-            self._answers.pop(ia.id, None)
-            conn.requests.discard(ia.id)
-            with anyio.CancelScope(shield=True):
-                if (await run_db(self.interactions.get, ia.id)).status == "pending":
-                    await run_db(self.interactions.close, ia.id, "connection closed")
-
-    async def _on_answer(self, row: Interaction, answer: Answer) -> None:
-        if answer.repeated or row.origin != "host":
-            return
-        self._answers[row.id] = answer  # taken by the call waiting for it (or arriving to)
-        event = self._waiting.get(row.id)
-        if event is not None:
-            event.set()
-
     # ------------------------------------------------------------------ audit
     async def _record(
         self,
@@ -654,53 +447,3 @@ class HostService:
             source="host",
             details={"serverId": conn.server.id, "conversationId": conn.conversation_id, **(details or {})},
         )
-
-
-@contextlib.asynccontextmanager
-async def _closing_stdio(params: StdioServerParameters, errlog: Any) -> AsyncIterator[Any]:
-    try:
-        async with stdio_client(params, errlog=errlog) as streams:
-            yield streams
-    finally:
-        errlog.close()
-
-
-@contextlib.asynccontextmanager
-async def _closing_http(url: str, client: httpx2.AsyncClient) -> AsyncIterator[Any]:
-    """We pass our own HTTP client (headers, timeouts, redirect guard), so we close it."""
-    async with client, streamable_http_client(url, http_client=client) as streams:
-        yield streams
-
-
-def _http_client(url: str, headers: dict[str, str], expiry: float) -> httpx2.AsyncClient:
-    """Configured headers go to the configured origin only, and never over a downgrade."""
-    base = urlsplit(url)
-    origin = (base.scheme, base.hostname, base.port)
-
-    async def guard(request: httpx2.Request) -> None:
-        target = (request.url.scheme, request.url.host, request.url.port)
-        if base.scheme == "https" and request.url.scheme != "https":
-            raise HostError(f"refused a redirect from HTTPS to {request.url.scheme}")
-        if target != origin:
-            for name in headers:
-                request.headers.pop(name, None)
-
-    return httpx2.AsyncClient(
-        headers=headers,
-        follow_redirects=True,
-        timeout=httpx2.Timeout(30, read=expiry + CALL_SLACK),
-        event_hooks={"request": [guard]},
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, SteamharnessError):
-        return exc.message
-    if isinstance(exc, MCPError):
-        return exc.message
-    if isinstance(exc, BaseExceptionGroup):
-        inner = exc.exceptions[0] if exc.exceptions else exc
-        return _describe(inner)
-    if isinstance(exc, OSError):
-        return f"could not start or reach the server ({exc.strerror or type(exc).__name__})"
-    return f"{type(exc).__name__}: {exc}"[:300]

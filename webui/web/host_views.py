@@ -30,8 +30,9 @@ from webui.host.config import (
     resolve_env,
     resolve_headers,
 )
+from webui.host.connection import Connection, ServerState
 from webui.host.forms import tool_form_problem
-from webui.host.service import Connection, HostService, ServerState
+from webui.host.service import HostService
 from webui.store import interactions as interaction_store
 from webui.store.models import HostCall, HostConversation, Interaction
 from webui.web import forms
