@@ -195,6 +195,12 @@ class CallBridge:
                 config=config,
                 # Written with the run, in the transaction that creates it.
                 created_audit=(AuditName.TOOL_CALLED, self._audit_fields(ctx, b, ep, None, "started")),
+                # The call's end, written with the run's outcome while this call follows it.
+                finished_audit=(
+                    AuditName.TOOL_COMPLETED,
+                    AuditName.TOOL_FAILED,
+                    self._audit_fields(ctx, b, ep, None, "started"),
+                ),
             )
         )
 
@@ -248,10 +254,13 @@ class CallBridge:
                     update: RunUpdate = await updates.get()
                     if update.kind == "final":
                         finished = True
-                        event = (
-                            AuditName.TOOL_COMPLETED if update.status == "success" else AuditName.TOOL_FAILED
-                        )
-                        await self._audit(ctx, b, event, ep, run_id, update.status)
+                        if not update.call_audited:  # else written with the run's outcome
+                            event = (
+                                AuditName.TOOL_COMPLETED
+                                if update.status == "success"
+                                else AuditName.TOOL_FAILED
+                            )
+                            await self._audit(ctx, b, event, ep, run_id, update.status)
                         return final_result(
                             run_id,
                             ep,
@@ -267,6 +276,7 @@ class CallBridge:
                         delivered = await self.questions.deliver(ctx, b, ep, run_id, update.interaction)
                         if delivered is not None:
                             keep_run = True  # the run waits for the answer, on the same runId
+                            self.runs.call_ended(run_id)  # a later call gets its outcome
                             if isinstance(delivered, types.CallToolResult):
                                 details = {"interactionId": update.interaction.id}
                                 await self._audit(
@@ -277,6 +287,7 @@ class CallBridge:
             finished = True
             return error_result(run_id, ep, "failed", "internal", "The run is no longer available.")
         finally:
+            self.runs.call_ended(run_id)
             if not keep_run and not finished and self.runs.is_live(run_id):
                 # The client went away mid-call (cancelled, disconnected, session closed).
                 reason = CLIENT_LEFT if left is not None and left.is_set() else CLIENT_CANCELLED

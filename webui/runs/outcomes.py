@@ -252,6 +252,10 @@ class RunRecordBacklog:
                 outcome=status,
                 details={"code": error.get("code")} if error else None,
             )
+            call = f.get("call_audit")
+            if call:  # the MCP call's own end (tool.completed / tool.failed), same transaction
+                call = dict(call)
+                self.audit.record(s, AuditName(call.pop("event")), **call)
 
         written = run_store.finish_run(
             self.engine,

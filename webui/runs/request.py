@@ -40,6 +40,9 @@ class RunRequest:
     # One more audit event (name, fields; its run id filled in) written in the transaction
     # that creates the run: the MCP call's `tool.called`, with no transaction of its own.
     created_audit: tuple[AuditName, dict[str, Any]] | None = None
+    # The call's own event when the run ends (on success, otherwise; fields), written in the
+    # run's final transaction while the call still follows it (`RunService.call_ended`).
+    finished_audit: tuple[AuditName, AuditName, dict[str, Any]] | None = None
     # Where `ctx.related[alias]` resolves (None: the run may use no related project).
     relations: Relations | None = None
     # A child run (started by a handler through ctx.related): its parent and how deep.

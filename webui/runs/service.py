@@ -215,6 +215,7 @@ class RunService:
                 request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
             )
             live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
+            live.call_following = request.finished_audit is not None
             self._live[run_id] = live
         finally:
             left = starting.pop(project_id) - 1
@@ -310,6 +311,13 @@ class RunService:
         finally:
             live.watchers.discard(queue)
 
+    def call_ended(self, run_id: str) -> None:
+        """The call that started the run no longer follows it (it answered early, or its
+        client left): its `finished_audit` is not written with the outcome."""
+        live = self._live.get(run_id)
+        if live is not None:
+            live.call_following = False
+
     async def cancel(self, run_id: str, *, reason: str = "The run was cancelled.") -> None:
         live = self._live.get(run_id)
         if live is None:
@@ -373,6 +381,16 @@ class RunService:
             "close_questions": live.asked,
             "files": list(live.created),  # for watchers while it waits; not written
         }
+        call_audited = live.call_following and req.finished_audit is not None
+        if call_audited and req.finished_audit is not None:
+            on_success, otherwise, call_fields = req.finished_audit
+            event = on_success if status == RunStatus.SUCCESS else otherwise
+            fields["call_audit"] = {
+                **call_fields,
+                "event": str(event),
+                "run_id": live.run_id,
+                "outcome": status.value,
+            }
         try:
             # Written now, or kept until the database takes it (webui.runs.outcomes).
             await self._keep(live, Record(FINAL, live.run_id, fields))
@@ -384,7 +402,15 @@ class RunService:
         for child_id in list(live.children):  # a child never outlives the run waiting on it
             self.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
         live.publish(
-            RunUpdate("final", live.run_id, status, output=output, error=error, files=list(live.created))
+            RunUpdate(
+                "final",
+                live.run_id,
+                status,
+                output=output,
+                error=error,
+                files=list(live.created),
+                call_audited=call_audited,
+            )
         )
         self._live.pop(live.run_id, None)
         live.slot = False

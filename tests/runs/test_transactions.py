@@ -1,0 +1,103 @@
+"""What one plain run writes: its transactions and its audit rows, one row per fact, the
+call's own end written with the run's outcome (not in a transaction of its own)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from tests import prepared
+from tests.conftest import EXAMPLES
+from tests.helpers import next_update
+from webui.audit.events import AuditName
+from webui.runs.request import RunRequest
+from webui.services import Services, open_services
+from webui.settings import Settings
+from webui.store.models import AuditEvent
+from webui.workflows.project import load_project
+
+pytestmark = pytest.mark.anyio
+
+CALL = {"actor": "user:ann", "project_id": "p", "tool": "echo", "source": "mcp", "session_id": "s-1"}
+
+
+@pytest.fixture
+async def svc(tmp_path: Path) -> AsyncIterator[Services]:
+    prepared.copy_prepared("store", tmp_path / "data")
+    async with open_services(Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)) as services:
+        yield services
+
+
+@contextmanager
+def commits(engine: Engine) -> Iterator[list[int]]:
+    counted: list[int] = []
+
+    def on_commit(_conn: Any) -> None:
+        counted.append(1)
+
+    event.listen(engine, "commit", on_commit)
+    try:
+        yield counted
+    finally:
+        event.remove(engine, "commit", on_commit)
+
+
+def echo_call(text: str) -> RunRequest:
+    hello = load_project(EXAMPLES / "hello")
+    ep = hello.entrypoint("echo")
+    assert ep is not None
+    return RunRequest(
+        project=hello,
+        entrypoint=ep,
+        params={"text": text},
+        stored_params={"text": text},
+        created_audit=(AuditName.TOOL_CALLED, {**CALL, "outcome": "started"}),
+        finished_audit=(AuditName.TOOL_COMPLETED, AuditName.TOOL_FAILED, {**CALL, "outcome": "started"}),
+    )
+
+
+def audit_rows(svc: Services, run_id: str) -> list[tuple[str, str | None]]:
+    with Session(svc.engine) as s:
+        rows = s.exec(select(AuditEvent).where(AuditEvent.run_id == run_id).order_by(AuditEvent.id)).all()  # type: ignore[arg-type]
+        return [(r.event, r.outcome) for r in rows]
+
+
+async def test_a_plain_call_is_three_commits_and_its_end_is_audited_with_the_outcome(svc: Services) -> None:
+    with commits(svc.engine) as counted:
+        run_id = await svc.runs.start(echo_call("hi"))
+        final = await next_update(svc, run_id)
+    assert (final.status, final.output, final.call_audited) == ("success", {"text": "hi"}, True)
+    # create (with tool.called), running, the outcome (with run.finished and tool.completed)
+    assert len(counted) == 3, counted
+    assert audit_rows(svc, run_id) == [
+        ("run.created", "queued"),
+        ("tool.called", "started"),
+        ("run.finished", "success"),
+        ("tool.completed", "success"),
+    ]
+
+
+async def test_a_call_that_stopped_following_leaves_its_end_to_whoever_follows_later(svc: Services) -> None:
+    """The call answered early (an input round, an interaction_required result) or its client
+    left: the run's outcome carries no call event, and its final update says so."""
+    run_id = await svc.runs.start(echo_call("later"))
+    svc.runs.call_ended(run_id)
+    final = await next_update(svc, run_id)
+    assert (final.status, final.call_audited) == ("success", False)
+    assert [event for event, _ in audit_rows(svc, run_id)] == ["run.created", "tool.called", "run.finished"]
+
+
+async def test_a_failed_run_audits_the_call_as_failed(svc: Services) -> None:
+    request = echo_call("x")
+    request.params = {}  # the handler raises KeyError: the run fails
+    run_id = await svc.runs.start(request)
+    final = await next_update(svc, run_id)
+    assert final.status == "failed" and final.call_audited
+    assert audit_rows(svc, run_id)[-2:] == [("run.finished", "failed"), ("tool.failed", "failed")]
