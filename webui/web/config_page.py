@@ -261,6 +261,28 @@ async def _act(
     return await _render(request, user, project_id, account, Outcome(notice=notice))
 
 
+async def _act_on_card(
+    request: Request,
+    user: UiUser,
+    project_id: str,
+    account: str | None,
+    name: str,
+    action: Callable[[ConfigPlace, Who], None],
+    *,
+    notice: str,
+) -> Response:
+    """`_act` for an action on one configuration: its error shows on that configuration's card."""
+    return await _act(
+        request,
+        user,
+        project_id,
+        account,
+        action,
+        notice=notice,
+        on_error=lambda exc: Outcome(error=exc.message, card=name),
+    )
+
+
 def _text(form: FormData, key: str) -> str:
     value = form.get(key)
     return value.strip() if isinstance(value, str) else ""
@@ -351,14 +373,8 @@ async def rename_config(
     def action(place: ConfigPlace, by: Who) -> None:
         service.rename(place, name, new_name, revision=revision, who=by)
 
-    return await _act(
-        request,
-        user,
-        project_id,
-        account,
-        action,
-        notice=f"Renamed {name} to {new_name}.",
-        on_error=lambda exc: Outcome(error=exc.message, card=name),
+    return await _act_on_card(
+        request, user, project_id, account, name, action, notice=f"Renamed {name} to {new_name}."
     )
 
 
@@ -373,15 +389,7 @@ async def delete_config(
     def action(place: ConfigPlace, by: Who) -> None:
         service.delete(place, name, revision=revision, who=by)
 
-    return await _act(
-        request,
-        user,
-        project_id,
-        account,
-        action,
-        notice=f"Deleted {name}.",
-        on_error=lambda exc: Outcome(error=exc.message, card=name),
-    )
+    return await _act_on_card(request, user, project_id, account, name, action, notice=f"Deleted {name}.")
 
 
 @router.post("/projects/{project_id}/config/activate", summary="Make a configuration the active one")
@@ -395,14 +403,8 @@ async def activate_config(
     def action(place: ConfigPlace, by: Who) -> None:
         service.activate(place, name, by)
 
-    return await _act(
-        request,
-        user,
-        project_id,
-        account,
-        action,
-        notice=f"{name} is now the active configuration.",
-        on_error=lambda exc: Outcome(error=exc.message, card=name),
+    return await _act_on_card(
+        request, user, project_id, account, name, action, notice=f"{name} is now the active configuration."
     )
 
 
