@@ -39,7 +39,7 @@ from webui.errors import (
     SteamharnessError,
 )
 from webui.store import accounts as account_store
-from webui.web.configs_api import Caller, export_response, resolve_place, secrets_need_post, who
+from webui.web.configs_api import Caller, export_download, resolve_place, secrets_need_post, who
 from webui.web.deps import UserDep
 from webui.web.json_body import parse_json
 from webui.web.templating import is_htmx, page
@@ -442,14 +442,7 @@ async def export_config_post(
 async def _export(
     request: Request, project_id: str, user: UiUser, account: str | None, *, with_secrets: bool
 ) -> Response:
-    caller = Caller.of_user(user)
-    place = await run_db(resolve_place, request, caller, project_id, account)
-    doc = await run_db(
-        lambda: request.app.state.services.configs.export(
-            place, secrets=with_secrets, who=who(request, caller)
-        )
-    )
-    return export_response(doc, project_id)
+    return await export_download(request, Caller.of_user(user), project_id, account, secrets=with_secrets)
 
 
 @router.post("/projects/{project_id}/config/import", summary="Import an exported configurations document")
