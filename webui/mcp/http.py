@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
@@ -121,6 +122,20 @@ class RefusalRecorder(Protocol):
     ) -> None: ...
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One request past `_handle`'s checks: its ASGI channels, the authenticated caller and
+    the project, target and configuration it asked for."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    principal: Principal
+    pid: str
+    target: Target
+    config: str | None
+
+
 class McpGateway:
     def __init__(
         self,
@@ -188,6 +203,18 @@ class McpGateway:
             **fields,
         )
 
+    async def _audit_call(self, call: _Call, event: AuditName, *, outcome: str, **fields: Any) -> None:
+        """An audit row about `call`'s caller, project and target."""
+        await self._audit(
+            event,
+            call.scope,
+            actor=call.principal.actor,
+            project_id=call.pid,
+            target=call.target.label,
+            outcome=outcome,
+            **fields,
+        )
+
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -243,59 +270,35 @@ class McpGateway:
             await reply(send, 400, exc.message)
             return
 
+        call = _Call(scope, receive, send, principal, pid, target, config)
         version = headers.get("mcp-protocol-version")
         session_id = headers.get("mcp-session-id")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self._modern(scope, receive, send, principal, pid, target, config)
+            await self._modern(call)
         elif session_id is not None:
-            await self._in_session(scope, receive, send, principal, pid, target, config, session_id)
+            await self._in_session(call, session_id)
         else:
-            await self._opening(scope, receive, send, principal, pid, target, config)
+            await self._opening(call)
 
     # ------------------------------------------------------------------ the three paths
-    async def _modern(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        principal: Principal,
-        pid: str,
-        target: Target,
-        config: str | None,
-    ) -> None:
-        resolved = await self._resolve_or_reply(send, pid, target)
+    async def _modern(self, call: _Call) -> None:
+        scope, principal = call.scope, call.principal
+        resolved = await self._resolve_or_reply(call.send, call.pid, call.target)
         if resolved is None:
             return
         await self._forward(
-            scope, receive, send, self.bindings.bind(scope, principal, resolved, None, config)
+            scope, call.receive, call.send, self.bindings.bind(scope, principal, resolved, None, call.config)
         )
 
-    async def _in_session(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        principal: Principal,
-        pid: str,
-        target: Target,
-        config: str | None,
-        session_id: str,
-    ) -> None:
+    async def _in_session(self, call: _Call, session_id: str) -> None:
+        scope, receive, send, principal = call.scope, call.receive, call.send, call.principal
         entry = self.sessions.get(session_id)
         if entry is None:
             await reply(send, 404, "Session not found")
             return
         bound = (entry.fingerprint, entry.project_id, entry.target, entry.config)
-        if bound != (principal.fingerprint, pid, target.label, config):
-            await self._audit(
-                AuditName.SESSION_DENIED,
-                scope,
-                actor=principal.actor,
-                project_id=pid,
-                target=target.label,
-                session_id=session_id,
-                outcome="403",
-            )
+        if bound != (principal.fingerprint, call.pid, call.target.label, call.config):
+            await self._audit_call(call, AuditName.SESSION_DENIED, session_id=session_id, outcome="403")
             await reply(
                 send, 403, "this session belongs to another credential, project, target or configuration"
             )
@@ -315,24 +318,17 @@ class McpGateway:
         elif status == 404:
             await self.sessions.forget(session_id, "expired")
 
-    async def _opening(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        principal: Principal,
-        pid: str,
-        target: Target,
-        config: str | None,
-    ) -> None:
+    async def _opening(self, call: _Call) -> None:
+        scope, receive, send, principal = call.scope, call.receive, call.send, call.principal
+        target, config = call.target, call.config
         if scope["method"] != "POST":
             await self._forward(scope, receive, send, None)  # the SDK answers 400/405
             return
-        resolved = await self._resolve_or_reply(send, pid, target)
+        resolved = await self._resolve_or_reply(send, call.pid, target)
         if resolved is None:
             return
         if self.sessions.full(principal):
-            await self._refuse_session(scope, send, principal, pid, target, self.sessions.cap(principal))
+            await self._refuse_session(call, self.sessions.cap(principal))
             return
 
         refused = False
@@ -383,26 +379,22 @@ class McpGateway:
         finally:
             opened()
 
-    async def _refuse_session(
-        self, scope: Scope, send: Send, principal: Principal, pid: str, target: Target, cap: int
-    ) -> None:
-        which = "the server admin key" if principal.kind == "admin" else "this API key"
-        setting = "max_sessions_admin_key" if principal.kind == "admin" else "max_sessions_per_key"
+    async def _refuse_session(self, call: _Call, cap: int) -> None:
+        admin = call.principal.kind == "admin"
+        which = "the server admin key" if admin else "this API key"
+        setting = "max_sessions_admin_key" if admin else "max_sessions_per_key"
         message = (
             f"{which} already has {cap} open MCP sessions, its limit (STEAMHARNESS_{setting.upper()}). "
             "End a session you no longer use with an HTTP DELETE carrying its Mcp-Session-Id, or wait: "
             f"a session closes after {self.idle_timeout:g} s without requests."
         )
-        await self._audit(
+        await self._audit_call(
+            call,
             AuditName.SESSION_REFUSED,
-            scope,
-            actor=principal.actor,
-            project_id=pid,
-            target=target.label,
             outcome="429",
             details={"reason": "session_limit", "limit": cap},
         )
-        await reply(send, 429, message)
+        await reply(call.send, 429, message)
 
     # ------------------------------------------------------------------ helpers
     def _principal_and_project(self, scope: Scope, pid: str) -> tuple[Principal, NotFound | None]:

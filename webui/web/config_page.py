@@ -39,7 +39,7 @@ from webui.errors import (
     SteamharnessError,
 )
 from webui.store import accounts as account_store
-from webui.web.configs_api import Caller, export_response, resolve_place, secrets_need_post, who
+from webui.web.configs_api import Caller, export_download, resolve_place, secrets_need_post, who
 from webui.web.deps import UserDep
 from webui.web.json_body import parse_json
 from webui.web.templating import is_htmx, page
@@ -261,6 +261,28 @@ async def _act(
     return await _render(request, user, project_id, account, Outcome(notice=notice))
 
 
+async def _act_on_card(
+    request: Request,
+    user: UiUser,
+    project_id: str,
+    account: str | None,
+    name: str,
+    action: Callable[[ConfigPlace, Who], None],
+    *,
+    notice: str,
+) -> Response:
+    """`_act` for an action on one configuration: its error shows on that configuration's card."""
+    return await _act(
+        request,
+        user,
+        project_id,
+        account,
+        action,
+        notice=notice,
+        on_error=lambda exc: Outcome(error=exc.message, card=name),
+    )
+
+
 def _text(form: FormData, key: str) -> str:
     value = form.get(key)
     return value.strip() if isinstance(value, str) else ""
@@ -351,14 +373,8 @@ async def rename_config(
     def action(place: ConfigPlace, by: Who) -> None:
         service.rename(place, name, new_name, revision=revision, who=by)
 
-    return await _act(
-        request,
-        user,
-        project_id,
-        account,
-        action,
-        notice=f"Renamed {name} to {new_name}.",
-        on_error=lambda exc: Outcome(error=exc.message, card=name),
+    return await _act_on_card(
+        request, user, project_id, account, name, action, notice=f"Renamed {name} to {new_name}."
     )
 
 
@@ -373,15 +389,7 @@ async def delete_config(
     def action(place: ConfigPlace, by: Who) -> None:
         service.delete(place, name, revision=revision, who=by)
 
-    return await _act(
-        request,
-        user,
-        project_id,
-        account,
-        action,
-        notice=f"Deleted {name}.",
-        on_error=lambda exc: Outcome(error=exc.message, card=name),
-    )
+    return await _act_on_card(request, user, project_id, account, name, action, notice=f"Deleted {name}.")
 
 
 @router.post("/projects/{project_id}/config/activate", summary="Make a configuration the active one")
@@ -395,14 +403,8 @@ async def activate_config(
     def action(place: ConfigPlace, by: Who) -> None:
         service.activate(place, name, by)
 
-    return await _act(
-        request,
-        user,
-        project_id,
-        account,
-        action,
-        notice=f"{name} is now the active configuration.",
-        on_error=lambda exc: Outcome(error=exc.message, card=name),
+    return await _act_on_card(
+        request, user, project_id, account, name, action, notice=f"{name} is now the active configuration."
     )
 
 
@@ -440,14 +442,7 @@ async def export_config_post(
 async def _export(
     request: Request, project_id: str, user: UiUser, account: str | None, *, with_secrets: bool
 ) -> Response:
-    caller = Caller.of_user(user)
-    place = await run_db(resolve_place, request, caller, project_id, account)
-    doc = await run_db(
-        lambda: request.app.state.services.configs.export(
-            place, secrets=with_secrets, who=who(request, caller)
-        )
-    )
-    return export_response(doc, project_id)
+    return await export_download(request, Caller.of_user(user), project_id, account, secrets=with_secrets)
 
 
 @router.post("/projects/{project_id}/config/import", summary="Import an exported configurations document")

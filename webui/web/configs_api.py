@@ -231,6 +231,17 @@ async def create_config(request: Request, project_id: str, account: AccountQuery
     return response
 
 
+async def export_download(
+    request: Request, caller: Caller, project_id: str, account: str | None, *, secrets: bool
+) -> Response:
+    """The caller's scope exported (secrets in clear only when asked: audited), as a download."""
+    place = await run_db(resolve_place, request, caller, project_id, account)
+    doc = await run_db(
+        lambda: request.app.state.services.configs.export(place, secrets=secrets, who=who(request, caller))
+    )
+    return export_response(doc, project_id)
+
+
 def export_response(doc: dict[str, Any], project_id: str) -> Response:
     """An export document as a download (never cached: it may hold secrets)."""
     return Response(
@@ -265,11 +276,7 @@ async def export_configs(
             status_code=exc.status,
             headers={"Allow": "POST"},
         )
-    caller, place = await _place(request, project_id, account)
-    doc = await run_db(
-        lambda: request.app.state.services.configs.export(place, secrets=False, who=who(request, caller))
-    )
-    return export_response(doc, project_id)
+    return await export_download(request, await get_caller(request), project_id, account, secrets=False)
 
 
 @router.post(
@@ -283,11 +290,8 @@ async def export_configs_post(
     account: AccountQuery = None,
     secrets: bool = Query(default=False, description="Include secret values in clear (audited)."),
 ) -> Response:
-    caller, place = await _place(request, project_id, account)  # a browser session: CSRF checked
-    doc = await run_db(
-        lambda: request.app.state.services.configs.export(place, secrets=secrets, who=who(request, caller))
-    )
-    return export_response(doc, project_id)
+    caller = await get_caller(request)  # a browser session: CSRF checked
+    return await export_download(request, caller, project_id, account, secrets=secrets)
 
 
 @router.post(

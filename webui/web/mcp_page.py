@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from webui.auth.ui import UiUser
@@ -64,6 +64,22 @@ def visible_record(registry: ProjectRegistry, user: UiUser, project_id: str) -> 
     return registry.record(project_id)
 
 
+@dataclass(frozen=True)
+class Visible:
+    """The project a page is about, which this person may use, and the registry it is read from."""
+
+    user: UiUser
+    registry: ProjectRegistry
+    record: ProjectRecord
+
+
+async def visible_project(project_id: str, user: UserDep, registry: RegistryDep) -> Visible:
+    return Visible(user, registry, await run_db(visible_record, registry, user, project_id))
+
+
+VisibleDep = Annotated[Visible, Depends(visible_project)]
+
+
 def _resolve(
     registry: ProjectRegistry, project_id: str, target: Target
 ) -> tuple[Resolved | None, str | None]:
@@ -75,15 +91,14 @@ def _resolve(
 
 def _render(
     request: Request,
-    user: UiUser,
-    registry: ProjectRegistry,
-    record: ProjectRecord,
+    project: Visible,
     target: Target,
     *,
     config: str | None = None,
     try_state: TryState | None = None,
     status_code: int = 200,
 ) -> Response:
+    user, registry, record = project.user, project.registry, project.record
     resolved, problem = _resolve(registry, record.id, target)
     url = endpoint_url(request, record.id, target.label, config)
     configs: ConfigService = request.app.state.services.configs
@@ -119,31 +134,22 @@ def _render(
 
 @router.get("/projects/{project_id}/mcp", summary="A project's MCP connection page")
 def mcp_page(
-    request: Request,
-    project_id: str,
-    user: UserDep,
-    registry: RegistryDep,
-    target: str | None = None,
-    config: str | None = None,
+    request: Request, project: VisibleDep, target: str | None = None, config: str | None = None
 ) -> Response:
-    record = visible_record(registry, user, project_id)
+    project_id = project.record.id
     picked = chosen_config(config, "config")
     if target is None:
-        default = "latest" if registry.online_versions(project_id) else "draft"
+        default = "latest" if project.registry.online_versions(project_id) else "draft"
         return RedirectResponse(page_url(project_id, default, picked), status_code=303)
-    return _render(request, user, registry, record, parse_target(target), config=picked)
+    return _render(request, project, parse_target(target), config=picked)
 
 
 @router.post("/projects/{project_id}/mcp/try", summary="Try a tool through the MCP endpoint")
 async def try_tool(
-    request: Request,
-    project_id: str,
-    user: UserDep,
-    registry: RegistryDep,
-    target: str | None = None,
-    config: str | None = None,
+    request: Request, project: VisibleDep, target: str | None = None, config: str | None = None
 ) -> Response:
-    record = await run_db(visible_record, registry, user, project_id)
+    user, registry, record = project.user, project.registry, project.record
+    project_id = record.id
     chosen = parse_target(target)
     picked = chosen_config(config, "config")
     resolved = await run_db(registry.resolve, project_id, chosen)
@@ -179,40 +185,21 @@ async def try_tool(
         return page(request, "projects/_try_it.html", context, status_code=status)
     return await run_db(
         functools.partial(
-            _render,
-            request,
-            user,
-            registry,
-            record,
-            chosen,
-            config=picked,
-            try_state=state,
-            status_code=status,
+            _render, request, project, chosen, config=picked, try_state=state, status_code=status
         )
     )
 
 
 @router.get("/projects/{project_id}/mcp/try/{call_id}", summary="The outcome of a Try it call")
-async def try_outcome(
-    request: Request, project_id: str, call_id: str, user: UserDep, registry: RegistryDep
-) -> Response:
-    record = await run_db(visible_record, registry, user, project_id)
+async def try_outcome(request: Request, call_id: str, project: VisibleDep) -> Response:
     try_it: TryIt = request.app.state.try_it
-    call = try_it.get(call_id, user, project_id)
+    call = try_it.get(call_id, project.user, project.record.id)
     await try_it.calls.wait_finished(call, POLL_WAIT)
     await try_it.find_run(call)
     if is_htmx(request):
         return page(request, "projects/_try_outcome.html", {"call": call})
     state = TryState(tool=call.tool, values=call.arguments, errors={}, call=call)
+    target = parse_target(call.target)
     return await run_db(
-        functools.partial(
-            _render,
-            request,
-            user,
-            registry,
-            record,
-            parse_target(call.target),
-            config=call.config,
-            try_state=state,
-        )
+        functools.partial(_render, request, project, target, config=call.config, try_state=state)
     )
