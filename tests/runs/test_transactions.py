@@ -1,5 +1,5 @@
-"""What one plain run writes: its transactions and its audit rows, one row per fact, the
-call's own end written with the run's outcome (not in a transaction of its own)."""
+"""What one plain run writes: two transactions (created and admitted; its outcome), the
+call's own start and end written in them (not in transactions of their own)."""
 
 from __future__ import annotations
 
@@ -69,13 +69,14 @@ def audit_rows(svc: Services, run_id: str) -> list[tuple[str, str | None]]:
         return [(r.event, r.outcome) for r in rows]
 
 
-async def test_a_plain_call_is_three_commits_and_its_end_is_audited_with_the_outcome(svc: Services) -> None:
+async def test_a_plain_call_is_two_commits_and_its_end_is_audited_with_the_outcome(svc: Services) -> None:
     with commits(svc.engine) as counted:
         run_id = await svc.runs.start(echo_call("hi"))
         final = await next_update(svc, run_id)
     assert (final.status, final.output, final.call_audited) == ("success", {"text": "hi"}, True)
-    # create (with tool.called), running, the outcome (with run.finished and tool.completed)
-    assert len(counted) == 3, counted
+    # created running with tool.called (a slot was free); the outcome with run.finished and
+    # tool.completed
+    assert len(counted) == 2, counted
     assert audit_rows(svc, run_id) == [
         ("run.created", "queued"),
         ("tool.called", "started"),

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+from collections.abc import Iterable
 
 from sqlalchemy.engine import Engine
 
@@ -33,6 +35,8 @@ class Admission:
         self.live: dict[str, LiveRun] = {}
         # project id -> runs being created (preflight passed, not live yet)
         self.starting: dict[str, int] = {}
+        # Runs being created that took a slot at once (`claim`): they count as holding one.
+        self.claimed: set[LiveRun] = set()
         self.accepting = True
         self._seq = 0
         self._condition = asyncio.Condition()
@@ -43,7 +47,7 @@ class Admission:
         holding = 0
         starting = self.starting
         queued = sum(starting.values()) if project_id is None else starting.get(project_id, 0)
-        for live in self.live.values():
+        for live in self._all():
             if project_id is not None and live.request.project.id != project_id:
                 continue
             if live.slot:
@@ -51,6 +55,9 @@ class Admission:
             elif live.status == RunStatus.QUEUED:
                 queued += 1
         return holding, queued
+
+    def _all(self) -> Iterable[LiveRun]:
+        return itertools.chain(self.live.values(), self.claimed) if self.claimed else self.live.values()
 
     def slot_wanted(self) -> bool:
         return any(live.wants_slot for live in self.live.values())
@@ -114,7 +121,7 @@ class Admission:
         held = 0
         by_account: dict[int | None, int] = {}
         by_project: dict[str, int] = {}
-        for other in self.live.values():
+        for other in self._all():
             if other.slot:
                 held += 1
                 by_account[other.request.account_id] = by_account.get(other.request.account_id, 0) + 1
@@ -141,6 +148,21 @@ class Admission:
             and allowed(other)
             for other in self.live.values()
         )
+
+    def claim(self, live: LiveRun) -> bool:
+        """A run being created takes a slot at once when one is free and nobody is ahead of
+        it in line (one process, not a shared database: there the database admits): it is
+        created `running`, in the same transaction. It counts as holding the slot until
+        `claimed` is left (live, or its creation failed)."""
+        if self.shared:
+            return False
+        self._seq += 1
+        live.seq = self._seq
+        if not self.may_run_now(live):
+            return False
+        live.slot = True
+        self.claimed.add(live)
+        return True
 
     async def take_slot(self, live: LiveRun) -> bool:
         """Wait until `live` may hold a slot (this process's worker slots, the project's

@@ -53,6 +53,8 @@ class LiveRun:
     wants_slot: bool = False
     deferred: bool = False
     seq: int = 0
+    # Took its slot as it was created: its row says `running` from the start.
+    created_running: bool = False
     # The call that started it still follows it: its `finished_audit` goes with the outcome.
     call_following: bool = False
     # interaction id -> the timer that expires the question

@@ -204,23 +204,37 @@ class RunService:
                 event, fields = request.created_audit
                 self.audit.record(s, event, **{**fields, "run_id": run_id})
 
-        # Until its run is live, a start counts as queued: starts racing each other all
-        # see it (the preflight above and the insert below are apart by a thread wait).
+        live = LiveRun(
+            request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        )
+        live.call_following = request.finished_audit is not None
+        # A free slot is taken at once and the run created `running` (one transaction less);
+        # else, until its run is live, a start counts as queued: starts racing each other
+        # all see it (the preflight above and the insert below are apart by a thread wait).
+        admission = self.admission
+        claimed = admission.claim(live)
+        if claimed:
+            run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
+            live.created_running = True
         project_id = request.project.id
-        starting = self.admission.starting
-        starting[project_id] = starting.get(project_id, 0) + 1
+        starting = admission.starting
+        if not claimed:
+            starting[project_id] = starting.get(project_id, 0) + 1
+        created = False
         try:
             await self._create(run, request, audit)
-            live = LiveRun(
-                request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
-            )
             live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
-            live.call_following = request.finished_audit is not None
             self._live[run_id] = live
+            created = True
         finally:
-            left = starting.pop(project_id) - 1
-            if left:
-                starting[project_id] = left
+            admission.claimed.discard(live)
+            if claimed and not created:
+                live.slot = False
+                self.spawn(admission.wake())
+            if not claimed:
+                left = starting.pop(project_id) - 1
+                if left:
+                    starting[project_id] = left
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
         return run_id
 
@@ -344,7 +358,7 @@ class RunService:
 
     async def _drive(self, live: LiveRun) -> None:
         try:
-            if await self.admission.take_slot(live):
+            if live.slot or await self.admission.take_slot(live):
                 self.enter(live, RunStatus.RUNNING, announce=False)  # holds its slot; recorded once forked
                 await self.worker_loop.run(live)
         except Exception:

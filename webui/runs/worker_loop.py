@@ -83,8 +83,11 @@ class WorkerLoop:
         if live.terminating is not None:  # cancelled while the fork was under way
             worker.kill()
         runs.start_timer(live)
-        # Recorded while the worker already runs: the write is off the run's critical path.
-        await runs.set_status(live, RunStatus.RUNNING, started_at=utcnow())
+        if live.created_running:
+            runs.enter(live, RunStatus.RUNNING)  # recorded with the run's creation
+        else:
+            # Recorded while the worker already runs: the write is off the run's critical path.
+            await runs.set_status(live, RunStatus.RUNNING, started_at=utcnow())
         while True:
             try:
                 msg = await worker.recv()

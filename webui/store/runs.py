@@ -77,9 +77,13 @@ def _update_run(columns: tuple[str, ...]) -> Any:
 
 
 def _insert_run(conn: Connection, run: Run, audit: Callable[[Any], Any] | None) -> None:
-    """The run, its first timeline entry (`queued`) and the audit event, in `conn`'s transaction."""
+    """The run, its first timeline entries (`queued`, and `running` for a run admitted as it is
+    created) and the audit event, in `conn`'s transaction."""
     conn.execute(_INSERT_RUN, run.model_dump())
-    conn.execute(_INSERT_EVENT, {"run_id": run.id, "kind": "state", "text": "queued", "source": run.source})
+    states = ("queued", "running") if run.status == "running" else ("queued",)
+    conn.execute(
+        _INSERT_EVENT, [{"run_id": run.id, "kind": "state", "text": s, "source": run.source} for s in states]
+    )
     if audit is not None:
         audit(conn)
 
