@@ -25,7 +25,8 @@ from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, 
 from webui.errors import ConfigError, ConfigurationInvalid, ConfigurationRefused
 
 if TYPE_CHECKING:
-    from webui.configs.service import ConfigPlace, ConfigService, ConfigView, Who
+    from webui.configs.model import ConfigPlace, ConfigView, Who
+    from webui.configs.service import ConfigService
     from webui.workflows.configuration import ConfigField
 
 app = typer.Typer(
@@ -122,7 +123,7 @@ def _target(project: str, account: str | None, data_dir: Path | None, database_u
 
 
 def _who() -> Who:
-    from webui.configs.service import Who
+    from webui.configs.model import Who
 
     return Who(actor="cli", source="cli")
 
