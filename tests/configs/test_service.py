@@ -13,8 +13,9 @@ from sqlmodel import Session, col, select
 
 from tests import prepared
 from webui.audit.log import AuditLog
+from webui.configs.model import MASK, ConfigPlace, Who
 from webui.configs.secrets import SecretBox
-from webui.configs.service import MASK, ConfigPlace, ConfigService, Who
+from webui.configs.service import ConfigService
 from webui.errors import (
     ConfigurationConflict,
     ConfigurationInvalid,

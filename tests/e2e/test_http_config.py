@@ -28,8 +28,9 @@ from tests.e2e.test_http_mcp import (
 )
 from tests.node_client import call, run_client_script, tool_payload
 from webui.audit.log import AuditLog
+from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import account_place
-from webui.configs.service import ConfigPlace, ConfigService, Who
+from webui.configs.service import ConfigService
 from webui.services import config_service
 from webui.settings import Settings
 from webui.store import accounts as account_store

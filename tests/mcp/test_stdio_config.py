@@ -16,8 +16,9 @@ from tests import processes
 from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
 from webui.audit.log import AuditLog
+from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import local_place
-from webui.configs.service import ConfigPlace, ConfigService, Who
+from webui.configs.service import ConfigService
 from webui.services import config_service
 from webui.settings import Settings
 from webui.store.db import make_engine

@@ -18,8 +18,8 @@ from tests.configs.project import FIELDS, SETTINGS_PROJECT, write_settings_proje
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, USER, Web, audit, prepare, rendered, services
 from webui.admin import grant_projects
 from webui.app import create_app
+from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import account_place
-from webui.configs.service import ConfigPlace, Who
 from webui.projects.registry import ProjectRegistry
 from webui.store.db import make_engine
 

@@ -14,8 +14,8 @@ import pytest
 from tests.web.conftest import HELLO, USER, Web, account_id, rendered, services
 from tests.web.test_mcp_page import mcp, pre, registry
 from webui.admin import grant_projects
+from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import account_place
-from webui.configs.service import ConfigPlace, Who
 from webui.workflows.configuration import load_config_fields
 
 PROJECT = "7d2f4e6a-1b3c-4d5e-8f70-a1b2c3d4e5f6"

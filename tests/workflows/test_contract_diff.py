@@ -9,7 +9,7 @@ import pytest
 
 from tests.workflows.test_project import DOCUMENTED_EXAMPLE
 from webui.workflows.contract_diff import Change, ToolContract, diff_catalogs, is_breaking, type_of
-from webui.workflows.project import parse_params
+from webui.workflows.params import parse_params
 from webui.workflows.schema import input_schema
 
 OUTPUT = {

@@ -11,15 +11,8 @@ from typing import Any
 import pytest
 
 from webui.errors import ProjectError
-from webui.workflows.project import (
-    Entrypoint,
-    Option,
-    Param,
-    Project,
-    load_project,
-    parse_params,
-    structure_report,
-)
+from webui.workflows.params import Option, Param, parse_params
+from webui.workflows.project import Entrypoint, Project, load_project, structure_report
 
 PROJECT_ID = "11111111-1111-4111-8111-111111111111"
 

@@ -3,7 +3,7 @@ for uploaded files of the project (as a tool's server-mode file params do)."""
 
 from __future__ import annotations
 
-from webui.workflows.project import parse_params
+from webui.workflows.params import parse_params
 from webui.workflows.schema import elicitation_schema, form_blockers, question_schema
 
 FILE_ITEM = {

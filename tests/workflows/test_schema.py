@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from tests.workflows.test_project import DOCUMENTED_EXAMPLE
 from webui.errors import InvalidArguments
-from webui.workflows.project import Param, parse_params
+from webui.workflows.params import Param, parse_params
 from webui.workflows.schema import (
     FileMode,
     elicitation_schema,

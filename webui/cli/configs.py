@@ -8,12 +8,10 @@ read from stdin (`--secret FIELD`), never from the command line, and shown maske
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import re
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
@@ -22,11 +20,12 @@ import typer
 
 from webui import strict_json
 from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, open_store, server_settings
-from webui.errors import ConfigError, ConfigurationInvalid, ConfigurationRefused
+from webui.cli.configs_values import command_line_values
+from webui.errors import ConfigError, ConfigurationRefused
 
 if TYPE_CHECKING:
-    from webui.configs.service import ConfigPlace, ConfigService, ConfigView, Who
-    from webui.workflows.configuration import ConfigField
+    from webui.configs.model import ConfigPlace, ConfigView, Who
+    from webui.configs.service import ConfigService
 
 app = typer.Typer(
     help="A project's named configurations (on a project folder or a server project id).",
@@ -34,8 +33,6 @@ app = typer.Typer(
 )
 
 UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-TRUE_WORDS: Final = ("true", "yes", "on", "1")
-FALSE_WORDS: Final = ("false", "no", "off", "0")
 
 ProjectArg = Annotated[
     str,
@@ -122,7 +119,7 @@ def _target(project: str, account: str | None, data_dir: Path | None, database_u
 
 
 def _who() -> Who:
-    from webui.configs.service import Who
+    from webui.configs.model import Who
 
     return Who(actor="cli", source="cli")
 
@@ -134,115 +131,6 @@ def _need_revision(revision: int | None, project: str, name: str) -> int:
             f"(`steamharness configs show {project} {name}` prints it)"
         )
     return revision
-
-
-# ----------------------------------------------------------------- values from the command line
-
-
-def _parse_value(field: ConfigField, text: str) -> Any:
-    """A command-line value as the field's type; raises ValueError with the problem."""
-    if field.type == "number":
-        try:
-            return int(text)
-        except ValueError:
-            pass
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
-        if number != number or number in (float("inf"), float("-inf")):
-            raise ValueError(f"expected a finite number, got {text!r}")
-        return number
-    if field.type == "boolean":
-        word = text.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS:
-            return False
-        raise ValueError(f"expected true or false, got {text!r}")
-    if field.type == "multiselect":
-        if text.lstrip().startswith("["):
-            try:
-                items = strict_json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not a JSON array: {exc.msg}") from None
-            except ValueError as exc:
-                raise ValueError(f"not a JSON array: {exc}") from None
-            if not isinstance(items, list):
-                raise ValueError("expected a JSON array or a comma-separated list")
-            return items
-        return [item.strip() for item in text.split(",") if item.strip()]
-    return text  # string, select, date: checked by the service as text
-
-
-def _values(
-    place: ConfigPlace, assignments: Sequence[str], secrets: Sequence[str], unset: Sequence[str] = ()
-) -> dict[str, Any]:
-    """The values named on the command line (FIELD=VALUE) and the secrets read from stdin.
-    Every problem names its field; nothing is read from stdin before the arguments check out."""
-    by_name = {f.name: f for f in place.fields}
-    values: dict[str, Any] = {}
-    problems: dict[str, str] = {}
-    for item in assignments:
-        name, sep, text = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ConfigError(f"expected FIELD=VALUE, got {item!r}")
-        if name in values or name in problems:
-            problems[name] = "given twice"
-            continue
-        field = by_name.get(name)
-        if field is None:
-            problems[name] = "unknown field (not declared in package.json configuration.fields)"
-            continue
-        if field.secret:
-            problems[name] = (
-                f"is a secret: its value is not taken from the command line; use --secret {name} "
-                "and write the value on stdin"
-            )
-            continue
-        try:
-            value = _parse_value(field, text)
-        except ValueError as exc:
-            problems[name] = str(exc)
-            continue
-        from webui.workflows.configuration import value_problem  # jsonschema: not for `--help`
-
-        problem = value_problem(field, value)
-        if problem:
-            problems[name] = problem
-        else:
-            values[name] = value
-    for index, name in enumerate(secrets):
-        field = by_name.get(name)
-        if name in secrets[:index]:
-            problems[name] = "--secret given twice"
-        elif field is None:
-            problems[name] = "unknown field (not declared in package.json configuration.fields)"
-        elif not field.secret:
-            problems[name] = f"--secret: is a {field.type} field, not a secret (give {name}=VALUE)"
-    for name in unset:
-        if name in values or name in secrets:
-            problems[name] = "both set and unset"
-    if problems:
-        listed = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
-        raise ConfigurationInvalid(f"the values are not valid: {listed}", problems)
-    for name in secrets:
-        values[name] = _read_secret(name)
-    return values
-
-
-def _read_secret(name: str) -> str:
-    if sys.stdin.isatty():
-        value = getpass.getpass(f"{name}: ")
-    else:
-        line = sys.stdin.readline()
-        if not line:
-            raise ConfigError(f"--secret {name}: stdin ended before its value (one line per secret)")
-        value = line.rstrip("\r\n")
-    if not value:
-        raise ConfigError(f"--secret {name}: the value is empty (use --unset {name} to remove it)")
-    return value
 
 
 # ----------------------------------------------------------------- output
@@ -339,7 +227,7 @@ def configs_create(
 ) -> None:
     """Create a configuration from FIELD=VALUE pairs (secrets: --secret FIELD, value on stdin)."""
     target = _target(project, account, data_dir, database_url)
-    values = _values(target.place, assignments or [], secret or [])
+    values = command_line_values(target.place, assignments or [], secret or [])
     view = target.service.create(target.place, name, values, _who())
     _done(f"created {view.name} (revision {view.revision}) in the {target.shown}", view, as_json)
 
@@ -381,7 +269,7 @@ def configs_set(
     """Change some values of a configuration, read at --revision N."""
     read = _need_revision(revision, project, name)
     target = _target(project, account, data_dir, database_url)
-    values = _values(target.place, assignments or [], secret or [], unset or [])
+    values = command_line_values(target.place, assignments or [], secret or [], unset or [])
     if not values and not unset:
         raise ConfigError("nothing to change: give FIELD=VALUE, --secret FIELD or --unset FIELD")
     view = target.service.set(target.place, name, revision=read, values=values, unset=unset or [], who=_who())

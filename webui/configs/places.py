@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from webui.configs.service import ConfigPlace
+from webui.configs.model import PRINCIPAL_OWNER_ID, ConfigPlace
 from webui.store.configs import Scope
 from webui.workflows.configuration import ConfigField, load_config_fields
-
-# The owner id of the admin principal's and the local operator's scope (accounts start at 1).
-PRINCIPAL_OWNER_ID = 0
 
 
 def local_place(root: Path | str) -> ConfigPlace:

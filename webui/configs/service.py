@@ -12,17 +12,25 @@ keeps the stored secret. Methods block (database): async callers use `run_db`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
+from webui.configs.exports import IMPORT_MODES, export_document, export_entries, read_document
+from webui.configs.model import (
+    DEFAULT_MAX_PER_SCOPE,
+    MASK,
+    PRINCIPAL_OWNER_ID,
+    ConfigPlace,
+    ConfigSnapshot,
+    ConfigView,
+    Who,
+    check_name,
+)
 from webui.configs.redaction import LOG_SECRETS, Redaction, sealed_secrets
 from webui.configs.secrets import PREFIX as SEALED_PREFIX
 from webui.configs.secrets import SecretBox
@@ -34,94 +42,12 @@ from webui.errors import (
     TooManyConfigurations,
 )
 from webui.store import configs as store
-from webui.store.configs import DEFAULT_NAME, NameTaken, Replacement, Scope, StaleRevision
-from webui.store.models import ProjectConfig, Run, as_utc, utcnow
+from webui.store.configs import DEFAULT_NAME, NameTaken, Replacement, StaleRevision
+from webui.store.models import ProjectConfig, Run, as_utc
 from webui.workflows.configuration import (
-    ConfigField,
     effective_values,
-    fields_digest,
     value_problems,
 )
-
-MASK: Final = "********"
-NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-EXPORT_FORMAT: Final = "steamharness.configurations"
-EXPORT_VERSION: Final = 1
-IMPORT_MODES: Final = ("merge", "replace")
-DEFAULT_MAX_PER_SCOPE: Final = 50  # Settings.max_configs_per_scope's default
-
-
-@dataclass(frozen=True)
-class ConfigPlace:
-    """Where configurations live: the project's fields and one scope. `owner` names the scope
-    for people and the audit log (an account name, "admin" or "local")."""
-
-    scope: Scope
-    fields: tuple[ConfigField, ...]
-    owner: str
-
-    @property
-    def project_id(self) -> str:
-        return self.scope.project_id
-
-
-@dataclass(frozen=True)
-class Who:
-    """Who asks, for the audit log."""
-
-    actor: str | None
-    source: str = "cli"
-    client_address: str | None = None
-    user_agent: str | None = None
-
-
-@dataclass(frozen=True)
-class ConfigView:
-    """A configuration as people see it: secrets masked, with its problems against today's fields."""
-
-    name: str
-    revision: int
-    active: bool
-    values: dict[str, Any]
-    problems: dict[str, str]
-    updated_at: datetime
-    updated_by: str | None
-
-    @property
-    def needs_update(self) -> bool:
-        return bool(self.problems)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "revision": self.revision,
-            "active": self.active,
-            "values": self.values,
-            "needsUpdate": self.needs_update,
-            "problems": self.problems,
-            "updatedAt": self.updated_at.isoformat(),
-            "updatedBy": self.updated_by,
-        }
-
-
-@dataclass(frozen=True)
-class ConfigSnapshot:
-    """What a run starts with: `values` as the handler reads them (every field, defaults
-    applied, secrets in clear) and `stored` as recorded with the run (secrets sealed)."""
-
-    name: str
-    revision: int
-    values: dict[str, Any] = field(repr=False)
-    stored: dict[str, Any] = field(repr=False)
-
-
-def _check_name(name: Any, what: str = "configuration name") -> str:
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise ConfigurationRefused(
-            f"{what} {name!r} is not valid: 1-64 letters, digits, '_', '.', '-', "
-            "starting with a letter or digit"
-        )
-    return name
 
 
 def _conflict(place: ConfigPlace, name: str, read: int | None, current: int | None) -> ConfigurationConflict:
@@ -289,7 +215,7 @@ class ConfigService:
         self, place: ConfigPlace, name: str, values: dict[str, Any], who: Who, *, copy_of: str | None = None
     ) -> ConfigView:
         """A new configuration: from `values`, or a copy of `copy_of`'s stored values."""
-        _check_name(name)
+        check_name(name)
         # One read of the scope (which also creates its `default`), for the source if any.
         stored: dict[str, Any] = {}
         if copy_of is not None:
@@ -348,7 +274,7 @@ class ConfigService:
         return self._view(place, row)
 
     def rename(self, place: ConfigPlace, name: str, new_name: str, *, revision: int, who: Who) -> ConfigView:
-        _check_name(new_name, "new configuration name")
+        check_name(new_name, "new configuration name")
         if name == DEFAULT_NAME:
             raise ConfigurationRefused("the default configuration cannot be renamed (copy it instead)")
         self._row_at(place, name, revision)
@@ -438,8 +364,6 @@ class ConfigService:
 
     def run_redaction(self, run: Run) -> Redaction:
         """What hides the secret values `run` started with (see `webui.configs.redaction`)."""
-        from webui.configs.places import PRINCIPAL_OWNER_ID  # places builds on this module
-
         owners = [PRINCIPAL_OWNER_ID] if run.account_id is None else [run.account_id, PRINCIPAL_OWNER_ID]
         found = sealed_secrets(self.box, project_id=run.project_id, owners=owners, values=run.config_values)
         LOG_SECRETS.remember(found)
@@ -451,19 +375,7 @@ class ConfigService:
         """One JSON document with every configuration of the scope; secret values only when
         `secrets` (an audited choice), otherwise listed as omitted."""
         rows = self._rows(place)
-        secret = {f.name for f in place.fields if f.secret}
-        configurations: list[dict[str, Any]] = []
-        for row in rows:
-            if secrets:
-                values = self._plain(place, row.values)
-                omitted: list[str] = []
-            else:
-                values = {k: v for k, v in row.values.items() if k not in secret}
-                omitted = sorted(k for k in row.values if k in secret)
-            entry: dict[str, Any] = {"name": row.name, "revision": row.revision, "values": values}
-            if omitted:
-                entry["omittedSecrets"] = omitted
-            configurations.append(entry)
+        configurations = export_entries(place, rows, secrets=secrets, plain=self._plain)
         active = next((r.name for r in rows if r.active), DEFAULT_NAME)
         self.audit.record_alone(
             self.engine,
@@ -476,16 +388,7 @@ class ConfigService:
             user_agent=who.user_agent,
             details={"scope": place.owner, "with_secrets": secrets, "configurations": len(rows)},
         )
-        return {
-            "format": EXPORT_FORMAT,
-            "formatVersion": EXPORT_VERSION,
-            "projectId": place.project_id,
-            "fieldsDigest": fields_digest(place.fields),
-            "exportedAt": utcnow().isoformat(),
-            "active": active,
-            "secretsIncluded": secrets,
-            "configurations": configurations,
-        }
+        return export_document(place, configurations, active=active, secrets=secrets)
 
     def import_(
         self, place: ConfigPlace, doc: Any, *, mode: str = "merge", force: bool = False, who: Who
@@ -495,7 +398,7 @@ class ConfigService:
         does not name, `replace` deletes them (except `default`). All or nothing."""
         if mode not in IMPORT_MODES:
             raise ConfigurationRefused(f"import mode {mode!r} is not one of: {', '.join(IMPORT_MODES)}")
-        entries, active = self._read_document(place, doc)
+        entries, active = read_document(place, doc)
         rows = {r.name: r for r in self._rows(place)}
         writes: list[Replacement] = []
         problems: dict[str, str] = {}
@@ -551,44 +454,3 @@ class ConfigService:
         except store.ScopeFull:
             raise self._full(place) from None
         return self.list(place)
-
-    def _read_document(self, place: ConfigPlace, doc: Any) -> tuple[list[dict[str, Any]], str | None]:
-        if not isinstance(doc, dict):
-            raise ConfigurationRefused("an import must be a JSON object (an export document)")
-        if doc.get("format") != EXPORT_FORMAT:
-            raise ConfigurationRefused(f"not a configuration export: format must be {EXPORT_FORMAT!r}")
-        version = doc.get("formatVersion")
-        if version != EXPORT_VERSION:
-            raise ConfigurationRefused(
-                f"export format version {version!r} is not supported (this version reads {EXPORT_VERSION})"
-            )
-        if doc.get("projectId") != place.project_id:
-            raise ConfigurationRefused(
-                f"the export is of project {doc.get('projectId')!r}, not {place.project_id}"
-            )
-        raw = doc.get("configurations")
-        if not isinstance(raw, list):
-            raise ConfigurationRefused("configurations: expected a list")
-        entries: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for index, item in enumerate(raw):
-            where = f"configurations[{index}]"
-            if not isinstance(item, dict):
-                raise ConfigurationRefused(f"{where}: expected an object")
-            name = _check_name(item.get("name"), f"{where}.name")
-            if name in seen:
-                raise ConfigurationRefused(f"{where}.name: {name!r} appears twice")
-            seen.add(name)
-            values = item.get("values", {})
-            if not isinstance(values, dict):
-                raise ConfigurationRefused(f"{where}.values: expected an object")
-            revision = item.get("revision")
-            if revision is not None and (
-                not isinstance(revision, int) or isinstance(revision, bool) or revision < 1
-            ):
-                raise ConfigurationRefused(f"{where}.revision: expected a positive integer")
-            entries.append({"name": name, "values": values, "revision": revision})
-        active = doc.get("active")
-        if active is not None and not isinstance(active, str):
-            raise ConfigurationRefused("active: expected a configuration name")
-        return entries, active

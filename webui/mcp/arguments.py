@@ -18,7 +18,8 @@ from webui.errors import InvalidArguments
 from webui.files.store import FileStore, worker_view
 from webui.mcp.binding import Binding
 from webui.store.models import ManagedFile
-from webui.workflows.project import Entrypoint, Param
+from webui.workflows.params import Param
+from webui.workflows.project import Entrypoint
 
 URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 BASE64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")

@@ -16,8 +16,8 @@ import anyio
 from starlette.types import Scope
 
 from webui.auth.keys import Authenticator, Principal
+from webui.configs.model import NAME_RE, ConfigPlace
 from webui.configs.places import account_place, local_place_of
-from webui.configs.service import NAME_RE, ConfigPlace
 from webui.errors import ConfigurationRefused
 from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved

@@ -23,7 +23,8 @@ from mcp_types import INVALID_PARAMS
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, run_db
-from webui.configs.service import ConfigService, ConfigSnapshot
+from webui.configs.model import ConfigSnapshot
+from webui.configs.service import ConfigService
 from webui.errors import (
     ConfigurationInvalid,
     ConfigurationNotFound,

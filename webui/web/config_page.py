@@ -30,7 +30,7 @@ from starlette.datastructures import FormData, UploadFile
 
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
-from webui.configs.service import MASK, ConfigPlace, ConfigView, Who
+from webui.configs.model import MASK, ConfigPlace, ConfigView, Who
 from webui.errors import (
     ConfigurationConflict,
     ConfigurationInvalid,

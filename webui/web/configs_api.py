@@ -32,8 +32,8 @@ from fastapi.responses import JSONResponse, Response
 from webui.auth.keys import AuthError, Forbidden, Principal
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
+from webui.configs.model import ConfigPlace, ConfigView, Who
 from webui.configs.places import account_place
-from webui.configs.service import ConfigPlace, ConfigView, Who
 from webui.errors import ConfigurationRefused, NotFound, SecretsExportNeedsPost, SteamharnessError
 from webui.services import Services
 from webui.store import accounts as account_store

@@ -17,18 +17,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from webui.errors import ProjectError
-from webui.workflows.project import (
-    _FORMAT_CHECKER,
-    _PARAM_NAME_RE,
-    Option,
-    _is_number,
-    _json_type,
-    _optional_bool,
-    _optional_str,
-    _parse_id,
-    _quote,
-    _read_package_json,
+from webui.workflows.package_json import (
+    is_number,
+    json_type,
+    optional_bool,
+    optional_str,
+    parse_id,
+    quote,
+    read_package_json,
 )
+from webui.workflows.params import FORMAT_CHECKER, NAME_RE, Option
 
 FIELD_TYPES: Final = ("string", "number", "boolean", "select", "multiselect", "date", "secret")
 MAX_FIELDS: Final = 200
@@ -71,12 +69,12 @@ def parse_config_fields(data: dict[str, Any], where: str) -> tuple[ConfigField, 
     if section is None:
         return ()
     if not isinstance(section, dict):
-        raise ProjectError(f"{where}: configuration: expected an object, got {_json_type(section)}")
+        raise ProjectError(f"{where}: configuration: expected an object, got {json_type(section)}")
     raw = section.get("fields")
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise ProjectError(f"{where}: configuration.fields: expected a list, got {_json_type(raw)}")
+        raise ProjectError(f"{where}: configuration.fields: expected a list, got {json_type(raw)}")
     if len(raw) > MAX_FIELDS:
         raise ProjectError(f"{where}: configuration.fields: at most {MAX_FIELDS} fields, got {len(raw)}")
     fields: list[ConfigField] = []
@@ -93,21 +91,21 @@ def parse_config_fields(data: dict[str, Any], where: str) -> tuple[ConfigField, 
 
 def _parse_field(raw: Any, where: str) -> ConfigField:
     if not isinstance(raw, dict):
-        raise ProjectError(f"{where}: expected a field object, got {_json_type(raw)}")
+        raise ProjectError(f"{where}: expected a field object, got {json_type(raw)}")
     name = raw.get("name")
     if name is None:
         raise ProjectError(f"{where}.name: is required")
-    if not isinstance(name, str) or not _PARAM_NAME_RE.fullmatch(name) or len(name) > 64:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > 64:
         raise ProjectError(
-            f"{where}.name: invalid field name {_quote(name)} "
+            f"{where}.name: invalid field name {quote(name)} "
             "(letters, digits and '_', not starting with a digit, at most 64)"
         )
     ftype = raw.get("type")
     if ftype not in FIELD_TYPES:
-        shown = "is required" if ftype is None else f"unknown field type {_quote(ftype)}"
+        shown = "is required" if ftype is None else f"unknown field type {quote(ftype)}"
         raise ProjectError(f"{where}.type: {shown} (expected one of: {', '.join(FIELD_TYPES)})")
-    required = _optional_bool(raw, "required", where)
-    description = _optional_str(raw, "description", where)
+    required = optional_bool(raw, "required", where)
+    description = optional_str(raw, "description", where)
     options = _parse_field_options(raw.get("options"), ftype, f"{where}.options")
     has_default = raw.get("default") is not None
     default = raw.get("default")
@@ -143,14 +141,14 @@ def _parse_field_options(raw: Any, ftype: str, where: str) -> tuple[Option, ...]
         label: str | None = None
         if isinstance(item, dict):
             value = item.get("value")
-            label = _optional_str(item, "label", item_where)
+            label = optional_str(item, "label", item_where)
             item_where += ".value"
         else:
             value = item
         if not isinstance(value, str) or not value:
-            raise ProjectError(f"{item_where}: expected a non-empty string option, got {_quote(value)}")
+            raise ProjectError(f"{item_where}: expected a non-empty string option, got {quote(value)}")
         if value in seen:
-            raise ProjectError(f"{item_where}: duplicate option {_quote(value)}")
+            raise ProjectError(f"{item_where}: duplicate option {quote(value)}")
         seen.add(value)
         options.append(Option(value=value, label=label))
     return tuple(options)
@@ -161,29 +159,29 @@ def value_problem(field: ConfigField, value: Any) -> str | None:
     ftype = field.type
     if ftype in ("string", "secret"):
         if not isinstance(value, str):
-            return f"expected a string, got {_json_type(value)}"
+            return f"expected a string, got {json_type(value)}"
         if len(value) > MAX_STRING_VALUE:
             return f"at most {MAX_STRING_VALUE} characters"
         return None
     if ftype == "number":
-        return None if _is_number(value) else f"expected a number, got {_json_type(value)}"
+        return None if is_number(value) else f"expected a number, got {json_type(value)}"
     if ftype == "boolean":
-        return None if isinstance(value, bool) else f"expected true or false, got {_json_type(value)}"
+        return None if isinstance(value, bool) else f"expected true or false, got {json_type(value)}"
     if ftype == "date":
-        if not isinstance(value, str) or not _FORMAT_CHECKER.conforms(value, "date"):
-            return f"expected a date (YYYY-MM-DD), got {_quote(value)}"
+        if not isinstance(value, str) or not FORMAT_CHECKER.conforms(value, "date"):
+            return f"expected a date (YYYY-MM-DD), got {quote(value)}"
         return None
     allowed = [str(o.value) for o in field.options]
     if ftype == "select":
         if value not in allowed or not isinstance(value, str):
-            return f"{_quote(value)} is not one of the options ({', '.join(allowed)})"
+            return f"{quote(value)} is not one of the options ({', '.join(allowed)})"
         return None
     # multiselect
     if not isinstance(value, list):
-        return f"expected a list of options, got {_json_type(value)}"
+        return f"expected a list of options, got {json_type(value)}"
     for item in value:
         if not isinstance(item, str) or item not in allowed:
-            return f"{_quote(item)} is not one of the options ({', '.join(allowed)})"
+            return f"{quote(item)} is not one of the options ({', '.join(allowed)})"
     if len(set(value)) != len(value):
         return "an option is chosen twice"
     return None
@@ -222,6 +220,6 @@ def fields_digest(fields: tuple[ConfigField, ...]) -> str:
 def load_config_fields(root: Path | str) -> tuple[str, tuple[ConfigField, ...]]:
     """The project id and configuration fields of any project folder with a package.json id
     (workflow, conversation or kanban)."""
-    path, data = _read_package_json(Path(root).resolve())
+    path, data = read_package_json(Path(root).resolve())
     where = str(path)
-    return _parse_id(data.get("id"), where), parse_config_fields(data, where)
+    return parse_id(data.get("id"), where), parse_config_fields(data, where)

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from webui.errors import ProjectError, SteamharnessError
-
-if TYPE_CHECKING:
-    from webui.workflows.project import Project
 
 ALIAS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -36,6 +34,18 @@ class RelatedRef:
 
     alias: str
     id: str
+
+
+class Relating(Protocol):
+    """What the relation rule reads of a loaded project (`webui.workflows.project.Project`,
+    which builds on this module, so it is named here only by its shape)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def root(self) -> Path: ...
+    @property
+    def related(self) -> tuple[RelatedRef, ...]: ...
 
 
 def _shown(value: Any) -> str:
@@ -79,7 +89,7 @@ def parse_related_projects(raw: Any, where: str, own_id: str) -> tuple[RelatedRe
     return tuple(refs)
 
 
-def declared(project: Project, alias: str) -> RelatedRef:
+def declared(project: Relating, alias: str) -> RelatedRef:
     """The project's relation under `alias`, or a clear error listing the declared ones."""
     for ref in project.related:
         if ref.alias == alias:
@@ -91,7 +101,7 @@ def declared(project: Project, alias: str) -> RelatedRef:
     )
 
 
-def confirm_relation(project: Project, alias: str, other: Project) -> RelatedRef:
+def confirm_relation(project: Relating, alias: str, other: Relating) -> RelatedRef:
     """The relation `project` → `other` under `alias`, confirmed by both sides."""
     ref = declared(project, alias)
     if other.id != ref.id:

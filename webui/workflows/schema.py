@@ -22,7 +22,7 @@ from jsonschema.exceptions import ValidationError
 
 from webui.errors import InvalidArguments
 from webui.validation import validator
-from webui.workflows.project import Option, Param
+from webui.workflows.params import Option, Param
 
 FileMode = Literal["local", "server"]
 

@@ -31,11 +31,11 @@ environment?} | {url, headers?}`). Decisions beyond the format itself:
 - Literal env and header values are never shown: not in problems, reprs or
   `describe_command`.
 
-Modules: `files` reads one file strictly, `templates` holds `${NAME}` values and their
-resolution, `schema` declares the server-file shapes (pydantic), `values` checks single
-values, `servers` turns a server file into servers or problem lines, `loader` loads the
-whole root, `model` is what a loaded configuration is, `captures` records and re-checks
-where a server came from, `agents` loads the agent files.
+Modules: `files` reads one file strictly, `templates` holds `${NAME}` values, `resolve`
+resolves a server's env and headers with them, `schema` declares the server-file shapes
+(pydantic), `values` checks single values, `servers` turns a server file into servers or
+problem lines, `loader` loads the whole root, `model` is what a loaded configuration is,
+`captures` records and re-checks where a server came from, `agents` loads the agent files.
 """
 
 from __future__ import annotations
@@ -60,14 +60,8 @@ from webui.host.config.model import (
     describe_command,
     normalise_id,
 )
-from webui.host.config.templates import (
-    NAME_RE,
-    EnvRef,
-    ValueSpec,
-    parse_template,
-    resolve_env,
-    resolve_headers,
-)
+from webui.host.config.resolve import resolve_env, resolve_headers
+from webui.host.config.templates import NAME_RE, EnvRef, ValueSpec, parse_template
 
 __all__ = [
     "AGENTS_DIR",

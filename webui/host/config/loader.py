@@ -26,8 +26,8 @@ from webui.host.config.model import (
     ServerConfig,
     unknown_id,
 )
+from webui.host.config.resolve import check_environ
 from webui.host.config.servers import load_server_file
-from webui.host.config.templates import check_environ
 
 ROOT_CONFIG = "config.yaml"
 SERVERS_DIR = "mcp"
