@@ -4,7 +4,7 @@ Measures the wall time of `Client.call_tool("echo", {"text": ...})` as the Pytho
 sees it, for both servers, in the same run and on the same client code path. The bare server
 (bench/bare_stdio_server.py) runs the same handler in-process, so the ratio steamharness/bare
 is the price of everything steamharness adds per call: argument validation, a persisted run,
-a forked worker and its socket round trip. Target: p50 at most 3x the bare server.
+a forked worker and its socket round trip. Target (the call-path issue): p50 at most 5x the bare server.
 
 Each protocol era is measured with both servers connected at once: N warm-up calls each, then
 N measured calls each in alternating blocks (ABBA order) so that drift on a noisy machine hits
@@ -47,7 +47,7 @@ STEAMHARNESS = Path(sys.executable).parent / "steamharness"
 TEXT = "benchmark payload"
 MAX_CALLS = 5000
 BLOCK = 25
-P50_TARGET = 3.0
+P50_TARGET = 5.0
 COLD_TARGET = 1.5
 MAX_STARTS = 100
 

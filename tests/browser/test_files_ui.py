@@ -134,6 +134,9 @@ def test_a_question_with_file_fields_is_answered_with_the_file_picker(ui: Page, 
     expect(several).to_have_attribute("multiple", "")
     form_files = card.get_by_role("list", name="Files for Signed form")
     extra_files = card.get_by_role("list", name="Files for Attachments")
+    # files.js has taken both pickers over (a file chosen before that would go unseen)
+    for picker in card.locator("[data-file-picker]").all():
+        expect(picker).to_have_attribute("data-started", "true")
 
     # too big: refused before anything is sent, with the limit named
     single.set_input_files([a_file("huge.pdf", MAX_FILE_BYTES + 1)])

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -22,13 +23,22 @@ from webui.runs.live import LiveRun
 from webui.runs.request import RunRequest
 from webui.runs.types import SHARED_POLL_SECONDS, RunRefused, RunStatus
 from webui.store import runs as run_store
+from webui.store.models import Run, utcnow
 
 
 class Admission:
     """The live runs of this process (by id) and their place in line for a slot."""
 
-    def __init__(self, *, engine: Engine, max_concurrent_runs: int, shared: bool) -> None:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        max_concurrent_runs: int,
+        shared: bool,
+        spawn: Callable[[Coroutine[Any, Any, Any]], None],
+    ) -> None:
         self.engine = engine
+        self._spawn = spawn
         self.max_concurrent_runs = max_concurrent_runs
         # Other replicas share the database: project limits are counted there too.
         self.shared = shared
@@ -163,6 +173,57 @@ class Admission:
         live.slot = True
         self.claimed.add(live)
         return True
+
+    async def create(
+        self,
+        live: LiveRun,
+        run: Run,
+        audit: Callable[[Any], None],
+        *,
+        replica_slots: tuple[str, int] | None,
+    ) -> None:
+        """Record the run (with its audit, one transaction) and make it live. A free slot is
+        taken at once and the run created `running` (its admission in the same transaction);
+        else, until it is live, it counts as queued: starts racing each other all see it
+        (the preflight and the insert are apart by a thread wait). Across replicas, created
+        only within the project's limits counted in the database."""
+        req = live.request
+        claimed = self.claim(live)
+        if claimed:
+            run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
+            live.created_running = True
+        project_id = req.project.id
+        starting = self.starting
+        if not claimed:
+            starting[project_id] = starting.get(project_id, 0) + 1
+        created = False
+        try:
+            if not self.shared:
+                await run_db(run_store.create_run, self.engine, run=run, audit=audit)
+            else:
+                refused = await run_db(
+                    run_store.create_run_within_limits,
+                    self.engine,
+                    run=run,
+                    max_running=req.limits.max_running,
+                    max_queued=req.limits.max_queued,
+                    free_slots=self.free_slots(),
+                    replica_slots=replica_slots,
+                    audit=audit,
+                )
+                if refused is not None:
+                    raise queue_limit(*refused)
+            self.live[live.run_id] = live
+            created = True
+        finally:
+            self.claimed.discard(live)
+            if claimed and not created:
+                live.slot = False
+                self._spawn(self.wake())
+            if not claimed:
+                left = starting.pop(project_id) - 1
+                if left:
+                    starting[project_id] = left
 
     async def take_slot(self, live: LiveRun) -> bool:
         """Wait until `live` may hold a slot (this process's worker slots, the project's

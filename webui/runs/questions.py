@@ -22,7 +22,7 @@ from webui.runs.messages import reply
 from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
 from webui.store import runs as run_store
 from webui.store.models import Interaction, as_utc, utcnow
-from webui.workflows.project import parse_params
+from webui.workflows.params import parse_params
 from webui.workflows.schema import field_summary, form_blockers, question_schema
 
 log = logging.getLogger(__name__)

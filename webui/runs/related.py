@@ -20,7 +20,7 @@ from webui.workflows.project import Project, load_project
 from webui.workflows.related import RelatedProjectError, confirm_relation, declared
 
 if TYPE_CHECKING:
-    from webui.configs.service import ConfigSnapshot
+    from webui.configs.model import ConfigSnapshot
     from webui.runs.types import RunLimits
 
 # The configuration a child run of this project starts with (its caller's scope, active one).

@@ -13,7 +13,7 @@ from webui.store.models import Run
 from webui.workflows.project import Entrypoint, Project
 
 if TYPE_CHECKING:
-    from webui.configs.service import ConfigSnapshot
+    from webui.configs.model import ConfigSnapshot
 
 
 @dataclass

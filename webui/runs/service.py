@@ -35,7 +35,7 @@ from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import Answer, InteractionService
 from webui.runs import resuming
-from webui.runs.admission import Admission, queue_limit
+from webui.runs.admission import Admission
 from webui.runs.children import ChildRuns
 from webui.runs.following import OtherReplicas, RemoteRuns, final_update, in_scope
 from webui.runs.live import LiveRun
@@ -60,7 +60,7 @@ from webui.runs.types import (
 )
 from webui.runs.worker_loop import WorkerLoop
 from webui.store import runs as run_store
-from webui.store.models import Interaction, Run, utcnow
+from webui.store.models import Interaction, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +113,11 @@ class RunService:
         # Other replicas may share the database (PostgreSQL): limits are counted there,
         # answers given elsewhere reach a waiting run through the hub (and a re-check).
         self.shared = engine.dialect.name == "postgresql"
-        self.admission = Admission(engine=engine, max_concurrent_runs=max_concurrent_runs, shared=self.shared)
-        self._live = self.admission.live
         self._tasks = TaskSet()
+        self.admission = Admission(
+            engine=engine, max_concurrent_runs=max_concurrent_runs, shared=self.shared, spawn=self.spawn
+        )
+        self._live = self.admission.live
         self._watching = anyio.CancelScope()
         self.records = RunRecordBacklog(
             engine=engine,
@@ -208,57 +210,11 @@ class RunService:
             request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
         )
         live.call_following = request.finished_audit is not None
-        # A free slot is taken at once and the run created `running` (one transaction less);
-        # else, until its run is live, a start counts as queued: starts racing each other
-        # all see it (the preflight above and the insert below are apart by a thread wait).
-        admission = self.admission
-        claimed = admission.claim(live)
-        if claimed:
-            run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
-            live.created_running = True
-        project_id = request.project.id
-        starting = admission.starting
-        if not claimed:
-            starting[project_id] = starting.get(project_id, 0) + 1
-        created = False
-        try:
-            await self._create(run, request, audit)
-            live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
-            self._live[run_id] = live
-            created = True
-        finally:
-            admission.claimed.discard(live)
-            if claimed and not created:
-                live.slot = False
-                self.spawn(admission.wake())
-            if not claimed:
-                left = starting.pop(project_id) - 1
-                if left:
-                    starting[project_id] = left
+        live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
+        replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
+        await self.admission.create(live, run, audit, replica_slots=replica_slots)
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
         return run_id
-
-    async def _create(self, run: Run, request: RunRequest, audit: Callable[[Any], None]) -> None:
-        """The run's row and its audit, in one transaction; across replicas, only within
-        the project's limits counted in the database."""
-        if not self.shared:
-            await run_db(run_store.create_run, self.engine, run=run, audit=audit)
-            return
-        limits = request.limits
-        refused = await run_db(
-            run_store.create_run_within_limits,
-            self.engine,
-            run=run,
-            max_running=limits.max_running,
-            max_queued=limits.max_queued,
-            free_slots=self.admission.free_slots(),
-            replica_slots=(
-                (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
-            ),
-            audit=audit,
-        )
-        if refused is not None:
-            raise queue_limit(*refused)
 
     def live_runs_of_session(self, session_id: str) -> list[str]:
         """Ids of the live runs an MCP session started."""

@@ -16,7 +16,7 @@ from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.web import forms
 from webui.web.mcp_clients import page_url, pretty_json
-from webui.workflows.project import Param
+from webui.workflows.params import Param
 
 
 @dataclass(frozen=True)
