@@ -26,6 +26,7 @@ import contextlib
 import importlib.util
 import io
 import os
+import select
 import shutil
 import signal
 import socket
@@ -41,16 +42,23 @@ from webui.runs.context import Channel, Context, WorkflowFailure, frame
 from webui.runs.messages import MAX_FRAME_BYTES, READ_CHUNK, MessageTooLarge, mb
 
 
-def _forward(fd: int, chan: Channel, stream: str) -> None:
-    while True:
+def _forward(streams: dict[int, str], chan: Channel) -> None:
+    """One thread for both of the handler's output pipes, until each is closed."""
+    while streams:
         try:
-            chunk = os.read(fd, READ_CHUNK)
-        except OSError:
-            return
-        if not chunk:
-            return
-        with contextlib.suppress(OSError):
-            chan.send({"type": "output", "stream": stream, "text": chunk.decode("utf-8", "replace")})
+            ready, _, _ = select.select(list(streams), [], [])
+        except InterruptedError:
+            continue
+        for fd in ready:
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                del streams[fd]
+                continue
+            with contextlib.suppress(OSError):
+                chan.send({"type": "output", "stream": streams[fd], "text": chunk.decode("utf-8", "replace")})
 
 
 def _set_environment(env: dict[str, str]) -> None:
@@ -206,14 +214,14 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    forwarders = []
+    streams: dict[int, str] = {}
     for fd, stream in ((1, "stdout"), (2, "stderr")):
         r, w = os.pipe()
         os.dup2(w, fd)
         os.close(w)
-        t = threading.Thread(target=_forward, args=(r, chan, stream), daemon=True)
-        t.start()
-        forwarders.append(t)
+        streams[r] = stream
+    forwarder = threading.Thread(target=_forward, args=(streams, chan), name="run-output", daemon=True)
+    forwarder.start()
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8", line_buffering=True)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), encoding="utf-8", line_buffering=True)
     chan.send({"type": "hello", "token": cmd["token"], "pid": os.getpid()})
@@ -230,7 +238,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     last = _outcome_frame(outcome)
 
     # The run is over for everything it started, and nothing it left behind holds the
-    # log pipes open (the forwarders below would wait for it).
+    # log pipes open (the forwarder below would wait for it).
     procs.kill_descendants()
     # Let the log reach the run service before the outcome does.
     with contextlib.suppress(Exception):
@@ -239,8 +247,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
-    for t in forwarders:
-        t.join(timeout=5)
+    forwarder.join(timeout=5)
     chan.send_frame(last)
     sock.shutdown(socket.SHUT_WR)
     return 0
