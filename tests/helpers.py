@@ -48,9 +48,13 @@ async def start_run(svc: Services, project: Project, ep: str, params: dict[str, 
     """Start entrypoint `ep` of `project` on the run service with `params`; the run's id."""
     entrypoint = project.entrypoint(ep)
     assert entrypoint is not None
-    return await svc.runs.start(
-        RunRequest(project=project, entrypoint=entrypoint, params=params or {}, stored_params=params or {})
-    )
+    return (
+        await svc.runs.start(
+            RunRequest(
+                project=project, entrypoint=entrypoint, params=params or {}, stored_params=params or {}
+            )
+        )
+    ).run_id
 
 
 async def next_update(svc: Services, run_id: str, kinds: tuple[str, ...] = ("final",)) -> RunUpdate:

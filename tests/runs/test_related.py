@@ -35,16 +35,18 @@ async def start_delegate(svc: Services, base: Path) -> str:
     relations = LocalRelations.confirm(main, {"helper": str(f["helper"])}, lambda root: dict(os.environ))
     ep = main.entrypoint("delegate")
     assert ep is not None
-    return await svc.runs.start(
-        RunRequest(
-            project=main,
-            entrypoint=ep,
-            params={"name": "Ann"},
-            stored_params={"name": "Ann"},
-            relations=relations,
-            related=relations.paths(),
+    return (
+        await svc.runs.start(
+            RunRequest(
+                project=main,
+                entrypoint=ep,
+                params={"name": "Ann"},
+                stored_params={"name": "Ann"},
+                relations=relations,
+                related=relations.paths(),
+            )
         )
-    )
+    ).run_id
 
 
 async def test_one_worker_slot_is_enough_the_parent_lends_it_to_its_child(tmp_path: Path) -> None:
@@ -199,16 +201,18 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
         entrypoint = race.entrypoint(ep)
         assert entrypoint is not None
         params = {"gate": str(gates / gate_name)}
-        return await svc.runs.start(
-            RunRequest(
-                project=race,
-                entrypoint=entrypoint,
-                params=params,
-                stored_params=params,
-                relations=relations,
-                related=relations.paths(),
+        return (
+            await svc.runs.start(
+                RunRequest(
+                    project=race,
+                    entrypoint=entrypoint,
+                    params=params,
+                    stored_params=params,
+                    relations=relations,
+                    related=relations.paths(),
+                )
             )
-        )
+        ).run_id
 
     settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
     try:
@@ -280,7 +284,7 @@ async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
                 assert entrypoint is not None
                 params = {"gate": str(gates / gate_name)}
                 request = RunRequest(project=race, entrypoint=entrypoint, params=params, stored_params=params)
-                return await svc.runs.start(request)
+                return (await svc.runs.start(request)).run_id
 
             run_id = await start("two", "second")
             first = await next_update(svc, run_id, ("waiting",))

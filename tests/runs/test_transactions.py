@@ -71,7 +71,7 @@ def audit_rows(svc: Services, run_id: str) -> list[tuple[str, str | None]]:
 
 async def test_a_plain_call_is_two_commits_and_its_end_is_audited_with_the_outcome(svc: Services) -> None:
     with commits(svc.engine) as counted:
-        run_id = await svc.runs.start(echo_call("hi"))
+        run_id = (await svc.runs.start(echo_call("hi"))).run_id
         final = await next_update(svc, run_id)
     assert (final.status, final.output, final.call_audited) == ("success", {"text": "hi"}, True)
     # created running with tool.called (a slot was free); the outcome with run.finished and
@@ -88,7 +88,7 @@ async def test_a_plain_call_is_two_commits_and_its_end_is_audited_with_the_outco
 async def test_a_call_that_stopped_following_leaves_its_end_to_whoever_follows_later(svc: Services) -> None:
     """The call answered early (an input round, an interaction_required result) or its client
     left: the run's outcome carries no call event, and its final update says so."""
-    run_id = await svc.runs.start(echo_call("later"))
+    run_id = (await svc.runs.start(echo_call("later"))).run_id
     svc.runs.call_ended(run_id)
     final = await next_update(svc, run_id)
     assert (final.status, final.call_audited) == ("success", False)
@@ -98,7 +98,7 @@ async def test_a_call_that_stopped_following_leaves_its_end_to_whoever_follows_l
 async def test_a_failed_run_audits_the_call_as_failed(svc: Services) -> None:
     request = echo_call("x")
     request.params = {}  # the handler raises KeyError: the run fails
-    run_id = await svc.runs.start(request)
+    run_id = (await svc.runs.start(request)).run_id
     final = await next_update(svc, run_id)
     assert final.status == "failed" and final.call_audited
     assert audit_rows(svc, run_id)[-2:] == [("run.finished", "failed"), ("tool.failed", "failed")]

@@ -97,17 +97,19 @@ async def begin(svc: Any, owner: int, name: str) -> str:
     ep = project.entrypoint("plan_trip")
     assert ep is not None
     params = {"traveller": name}
-    return await svc.runs.start(
-        RunRequest(
-            project=project,
-            entrypoint=ep,
-            params=params,
-            stored_params=params,
-            actor=f"user:{name}",
-            account_id=owner,
-            project_version=project.version,
+    return (
+        await svc.runs.start(
+            RunRequest(
+                project=project,
+                entrypoint=ep,
+                params=params,
+                stored_params=params,
+                actor=f"user:{name}",
+                account_id=owner,
+                project_version=project.version,
+            )
         )
-    )
+    ).run_id
 
 
 def start_trip(web: Web, name: str) -> tuple[str, str]:

@@ -184,17 +184,19 @@ def start_asking(
     owner_id = account_id(web, owner) if owner is not None else None
 
     async def go() -> tuple[str, str]:
-        run_id = await svc.runs.start(
-            RunRequest(
-                project=project,
-                entrypoint=ep,
-                params=params or {},
-                stored_params=params or {},
-                actor=f"user:{owner}" if owner else "admin",
-                account_id=owner_id,
-                project_version=project.version,
+        run_id = (
+            await svc.runs.start(
+                RunRequest(
+                    project=project,
+                    entrypoint=ep,
+                    params=params or {},
+                    stored_params=params or {},
+                    actor=f"user:{owner}" if owner else "admin",
+                    account_id=owner_id,
+                    project_version=project.version,
+                )
             )
-        )
+        ).run_id
         update = await helpers.next_update(svc, run_id, ("waiting",))
         assert update.interaction is not None
         return run_id, update.interaction.id

@@ -356,7 +356,7 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
         request = RunRequest(
             project=project, entrypoint=ep, params=params, stored_params=params, account_id=user.account_id
         )
-        return await svc.runs.start(request)
+        return (await svc.runs.start(request)).run_id
 
     async def scenario() -> list[ServerSentEvent]:
         seen: list[ServerSentEvent] = []
@@ -516,16 +516,18 @@ def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen
                 async with anyio.create_task_group() as tg:
                     for token in streams:
                         tg.start_soon(first_card, token)
-                    run_id = await svc.runs.start(
-                        RunRequest(
-                            project=load_project(TRIP),
-                            entrypoint=load_project(TRIP).entrypoint("plan_trip"),  # type: ignore[arg-type]
-                            params={"traveller": "Bo"},
-                            stored_params={"traveller": "Bo"},
-                            actor="user:ann",
-                            account_id=ann_id,
+                    run_id = (
+                        await svc.runs.start(
+                            RunRequest(
+                                project=load_project(TRIP),
+                                entrypoint=load_project(TRIP).entrypoint("plan_trip"),  # type: ignore[arg-type]
+                                params={"traveller": "Bo"},
+                                stored_params={"traveller": "Bo"},
+                                actor="user:ann",
+                                account_id=ann_id,
+                            )
                         )
-                    )
+                    ).run_id
                 finished.set()
                 bo_events = [e.event async for e in theirs]
                 await svc.runs.cancel(run_id)

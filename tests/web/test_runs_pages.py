@@ -43,17 +43,19 @@ def start_run(
     account = account_store.get_account(services.engine, name=actor.removeprefix("user:"))
 
     async def go() -> str:
-        run_id = await services.runs.start(
-            RunRequest(
-                project=project,
-                entrypoint=ep,
-                params=params,
-                stored_params=params,
-                actor=actor,
-                account_id=account.id if account is not None else None,
-                project_version=project.version,
+        run_id = (
+            await services.runs.start(
+                RunRequest(
+                    project=project,
+                    entrypoint=ep,
+                    params=params,
+                    stored_params=params,
+                    actor=actor,
+                    account_id=account.id if account is not None else None,
+                    project_version=project.version,
+                )
             )
-        )
+        ).run_id
         async with services.runs.watch(run_id) as updates:
             with anyio.fail_after(30):
                 while (await updates.get()).kind != until:

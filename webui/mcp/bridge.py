@@ -39,6 +39,7 @@ from webui.mcp.binding import Binding, client_left, config_place
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.questions import Questions
 from webui.mcp.results import error_result, final_result
+from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
 from webui.runs.types import RunLimits, RunRefused, RunUpdate
@@ -141,11 +142,11 @@ class CallBridge:
         token = (params.meta or {}).get("progress_token")
         stream = ProgressStream(ctx.session.report_progress) if token is not None else None
         if params.request_state:
-            run_id = await self.questions.resume_from_state(b, ep, params)
+            run = self.runs.handle(await self.questions.resume_from_state(b, ep, params))
         else:
             try:
                 worker_params, stored, limits, config = await run_db(self._prepare, b, ep, params.arguments)
-                run_id = await self._start(ctx, b, ep, worker_params, stored, limits, config)
+                run = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except InvalidArguments as exc:
                 raise _invalid(exc.message) from None
             except RunRefused as exc:
@@ -160,8 +161,8 @@ class CallBridge:
             except ConfigurationNotFound as exc:
                 await self._audit(ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
-            return await self._follow(ctx, b, ep, run_id, stream)
-        return await self._follow(ctx, b, ep, run_id, stream)
+            return await self._follow(ctx, b, ep, run, stream)
+        return await self._follow(ctx, b, ep, run, stream)
 
     async def _start(
         self,
@@ -172,7 +173,7 @@ class CallBridge:
         stored: dict[str, Any],
         limits: RunLimits,
         config: ConfigSnapshot,
-    ) -> str:
+    ) -> RunHandle:
         return await self.runs.start(
             RunRequest(
                 project=b.catalog.project,
@@ -211,7 +212,7 @@ class CallBridge:
         ctx: ServerRequestContext[Any, Any],
         b: Binding,
         ep: Entrypoint,
-        run_id: str,
+        run: RunHandle,
         stream: ProgressStream | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Follow the run to this call's result. The call ends, and its run is cancelled,
@@ -223,10 +224,10 @@ class CallBridge:
         async with anyio.create_task_group() as tg:
             if left is not None:
                 tg.start_soon(_cancel_when_set, left, tg.cancel_scope)
-            result = await self._follow_updates(ctx, b, ep, run_id, stream, left)
+            result = await self._follow_updates(ctx, b, ep, run, stream, left)
             tg.cancel_scope.cancel()
         if result is None:  # the client left: nobody reads this
-            return error_result(run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
+            return error_result(run.run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
         return result
 
     async def _follow_updates(
@@ -234,10 +235,11 @@ class CallBridge:
         ctx: ServerRequestContext[Any, Any],
         b: Binding,
         ep: Entrypoint,
-        run_id: str,
+        run: RunHandle,
         stream: ProgressStream | None,
         left: anyio.Event | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
+        run_id = run.run_id
         keep_run = False
         finished = False
 
@@ -249,7 +251,7 @@ class CallBridge:
         try:
             async with (
                 keeping_alive(stream, self.progress_interval, describe),
-                self.runs.watch(run_id) as updates,
+                run.updates() as updates,
             ):
                 while True:
                     update: RunUpdate = await updates.get()
@@ -277,7 +279,7 @@ class CallBridge:
                         delivered = await self.questions.deliver(ctx, b, ep, run_id, update.interaction)
                         if delivered is not None:
                             keep_run = True  # the run waits for the answer, on the same runId
-                            self.runs.call_ended(run_id)  # a later call gets its outcome
+                            run.call_ended()  # a later call gets its outcome
                             if isinstance(delivered, types.CallToolResult):
                                 details = {"interactionId": update.interaction.id}
                                 await self._audit(
@@ -288,12 +290,12 @@ class CallBridge:
             finished = True
             return error_result(run_id, ep, "failed", "internal", "The run is no longer available.")
         finally:
-            self.runs.call_ended(run_id)
-            if not keep_run and not finished and self.runs.is_live(run_id):
+            run.call_ended()
+            if not keep_run and not finished and run.live:
                 # The client went away mid-call (cancelled, disconnected, session closed).
                 reason = CLIENT_LEFT if left is not None and left.is_set() else CLIENT_CANCELLED
                 with anyio.CancelScope(shield=True):
-                    await self.runs.cancel(run_id, reason=reason)
+                    await run.cancel(reason)
 
     # ------------------------------------------------------------------ files
     def _prepare(

@@ -119,7 +119,7 @@ class ChildRuns:
         if not live.pending:
             runs.enter(live, RunStatus.WAITING_FOR_CHILD, announce=False)  # recorded once linked
         try:
-            child_id = await runs.start(child_request)
+            child_id = (await runs.start(child_request)).run_id
         except BaseException as exc:
             live.child_waits -= 1
             if isinstance(exc, Exception) and not await runs.after_wait(live):

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from webui.events import EventHub
 from webui.interactions.service import InteractionService
 from webui.runs.admission import Admission
+from webui.runs.handle import RunHandle
 from webui.runs.live import LiveRun
 from webui.runs.request import RunRequest
 from webui.runs.types import RunStatus
@@ -29,7 +30,7 @@ class RunControl(Protocol):
         """Run `coro` as a task the service owns (cancelled at its shutdown)."""
         ...
 
-    async def start(self, request: RunRequest) -> str: ...
+    async def start(self, request: RunRequest) -> RunHandle: ...
 
     async def cancel(self, run_id: str, *, reason: str = ...) -> None: ...
 

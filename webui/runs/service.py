@@ -38,6 +38,7 @@ from webui.runs import resuming
 from webui.runs.admission import Admission
 from webui.runs.children import ChildRuns
 from webui.runs.following import OtherReplicas, RemoteRuns, final_update, in_scope
+from webui.runs.handle import RunHandle
 from webui.runs.live import LiveRun
 from webui.runs.outcomes import DEFAULT_MAX_BYTES, EVENT, FINAL, STATUS, Record, RunRecordBacklog
 from webui.runs.pool import WorkerPool
@@ -189,7 +190,7 @@ class RunService:
     def preflight(self, request: RunRequest) -> None:
         self.admission.preflight(request)
 
-    async def start(self, request: RunRequest) -> str:
+    async def start(self, request: RunRequest) -> RunHandle:
         self.admission.preflight(request)
         if self.records.over_budget:
             # Bounds what the backlog holds: no new run while the old ones' records wait.
@@ -214,7 +215,11 @@ class RunService:
         replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
         await self.admission.create(live, run, audit, replica_slots=replica_slots)
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
-        return run_id
+        return RunHandle(run_id, self)
+
+    def handle(self, run_id: str) -> RunHandle:
+        """A run started earlier (e.g. by the call an input round resumes), by its id."""
+        return RunHandle(run_id, self)
 
     def live_runs_of_session(self, session_id: str) -> list[str]:
         """Ids of the live runs an MCP session started."""

@@ -1,0 +1,43 @@
+"""RunHandle: what starting a run gives its caller (a transport, a parent run): the run's
+id, its updates, and the means to cancel it or to stop following it."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from webui.runs.types import RunUpdate
+
+
+class _Runs(Protocol):
+    def watch(self, run_id: str) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]: ...
+
+    async def cancel(self, run_id: str, *, reason: str = ...) -> None: ...
+
+    def call_ended(self, run_id: str) -> None: ...
+
+    def is_live(self, run_id: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    run_id: str
+    runs: _Runs
+
+    def updates(self) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]:
+        """The run's updates, starting with where it stands now (`async with`)."""
+        return self.runs.watch(self.run_id)
+
+    async def cancel(self, reason: str = "The run was cancelled.") -> None:
+        await self.runs.cancel(self.run_id, reason=reason)
+
+    def call_ended(self) -> None:
+        """The call that started the run no longer follows it (RunRequest.finished_audit)."""
+        self.runs.call_ended(self.run_id)
+
+    @property
+    def live(self) -> bool:
+        """Driven by this process and not ended yet."""
+        return self.runs.is_live(self.run_id)
