@@ -12,7 +12,6 @@ HTTP the key would cross the network readable by anyone on the path (`plain_http
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from webui import strict_json
+from webui.addresses import is_loopback_host
 from webui.errors import ConfigError
 
 AUTH_FILE = "workflow-auth.json"
@@ -30,16 +30,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
     URL_ENV: (URL_ENV, "serverUrl", "server_url"),
     KEY_ENV: (KEY_ENV, "adminKey", "admin_key", "apiKey"),
 }
-
-
-def is_loopback_host(host: str) -> bool:
-    """`localhost`, or a loopback address (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def plain_http_refusal(url: str) -> str | None:

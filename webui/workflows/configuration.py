@@ -23,6 +23,7 @@ from webui.workflows.package_json import (
     optional_bool,
     optional_str,
     parse_id,
+    parse_named,
     quote,
     read_package_json,
 )
@@ -77,16 +78,7 @@ def parse_config_fields(data: dict[str, Any], where: str) -> tuple[ConfigField, 
         raise ProjectError(f"{where}: configuration.fields: expected a list, got {json_type(raw)}")
     if len(raw) > MAX_FIELDS:
         raise ProjectError(f"{where}: configuration.fields: at most {MAX_FIELDS} fields, got {len(raw)}")
-    fields: list[ConfigField] = []
-    seen: set[str] = set()
-    for index, item in enumerate(raw):
-        item_where = f"{where}: configuration.fields[{index}]"
-        field = _parse_field(item, item_where)
-        if field.name in seen:
-            raise ProjectError(f"{item_where}.name: duplicate field name {field.name!r}")
-        seen.add(field.name)
-        fields.append(field)
-    return tuple(fields)
+    return parse_named(raw, f"{where}: configuration.fields", _parse_field, "field")
 
 
 def _parse_field(raw: Any, where: str) -> ConfigField:

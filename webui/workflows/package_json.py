@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from webui import strict_json
 from webui.errors import ProjectError
@@ -48,6 +49,28 @@ def json_type(value: Any) -> str:
 def is_number(value: Any) -> bool:
     """JSON numbers only: Python's bool is an int, but `true` is not a number in JSON."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+def parse_named(raw: list[Any], where: str, parse: Callable[[Any, str], N], what: str) -> tuple[N, ...]:
+    """Each item of a list parsed in order (`<where>[i]` in its errors), their names unique."""
+    items: list[N] = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        item_where = f"{where}[{index}]"
+        parsed = parse(item, item_where)
+        if parsed.name in seen:
+            raise fail(item_where, ".name", f"duplicate {what} name {parsed.name!r}")
+        seen.add(parsed.name)
+        items.append(parsed)
+    return tuple(items)
 
 
 def fail(where: str, field: str, problem: str) -> ProjectError:

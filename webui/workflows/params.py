@@ -15,7 +15,15 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 
 from webui.errors import ProjectError
-from webui.workflows.package_json import fail, is_number, json_type, optional_bool, optional_str, quote
+from webui.workflows.package_json import (
+    fail,
+    is_number,
+    json_type,
+    optional_bool,
+    optional_str,
+    parse_named,
+    quote,
+)
 
 PARAM_TYPES: Final = ("string", "positional", "number", "boolean", "checkboxes", "file")
 STRING_TYPES: Final = frozenset({"string", "positional", "checkboxes"})
@@ -80,16 +88,7 @@ def parse_params(raw: Any, *, where: str) -> tuple[Param, ...]:
         return ()
     if not isinstance(raw, list):
         raise ProjectError(f"{where}: expected a list of params, got {json_type(raw)}")
-    params: list[Param] = []
-    seen: set[str] = set()
-    for index, item in enumerate(raw):
-        item_where = f"{where}[{index}]"
-        param = _parse_param(item, item_where)
-        if param.name in seen:
-            raise fail(item_where, ".name", f"duplicate param name {param.name!r}")
-        seen.add(param.name)
-        params.append(param)
-    return tuple(params)
+    return parse_named(raw, where, _parse_param, "param")
 
 
 def _parse_param(raw: Any, where: str) -> Param:

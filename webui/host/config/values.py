@@ -8,12 +8,12 @@ appear in a message.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from webui.addresses import is_loopback_host
 from webui.host.config.files import kind
 from webui.host.config.templates import NAME_RE, EnvRef, ValueSpec, parse_template, reserved_problem
 
@@ -85,7 +85,7 @@ def url_problem(url: str) -> str | None:
         return "must not contain credentials (user:password@); send them in headers"
     if not parts.hostname:
         return "has no host"
-    if scheme == "http" and not _is_loopback(parts.hostname):
+    if scheme == "http" and not is_loopback_host(parts.hostname):
         return (
             "plain http is allowed only for a literal loopback host (127.0.0.0/8, ::1, localhost); use https"
         )
@@ -174,12 +174,3 @@ def _header_name_problem(name: str, seen: dict[str, str]) -> str | None:
         return f"given twice (as {seen[lowered]!r}; header names are case-insensitive)"
     seen[lowered] = name
     return None
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
