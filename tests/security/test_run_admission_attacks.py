@@ -15,6 +15,7 @@ run's outcome, on a real RunService with real workers (one process, SQLite):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import threading
@@ -431,4 +432,27 @@ async def test_a_start_cancelled_while_its_run_is_inserted_leaves_no_run_running
         for handle in handles:
             assert (await next_update(svc, handle.run_id)).status == "success"
     assert call_ends(svc, run_id) == ["tool.failed"]
+    clean(svc)
+
+
+async def test_a_graceful_shutdown_writes_each_followed_calls_end_once(
+    svc: Services, project: Project, tmp_path: Path
+) -> None:
+    """Runs holding slots and runs queued behind them are stopped at once: each followed
+    call's tool.failed is written with the outcome, once, and the calls are told so."""
+    gate = tmp_path / "gate"  # never opened
+    with anyio.fail_after(WAIT):
+        handles = [await svc.runs.start(hold(project, gate, audited=True)) for _ in range(SLOTS + 2)]
+        await until(lambda: svc.runs.admission.counts() == (SLOTS, 2))
+        async with contextlib.AsyncExitStack() as stack:
+            queues = [await stack.enter_async_context(h.updates()) for h in handles]
+            await svc.runs.stop_all({"code": "shutting_down", "message": "bye"}, grace=0.0)
+            finals = []
+            for queue in queues:
+                while (update := await queue.get()).kind != "final":
+                    pass
+                finals.append(update)
+    assert {(f.status, f.call_audited) for f in finals} == {("failed", True)}
+    for handle in handles:
+        assert call_ends(svc, handle.run_id) == ["tool.failed"]
     clean(svc)
