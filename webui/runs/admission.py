@@ -47,6 +47,9 @@ class Admission:
         self.starting: dict[str, int] = {}
         # Runs being created that took a slot at once (`claim`): they count as holding one.
         self.claimed: set[LiveRun] = set()
+        # Runs being created that did not (no slot free, or others ahead): they are in line
+        # already, by their `seq`, so that a later start does not go ahead of them.
+        self.creating: set[LiveRun] = set()
         self.accepting = True
         self._seq = 0
         self._condition = asyncio.Condition()
@@ -146,17 +149,24 @@ class Admission:
         def rank(run: LiveRun) -> tuple[bool, int, int]:
             return (run.worker is None, by_account.get(run.request.account_id, 0), run.seq)
 
+        def in_line(run: LiveRun) -> bool:
+            # Waiting for a slot, or created queued (being created, or live and its driver
+            # not waiting yet): not one that never had a slot and gave up waiting.
+            return run.wants_slot or (
+                run.status == RunStatus.QUEUED and not run.slot and not run.done.is_set()
+            )
+
         if not allowed(live):
             return False
         mine = rank(live)
         return not any(
             other is not live
-            and other.wants_slot
+            and in_line(other)
             and not other.deferred
             and other.terminating is None
             and rank(other) < mine
             and allowed(other)
-            for other in self.live.values()
+            for other in itertools.chain(self.live.values(), self.creating)
         )
 
     def claim(self, live: LiveRun) -> bool:
@@ -164,10 +174,10 @@ class Admission:
         it in line (one process, not a shared database: there the database admits): it is
         created `running`, in the same transaction. It counts as holding the slot until
         `claimed` is left (live, or its creation failed)."""
-        if self.shared:
-            return False
         self._seq += 1
         live.seq = self._seq
+        if self.shared:
+            return False
         if not self.may_run_now(live):
             return False
         live.slot = True
@@ -196,6 +206,7 @@ class Admission:
         starting = self.starting
         if not claimed:
             starting[project_id] = starting.get(project_id, 0) + 1
+            self.creating.add(live)
         created = False
         try:
             if not self.shared:
@@ -217,7 +228,9 @@ class Admission:
             created = True
         finally:
             self.claimed.discard(live)
-            if claimed and not created:
+            self.creating.discard(live)
+            if not created:
+                # Its claimed slot is free again, or the runs behind it in line go on.
                 live.slot = False
                 self._spawn(self.wake())
             if not claimed:
@@ -232,8 +245,9 @@ class Admission:
         req = live.request
         counted_in_db = self.shared and req.limits.max_running is not None
         resuming = live.worker is not None
-        self._seq += 1
-        live.seq = self._seq
+        if resuming or not live.seq:  # a new run keeps its place from when it was started
+            self._seq += 1
+            live.seq = self._seq
         live.wants_slot = True
         try:
             async with self._condition:

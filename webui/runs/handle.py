@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from webui.runs.live import LiveRun
 from webui.runs.types import RunUpdate
 
 
 class _Runs(Protocol):
-    def watch(self, run_id: str) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]: ...
+    def watch(
+        self, run_id: str, *, started: LiveRun | None = ...
+    ) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]: ...
 
     async def cancel(self, run_id: str, *, reason: str = ...) -> None: ...
 
@@ -25,10 +28,13 @@ class _Runs(Protocol):
 class RunHandle:
     run_id: str
     runs: _Runs
+    # The run as `start` made it (None: a handle by id): a final update read after the run
+    # ended still says whether the call's end was written with the outcome.
+    started: LiveRun | None = field(default=None, compare=False, repr=False)
 
     def updates(self) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]:
         """The run's updates, starting with where it stands now (`async with`)."""
-        return self.runs.watch(self.run_id)
+        return self.runs.watch(self.run_id, started=self.started)
 
     async def cancel(self, reason: str = "The run was cancelled.") -> None:
         await self.runs.cancel(self.run_id, reason=reason)

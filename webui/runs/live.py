@@ -57,6 +57,8 @@ class LiveRun:
     created_running: bool = False
     # The call that started it still follows it: its `finished_audit` goes with the outcome.
     call_following: bool = False
+    # It did: the outcome was recorded (or kept) with the call's end.
+    call_audited: bool = False
     # interaction id -> the timer that expires the question
     expiry: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 

@@ -66,6 +66,7 @@ from webui.store.models import Interaction, utcnow
 log = logging.getLogger(__name__)
 
 INTERRUPTED = {"code": "interrupted", "message": "The server stopped while this run was active."}
+CALLER_LEFT = "The run's caller left while it was being started."
 
 
 class RunService:
@@ -213,9 +214,23 @@ class RunService:
         live.call_following = request.finished_audit is not None
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
-        await self.admission.create(live, run, audit, replica_slots=replica_slots)
+        creating = self._tasks.spawn(self.admission.create(live, run, audit, replica_slots=replica_slots))
+        try:
+            await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            # The caller left while the run was being created: its insert goes on in its
+            # thread, so the run, once created, is driven to a cancelled outcome at once
+            # (with the call's end), not left `running` with nobody driving it.
+            creating.add_done_callback(functools.partial(self._created_unfollowed, live))
+            raise
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
-        return RunHandle(run_id, self)
+        return RunHandle(run_id, self, started=live)
+
+    def _created_unfollowed(self, live: LiveRun, creating: asyncio.Task[None]) -> None:
+        if creating.cancelled() or creating.exception() is not None:
+            return  # not created (its slot given back by Admission.create)
+        live.terminating = (RunStatus.CANCELLED, {"code": "cancelled", "message": CALLER_LEFT})
+        live.task = asyncio.get_running_loop().create_task(self._drive(live), name=f"run-{live.run_id}")
 
     def handle(self, run_id: str) -> RunHandle:
         """A run started earlier (e.g. by the call an input round resumes), by its id."""
@@ -240,17 +255,28 @@ class RunService:
         return live.worker.pid if live and live.worker else None
 
     @contextlib.asynccontextmanager
-    async def watch(self, run_id: str) -> AsyncIterator[asyncio.Queue[RunUpdate]]:
-        """A queue of this run's updates, starting with where it stands now."""
+    async def watch(
+        self, run_id: str, *, started: LiveRun | None = None
+    ) -> AsyncIterator[asyncio.Queue[RunUpdate]]:
+        """A queue of this run's updates, starting with where it stands now. `started`: the
+        run as the caller started it; once it has ended, its final update says whether the
+        call's end was written with the outcome (`call_audited`), as it told live watchers."""
         queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
         live = self._live.get(run_id)
+        audited = started is not None and started.call_audited
         kept = self.records.final(run_id) if live is None else None
         if kept is not None:
             # Ended, its outcome not written yet (the database is unavailable): from memory.
             f = kept.fields
             files = list(f.get("files") or [])
             update = RunUpdate(
-                "final", run_id, f["status"], output=f.get("output"), error=f.get("error"), files=files
+                "final",
+                run_id,
+                f["status"],
+                output=f.get("output"),
+                error=f.get("error"),
+                files=files,
+                call_audited=audited,
             )
             queue.put_nowait(update)
             yield queue
@@ -261,7 +287,9 @@ class RunService:
                 raise NotFound(f"run {run_id!r} not found")
             if run.status in run_store.FINAL_STATUSES:
                 files = await run_db(self.files.outputs_of_run, run_id)
-                queue.put_nowait(final_update(run, files))
+                update = final_update(run, files)
+                update.call_audited = audited
+                queue.put_nowait(update)
                 yield queue
                 return
             if not self.shared:
@@ -319,7 +347,7 @@ class RunService:
 
     async def _drive(self, live: LiveRun) -> None:
         try:
-            if live.slot or await self.admission.take_slot(live):
+            if live.terminating is None and (live.slot or await self.admission.take_slot(live)):
                 self.enter(live, RunStatus.RUNNING, announce=False)  # holds its slot; recorded once forked
                 await self.worker_loop.run(live)
         except Exception:
@@ -366,6 +394,7 @@ class RunService:
                 "run_id": live.run_id,
                 "outcome": status.value,
             }
+        live.call_audited = call_audited
         try:
             # Written now, or kept until the database takes it (webui.runs.outcomes).
             await self._keep(live, Record(FINAL, live.run_id, fields))
