@@ -456,3 +456,27 @@ async def test_a_graceful_shutdown_writes_each_followed_calls_end_once(
     for handle in handles:
         assert call_ends(svc, handle.run_id) == ["tool.failed"]
     clean(svc)
+
+
+async def test_a_burst_started_at_once_is_held_to_the_queue_limit(
+    svc: Services, project: Project, tmp_path: Path
+) -> None:
+    """Every start of the burst passes its preflight before any insert has begun: each one
+    must already count (claimed, or queued) when the next one's preflight runs."""
+    gate = tmp_path / "burst-gate"
+    limits = RunLimits(max_queued=2)
+    burst = SLOTS + 2 + 5
+    with anyio.fail_after(WAIT):
+        outcomes = await asyncio.gather(
+            *(svc.runs.start(hold(project, gate, limits=limits)) for _ in range(burst)),
+            return_exceptions=True,
+        )
+        refused = [o for o in outcomes if isinstance(o, Exception)]
+        started = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(started) == SLOTS + 2, outcomes
+        assert {getattr(o, "code", None) for o in refused} == {"queue_limit"}, refused
+        gate.touch()
+        for handle in started:
+            assert (await next_update(svc, handle.run_id)).status == "success"
+    await until(lambda: not svc.runs.admission.live)
+    clean(svc)

@@ -184,29 +184,36 @@ class Admission:
         self.claimed.add(live)
         return True
 
+    def line_up(self, live: LiveRun, run: Run) -> bool:
+        """A run about to be created takes its place in line, in the same step as its
+        preflight (no await between them): a free slot is taken at once and the run created
+        `running` (its admission in its create transaction; True); else, until it is live,
+        it counts as queued. Starts racing each other all see it (the preflight and the
+        insert are apart by a thread wait). Then `create`, whatever happens."""
+        claimed = self.claim(live)
+        if claimed:
+            run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
+            live.created_running = True
+        else:
+            project_id = live.request.project.id
+            self.starting[project_id] = self.starting.get(project_id, 0) + 1
+            self.creating.add(live)
+        return claimed
+
     async def create(
         self,
         live: LiveRun,
         run: Run,
         audit: Callable[[Any], None],
         *,
+        claimed: bool,
         replica_slots: tuple[str, int] | None,
     ) -> None:
-        """Record the run (with its audit, one transaction) and make it live. A free slot is
-        taken at once and the run created `running` (its admission in the same transaction);
-        else, until it is live, it counts as queued: starts racing each other all see it
-        (the preflight and the insert are apart by a thread wait). Across replicas, created
-        only within the project's limits counted in the database."""
+        """Record the run lined up (with its audit, one transaction) and make it live; across
+        replicas, only within the project's limits counted in the database."""
         req = live.request
-        claimed = self.claim(live)
-        if claimed:
-            run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
-            live.created_running = True
         project_id = req.project.id
         starting = self.starting
-        if not claimed:
-            starting[project_id] = starting.get(project_id, 0) + 1
-            self.creating.add(live)
         created = False
         try:
             if not self.shared:

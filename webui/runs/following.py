@@ -13,6 +13,7 @@ import anyio
 from sqlalchemy.engine import Engine
 
 from webui.blocking import run_db
+from webui.errors import NotFound
 from webui.events import EventHub, Subscription
 from webui.files.store import FileStore, output_view
 from webui.interactions.service import Answer, InteractionService
@@ -40,14 +41,45 @@ async def in_scope(scope: anyio.CancelScope, work: Callable[[], Coroutine[Any, A
         await work()
 
 
+def kept_update(run_id: str, fields: dict[str, Any]) -> RunUpdate:
+    """A run's final update from its outcome record kept while the database is unavailable."""
+    return RunUpdate(
+        "final",
+        run_id,
+        fields["status"],
+        output=fields.get("output"),
+        error=fields.get("error"),
+        files=list(fields.get("files") or []),
+    )
+
+
 class RemoteRuns:
     def __init__(
-        self, *, engine: Engine, hub: EventHub, interactions: InteractionService, files: FileStore
+        self,
+        *,
+        engine: Engine,
+        hub: EventHub,
+        interactions: InteractionService,
+        files: FileStore,
+        shared: bool,
     ) -> None:
+        self.shared = shared
         self.engine = engine
         self.hub = hub
         self.interactions = interactions
         self.files = files
+
+    async def ended(self, run_id: str) -> RunUpdate | None:
+        """The final update of a run this process does not drive, read back; None when
+        another replica drives it (then `follow` it)."""
+        run = await run_db(run_store.get_run, self.engine, run_id=run_id)
+        if run is None:
+            raise NotFound(f"run {run_id!r} not found")
+        if run.status in run_store.FINAL_STATUSES:
+            return final_update(run, await run_db(self.files.outputs_of_run, run_id))
+        if not self.shared:
+            raise NotFound(f"run {run_id!r} is not driven by this process")
+        return None
 
     async def follow(self, run_id: str, queue: asyncio.Queue[RunUpdate]) -> None:
         """The updates of a run another replica drives, read back from the database each

@@ -30,14 +30,13 @@ from sqlalchemy.engine import Engine
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.blocking import DatabaseBusy, TaskSet, run_db
-from webui.errors import NotFound
 from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import Answer, InteractionService
 from webui.runs import resuming
 from webui.runs.admission import Admission
 from webui.runs.children import ChildRuns
-from webui.runs.following import OtherReplicas, RemoteRuns, final_update, in_scope
+from webui.runs.following import OtherReplicas, RemoteRuns, in_scope, kept_update
 from webui.runs.handle import RunHandle
 from webui.runs.live import LiveRun
 from webui.runs.outcomes import DEFAULT_MAX_BYTES, EVENT, FINAL, STATUS, Record, RunRecordBacklog
@@ -137,7 +136,9 @@ class RunService:
             files=files,
             file_create_dir=file_create_dir,
         )
-        self.remote = RemoteRuns(engine=engine, hub=hub, interactions=interactions, files=files)
+        self.remote = RemoteRuns(
+            engine=engine, hub=hub, interactions=interactions, files=files, shared=self.shared
+        )
         self.questions = RunQuestions(self)
         self.children = ChildRuns(self, self._live)
         self.worker_loop = WorkerLoop(
@@ -214,7 +215,10 @@ class RunService:
         live.call_following = request.finished_audit is not None
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
-        creating = self._tasks.spawn(self.admission.create(live, run, audit, replica_slots=replica_slots))
+        claimed = self.admission.line_up(live, run)
+        creating = self._tasks.spawn(
+            self.admission.create(live, run, audit, claimed=claimed, replica_slots=replica_slots)
+        )
         try:
             await asyncio.shield(creating)
         except asyncio.CancelledError:
@@ -264,36 +268,14 @@ class RunService:
         queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
         live = self._live.get(run_id)
         audited = started is not None and started.call_audited
-        kept = self.records.final(run_id) if live is None else None
-        if kept is not None:
-            # Ended, its outcome not written yet (the database is unavailable): from memory.
-            f = kept.fields
-            files = list(f.get("files") or [])
-            update = RunUpdate(
-                "final",
-                run_id,
-                f["status"],
-                output=f.get("output"),
-                error=f.get("error"),
-                files=files,
-                call_audited=audited,
-            )
-            queue.put_nowait(update)
-            yield queue
-            return
         if live is None:
-            run = await run_db(run_store.get_run, self.engine, run_id=run_id)
-            if run is None:
-                raise NotFound(f"run {run_id!r} not found")
-            if run.status in run_store.FINAL_STATUSES:
-                files = await run_db(self.files.outputs_of_run, run_id)
-                update = final_update(run, files)
+            kept = self.records.final(run_id)  # ended, its outcome not written yet
+            update = kept_update(run_id, kept.fields) if kept is not None else await self.remote.ended(run_id)
+            if update is not None:
                 update.call_audited = audited
                 queue.put_nowait(update)
                 yield queue
                 return
-            if not self.shared:
-                raise NotFound(f"run {run_id!r} is not driven by this process")
             # Another replica drives it: follow it through the hub and the database.
             scope = anyio.CancelScope()
             follower = asyncio.create_task(
