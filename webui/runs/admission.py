@@ -43,12 +43,9 @@ class Admission:
         # Other replicas share the database: project limits are counted there too.
         self.shared = shared
         self.live: dict[str, LiveRun] = {}
-        # project id -> runs being created (preflight passed, not live yet)
-        self.starting: dict[str, int] = {}
-        # Runs being created that took a slot at once (`claim`): they count as holding one.
-        self.claimed: set[LiveRun] = set()
-        # Runs being created that did not (no slot free, or others ahead): they are in line
-        # already, by their `seq`, so that a later start does not go ahead of them.
+        # Runs being created (preflight passed, insert in flight, not live yet): in line by
+        # their `seq`, so that a later start does not go ahead of them; one that took a slot
+        # at once (`claim`) counts as holding it, the others as queued.
         self.creating: set[LiveRun] = set()
         self.accepting = True
         self._seq = 0
@@ -57,9 +54,7 @@ class Admission:
     # ----------------------------------------------------------------- counting
     def counts(self, project_id: str | None = None) -> tuple[int, int]:
         """(holding a slot, queued) among live runs, for one project or all."""
-        holding = 0
-        starting = self.starting
-        queued = sum(starting.values()) if project_id is None else starting.get(project_id, 0)
+        holding = queued = 0
         for live in self._all():
             if project_id is not None and live.request.project.id != project_id:
                 continue
@@ -70,7 +65,22 @@ class Admission:
         return holding, queued
 
     def _all(self) -> Iterable[LiveRun]:
-        return itertools.chain(self.live.values(), self.claimed) if self.claimed else self.live.values()
+        """The live runs and those being created."""
+        return itertools.chain(self.live.values(), self.creating) if self.creating else self.live.values()
+
+    @property
+    def claimed(self) -> set[LiveRun]:
+        """Runs being created that hold a slot already."""
+        return {live for live in self.creating if live.slot}
+
+    @property
+    def starting(self) -> dict[str, int]:
+        """Project id -> runs being created that wait for a slot (counted as queued)."""
+        counted: dict[str, int] = {}
+        for live in self.creating:
+            if not live.slot:
+                counted[live.request.project.id] = counted.get(live.request.project.id, 0) + 1
+        return counted
 
     def slot_wanted(self) -> bool:
         return any(live.wants_slot for live in self.live.values())
@@ -166,14 +176,14 @@ class Admission:
             and other.terminating is None
             and rank(other) < mine
             and allowed(other)
-            for other in itertools.chain(self.live.values(), self.creating)
+            for other in self._all()
         )
 
     def claim(self, live: LiveRun) -> bool:
         """A run being created takes a slot at once when one is free and nobody is ahead of
         it in line (one process, not a shared database: there the database admits): it is
         created `running`, in the same transaction. It counts as holding the slot until
-        `claimed` is left (live, or its creation failed)."""
+        it is no longer `creating` (live, or its creation failed)."""
         self._seq += 1
         live.seq = self._seq
         if self.shared:
@@ -181,24 +191,18 @@ class Admission:
         if not self.may_run_now(live):
             return False
         live.slot = True
-        self.claimed.add(live)
         return True
 
-    def line_up(self, live: LiveRun, run: Run) -> bool:
+    def line_up(self, live: LiveRun, run: Run) -> None:
         """A run about to be created takes its place in line, in the same step as its
         preflight (no await between them): a free slot is taken at once and the run created
         `running` (its admission in its create transaction; True); else, until it is live,
         it counts as queued. Starts racing each other all see it (the preflight and the
         insert are apart by a thread wait). Then `create`, whatever happens."""
-        claimed = self.claim(live)
-        if claimed:
+        self.creating.add(live)
+        if self.claim(live):
             run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
             live.created_running = True
-        else:
-            project_id = live.request.project.id
-            self.starting[project_id] = self.starting.get(project_id, 0) + 1
-            self.creating.add(live)
-        return claimed
 
     async def create(
         self,
@@ -206,14 +210,11 @@ class Admission:
         run: Run,
         audit: Callable[[Any], None],
         *,
-        claimed: bool,
         replica_slots: tuple[str, int] | None,
     ) -> None:
         """Record the run lined up (with its audit, one transaction) and make it live; across
         replicas, only within the project's limits counted in the database."""
         req = live.request
-        project_id = req.project.id
-        starting = self.starting
         created = False
         try:
             if not self.shared:
@@ -234,16 +235,11 @@ class Admission:
             self.live[live.run_id] = live
             created = True
         finally:
-            self.claimed.discard(live)
             self.creating.discard(live)
             if not created:
                 # Its claimed slot is free again, or the runs behind it in line go on.
                 live.slot = False
                 self._spawn(self.wake())
-            if not claimed:
-                left = starting.pop(project_id) - 1
-                if left:
-                    starting[project_id] = left
 
     async def take_slot(self, live: LiveRun) -> bool:
         """Wait until `live` may hold a slot (this process's worker slots, the project's

@@ -189,9 +189,6 @@ class RunService:
         self._tasks.spawn(coro, name=name)
 
     # ----------------------------------------------------------------- API
-    def preflight(self, request: RunRequest) -> None:
-        self.admission.preflight(request)
-
     async def start(self, request: RunRequest) -> RunHandle:
         self.admission.preflight(request)
         if self.records.over_budget:
@@ -215,10 +212,8 @@ class RunService:
         live.call_following = request.finished_audit is not None
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
-        claimed = self.admission.line_up(live, run)
-        creating = self._tasks.spawn(
-            self.admission.create(live, run, audit, claimed=claimed, replica_slots=replica_slots)
-        )
+        self.admission.line_up(live, run)
+        creating = self._tasks.spawn(self.admission.create(live, run, audit, replica_slots=replica_slots))
         try:
             await asyncio.shield(creating)
         except asyncio.CancelledError:
