@@ -200,6 +200,21 @@ class TooManyKeys(OverCap):
     code = "too_many_keys"
 
 
+class KnowledgeRefused(SteamharnessError):
+    """Knowledge-base input that cannot be used as given: a file that cannot be read, a bad
+    name or id, metadata or a filter of the wrong shape, a query with nothing to search."""
+
+    code = "invalid_knowledge"
+    status = 400
+
+
+class KnowledgeFull(OverCap):
+    """A project's knowledge base would hold more documents, bytes or chunks than its cap
+    (`STEAMHARNESS_KNOWLEDGE_MAX_*`): nothing was written."""
+
+    code = "knowledge_full"
+
+
 class ServerUnreachable(SteamharnessError):
     """A steamharness server the CLI talks to did not answer (or not like one)."""
 

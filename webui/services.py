@@ -22,6 +22,9 @@ from webui.files.created import SETTING as CREATED_FILES_SETTING
 from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
+from webui.knowledge.embeddings import Embedder
+from webui.knowledge.model import Limits
+from webui.knowledge.service import KnowledgeService
 from webui.replicas import ReplicaLease
 from webui.runs.isolation import worker_uids, worker_user
 from webui.runs.outcomes import PENDING_FILE
@@ -47,6 +50,7 @@ class Services:
     runs: RunService
     hub: EventHub
     configs: ConfigService
+    knowledge: KnowledgeService
     # This process's lease as a serve replica (webui.replicas); None in a local process.
     replica: ReplicaLease | None = None
 
@@ -95,6 +99,22 @@ def config_service(settings: Settings, engine: Engine, audit: AuditLog) -> Confi
             fallbacks.append((settings.keys_dir / "config.key").read_bytes())
     box = SecretBox(persistent_secret(settings, "config.key"), fallbacks=fallbacks)
     return ConfigService(engine, box=box, audit=audit, max_per_scope=settings.max_configs_per_scope)
+
+
+def knowledge_service(settings: Settings, engine: Engine, main: Engine, audit: AuditLog) -> KnowledgeService:
+    """The knowledge base: in the persistent-value store (the main store unless
+    `--persistent-value-store-dir` keeps it apart), audited in the main store."""
+    limits = Limits(
+        max_documents=settings.knowledge_max_documents,
+        max_bytes=settings.knowledge_max_bytes,
+        max_chunks=settings.knowledge_max_chunks,
+        max_collections=settings.knowledge_max_collections,
+    )
+    embedder = None
+    if settings.embeddings_url:
+        key = settings.embeddings_key.get_secret_value() if settings.embeddings_key else None
+        embedder = Embedder(settings.embeddings_url, key=key, model=settings.embeddings_model)
+    return KnowledgeService(engine, audit=audit, audit_engine=main, limits=limits, embedder=embedder)
 
 
 def persistent_secret(settings: Settings, name: str) -> bytes:
@@ -169,6 +189,8 @@ async def open_services(
     )
     interactions = InteractionService(engine, audit, hub)
     pool = WorkerPool(user=user, uids=uids)
+    values_engine = _side_engine(engine, settings.persistent_value_store_dir, "values.sqlite3")
+    knowledge = knowledge_service(settings, values_engine, engine, audit)
     runs = RunService(
         engine=engine,
         pool=pool,
@@ -176,7 +198,8 @@ async def open_services(
         files=files,
         audit=audit,
         kv_engine=_side_engine(engine, settings.kv_store_dir, "kv.sqlite3"),
-        values_engine=_side_engine(engine, settings.persistent_value_store_dir, "values.sqlite3"),
+        values_engine=values_engine,
+        knowledge=knowledge,
         file_create_dir=created_dir,
         max_concurrent_runs=settings.max_concurrent_runs,
         max_waiting_runs=settings.max_waiting_runs,
@@ -212,7 +235,9 @@ async def open_services(
                 tasks.spawn(replica.keep(), name=f"lease {replica_id}")
             if warm_pool:
                 tasks.spawn(_warm(pool), name="worker pool")
-            yield Services(settings, engine, audit, files, interactions, pool, runs, hub, configs, replica)
+            yield Services(
+                settings, engine, audit, files, interactions, pool, runs, hub, configs, knowledge, replica
+            )
         finally:
             await tasks.cancel_all()
             await runs.shutdown()

@@ -175,6 +175,16 @@ class Settings(BaseSettings):
     # Live (unrevoked) API keys one account may hold; a new one past it is `too_many_keys`
     # (revoke one first). Revoked keys do not count.
     max_keys_per_account: int = Field(default=25, ge=1)
+    # The knowledge base of one project (0: no cap); a write past one is `knowledge_full`.
+    knowledge_max_documents: int = Field(default=100_000, ge=0)
+    knowledge_max_bytes: int = Field(default=1024**3, ge=0)
+    knowledge_max_chunks: int = Field(default=1_000_000, ge=0)
+    knowledge_max_collections: int = Field(default=100, ge=0)
+    # An OpenAI-compatible embeddings endpoint (`…/v1/embeddings`): chunks are embedded when
+    # added and searches may rank by vector too. Unset: full-text search alone.
+    embeddings_url: str | None = None
+    embeddings_key: SecretStr | None = None
+    embeddings_model: str = "text-embedding-3-small"
 
     @field_validator("server_admin_key")
     @classmethod

@@ -119,6 +119,7 @@ def test_an_older_store_gains_a_required_boolean_column_with_its_default(databas
     with engine.begin() as conn:  # a store made before migrations, and before that column
         for table in reversed(SQLModel.metadata.sorted_tables):
             conn.execute(text(f"DROP TABLE {table.name}"))
+        conn.execute(text("DROP TABLE knowledge_fts"))  # the full-text index: no model
         conn.execute(text("DROP TABLE alembic_version"))
     baseline_metadata().create_all(engine)
     with engine.begin() as conn:

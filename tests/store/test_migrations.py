@@ -23,13 +23,19 @@ from webui.store import models  # noqa: F401  (registers the tables)
 from webui.store.db import make_engine, sqlite_url
 from webui.store.migrations import BASELINE, HEAD
 from webui.store.migrations.baseline import baseline_metadata
+from webui.store.models import UNMANAGED_PREFIX
 from webui.store.schema import alembic_config, head_revision, migration_lock, read_state, upgrade_database
+
+
+def include_name(name: str | None, type_: str, _parents: Any) -> bool:
+    """The full-text index is made by its migration, not from the models (as in env.py)."""
+    return not (type_ == "table" and name is not None and name.startswith(UNMANAGED_PREFIX))
 
 
 def differences(engine: Engine) -> list[Any]:
     with engine.connect() as conn:
         context = MigrationContext.configure(
-            conn, opts={"compare_type": True, "compare_server_default": True}
+            conn, opts={"compare_type": True, "compare_server_default": True, "include_name": include_name}
         )
         return compare_metadata(context, SQLModel.metadata)
 

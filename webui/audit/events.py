@@ -43,6 +43,15 @@ class AuditName(StrEnum):
     KEY_CREATED = "key.created"
     KEY_REVOKED = "key.revoked"
 
+    KNOWLEDGE_COLLECTION_CREATED = "knowledge.collection.created"
+    KNOWLEDGE_COLLECTION_REMOVED = "knowledge.collection.removed"
+    KNOWLEDGE_DOCUMENT_ADDED = "knowledge.document.added"
+    KNOWLEDGE_DOCUMENT_REMOVED = "knowledge.document.removed"
+    KNOWLEDGE_DOCUMENT_REPLACED = "knowledge.document.replaced"
+    KNOWLEDGE_DOCUMENT_UPDATED = "knowledge.document.updated"
+    KNOWLEDGE_EXPORTED = "knowledge.exported"
+    KNOWLEDGE_IMPORTED = "knowledge.imported"
+
     PERMISSION_GRANTED = "permission.granted"
     PERMISSION_REVOKED = "permission.revoked"
 

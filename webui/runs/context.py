@@ -194,6 +194,60 @@ class _Store:
         return bool(self._chan.rpc(f"{self._name}.delete", key=str(key)))
 
 
+class Knowledge:
+    """`ctx.knowledge`: the project's knowledge base. `search` returns the best chunks, each
+    with its document id, title, metadata, a snippet and the positions of the matching words;
+    `get` a document with its text (None when there is none). `add` and `remove` need the
+    entrypoint's `"knowledge": "write"`."""
+
+    def __init__(self, chan: Channel, prefix: str = "knowledge", alias: str | None = None) -> None:
+        self._chan = chan
+        self._prefix = prefix
+        self._alias = alias
+
+    def _rpc(self, verb: str, **args: Any) -> Any:
+        if self._alias is None:
+            return self._chan.rpc(f"{self._prefix}.{verb}", **args)
+        return _related_rpc(self._chan, f"{self._prefix}.{verb}", alias=self._alias, **args)
+
+    def search(
+        self,
+        query: str,
+        *,
+        collection: str | list[str] | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        mode: str = "auto",
+    ) -> list[dict[str, Any]]:
+        found = self._rpc("search", query=query, collection=collection, filter=filter, limit=limit, mode=mode)
+        return list(found["hits"])
+
+    def get(self, id: str) -> dict[str, Any] | None:
+        return self._rpc("get", id=id)
+
+    def add(
+        self,
+        collection: str,
+        text: str,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        if self._alias is not None:
+            raise RelatedProjectError(
+                f"related project {self._alias!r}: its knowledge base is read-only here"
+            )
+        return self._rpc("add", collection=collection, text=text, id=id, title=title, metadata=metadata)
+
+    def remove(self, id: str) -> bool:
+        if self._alias is not None:
+            raise RelatedProjectError(
+                f"related project {self._alias!r}: its knowledge base is read-only here"
+            )
+        return bool(self._rpc("remove", id=id))
+
+
 def _related_rpc(chan: Channel, op: str, **args: Any) -> Any:
     try:
         return chan.rpc(op, **args)
@@ -232,6 +286,7 @@ class RelatedProject:
         self.path = Path(path) if path else None  # its folder, over stdio only
         self.kv = _RelatedStore(chan, alias, "kv")
         self.values = _RelatedStore(chan, alias, "values")
+        self.knowledge = Knowledge(chan, "related.knowledge", alias)
 
     def run(self, entrypoint_id: str, /, **params: Any) -> Any:
         """Run one of its entrypoints as a child run and wait for it; its questions reach
@@ -296,6 +351,7 @@ class Context:
         self.params: dict[str, Any] = _materialise(spec.get("params") or {})
         self.kv = _Store(chan, "kv")
         self.values = _Store(chan, "values")
+        self.knowledge = Knowledge(chan)
         self.files = _Files(chan, spec["fileCreateDir"])
         self.related: Mapping[str, RelatedProject] = _Related(
             chan, dict(spec.get("relatedIds") or {}), dict(spec.get("related") or {})

@@ -33,6 +33,7 @@ from webui.blocking import DatabaseBusy, TaskSet, run_db
 from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import Answer, InteractionService
+from webui.knowledge.service import KnowledgeService
 from webui.runs import resuming
 from webui.runs.admission import Admission
 from webui.runs.children import ChildRuns
@@ -91,6 +92,7 @@ class RunService:
         max_waiting_runs: int = DEFAULT_MAX_WAITING_RUNS,
         max_waiting_per_account: int = DEFAULT_MAX_WAITING_PER_ACCOUNT,
         question_timeout_seconds: float = DEFAULT_QUESTION_TIMEOUT_SECONDS,
+        knowledge: KnowledgeService | None = None,
     ) -> None:
         """`replica_id`: the serve replica recording its runs (webui.replicas); None in a
         local process, whose runs are judged by `owner` (the process) instead.
@@ -135,6 +137,7 @@ class RunService:
             values_engine=values_engine,
             files=files,
             file_create_dir=file_create_dir,
+            knowledge=knowledge,
         )
         self.remote = RemoteRuns(
             engine=engine, hub=hub, interactions=interactions, files=files, shared=self.shared

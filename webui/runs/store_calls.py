@@ -1,5 +1,6 @@
-"""The worker's calls answered at once from the server's stores: `kv.*`, `values.*`, a
-related project's `related.kv.get` / `related.values.get`, and `files.create`."""
+"""The worker's calls answered at once from the server's stores: `kv.*`, `values.*`,
+`knowledge.*`, a related project's `related.kv.get` / `related.values.get` /
+`related.knowledge.search|get`, and `files.create`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from sqlalchemy.engine import Engine
 from webui.blocking import DatabaseBusy
 from webui.errors import SteamharnessError
 from webui.files.store import FileStore, output_view, worker_view
+from webui.knowledge.model import Actor
+from webui.knowledge.service import KnowledgeService
 from webui.runs.live import LiveRun
 from webui.runs.pool import Worker
 from webui.runs.related import RelatedTarget
@@ -78,8 +81,10 @@ class StoreCalls:
         values_engine: Engine,
         files: FileStore,
         file_create_dir: Path,
+        knowledge: KnowledgeService | None = None,
     ) -> None:
         self.engine = engine
+        self.knowledge = knowledge
         self.files = files
         self.file_create_dir = file_create_dir
         self._stores: dict[str, tuple[Engine, type[KVEntry] | type[PersistentValue]]] = {
@@ -94,12 +99,19 @@ class StoreCalls:
         if family == "related":
             # ctx.related[alias].kv / .values: the related project's stores, read-only
             store, _, verb = verb.partition(".")
+            if store == "knowledge" and verb in ("search", "get"):
+                target = resolve_related(live, str(args.get("alias")))
+                return self._knowledge(live, target.project.id, verb, args, writable=False)
             if store in stores and verb == "get":
                 target = resolve_related(live, str(args.get("alias")))
                 engine, table = stores[store]
                 key = str(args.get("key"))
                 found, value = kv_store.get_value(engine, table, project_id=target.project.id, key=key)
                 return {"found": found, "value": value}
+        if family == "knowledge":
+            return self._knowledge(
+                live, project_id, verb, args, writable=live.request.entrypoint.knowledge_write
+            )
         if family in stores:
             engine, table = stores[family]
             key = str(args.get("key"))
@@ -112,6 +124,45 @@ class StoreCalls:
             if verb == "delete":
                 return kv_store.delete_value(engine, table, project_id=project_id, key=key)
         raise SteamharnessError(f"unknown operation {op!r}")
+
+    def _knowledge(
+        self, live: LiveRun, project_id: str, verb: str, args: dict[str, Any], *, writable: bool
+    ) -> Any:
+        """ctx.knowledge (and a related project's, read-only): search and get; add and
+        remove where the entrypoint declares `"knowledge": "write"`."""
+        kb = self.knowledge
+        if kb is None:
+            raise SteamharnessError("this server has no knowledge base")
+        if verb == "search":
+            return kb.search(
+                project_id,
+                args.get("query"),  # type: ignore[arg-type]
+                collection=args.get("collection"),
+                filter=args.get("filter"),
+                limit=args.get("limit"),
+                mode=str(args.get("mode") or "auto"),
+            )
+        if verb == "get":
+            return kb.get(project_id, args.get("id"))  # type: ignore[arg-type]
+        if verb in ("add", "remove"):
+            if not writable:
+                raise SteamharnessError(
+                    f"ctx.knowledge.{verb}: this entrypoint may only read the knowledge base"
+                    ' (declare "knowledge": "write")'
+                )
+            actor = Actor(actor=live.request.actor or "run", source="run", run_id=live.run_id)
+            if verb == "remove":
+                return kb.remove(project_id, args.get("id"), actor=actor)  # type: ignore[arg-type]
+            return kb.add(
+                project_id,
+                args.get("collection"),  # type: ignore[arg-type]
+                actor=actor,
+                text=args.get("text"),
+                doc_id=args.get("id"),
+                title=args.get("title"),
+                metadata=args.get("metadata"),
+            )
+        raise SteamharnessError(f"unknown operation knowledge.{verb}")
 
     def create_file(self, live: LiveRun, worker: Worker, args: dict[str, Any]) -> dict[str, Any]:
         """ctx.files.create: copy the file the worker staged into the created-files folder."""

@@ -39,6 +39,9 @@ class Entrypoint:
     handler: str
     timeout_seconds: float | None
     params: tuple[Param, ...]
+    # `"knowledge": "write"`: its handler may add and remove knowledge-base documents
+    # (`ctx.knowledge.add/remove`); by default it only reads them.
+    knowledge_write: bool = False
 
     @property
     def handler_file(self) -> str:
@@ -114,6 +117,9 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
     handler = _parse_handler(raw.get("handler"), root, f"{where}.handler")
     timeout = _parse_timeout(raw.get("timeoutSeconds"), f"{where}.timeoutSeconds")
     params = parse_params(raw.get("params"), where=f"{where}.params")
+    knowledge = raw.get("knowledge", "read")
+    if knowledge not in ("read", "write"):
+        raise ProjectError(f'{where}.knowledge: expected "read" or "write", got {quote(knowledge)}')
     return Entrypoint(
         id=ep_id,
         title=title,
@@ -121,6 +127,7 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
         handler=handler,
         timeout_seconds=timeout,
         params=params,
+        knowledge_write=knowledge == "write",
     )
 
 

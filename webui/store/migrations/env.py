@@ -13,6 +13,7 @@ from sqlmodel import SQLModel
 from sqlmodel.sql.sqltypes import AutoString
 
 from webui.store import models  # noqa: F401  (registers the tables)
+from webui.store.models import UNMANAGED_PREFIX
 
 config = context.config
 
@@ -29,6 +30,12 @@ def render_item(kind: str, obj: Any, _autogen_context: Any) -> str | Literal[Fal
     return False
 
 
+def include_name(name: str | None, type_: str, _parents: Any) -> bool:
+    """The full-text index (`knowledge_fts` and FTS5's shadow tables) is made by hand, not
+    from the models: autogenerate leaves it alone."""
+    return not (type_ == "table" and name is not None and name.startswith(UNMANAGED_PREFIX))
+
+
 def run_migrations_online(connection: Connection) -> None:
     context.configure(
         connection=connection,
@@ -36,6 +43,7 @@ def run_migrations_online(connection: Connection) -> None:
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
         render_item=render_item,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -1,0 +1,1 @@
+"""The knowledge base: per project, collections of documents a workflow searches."""

@@ -1,0 +1,153 @@
+"""A file's text, for the knowledge base: `.txt` and `.md` as UTF-8, `.html` without its
+markup, scripts and styles, `.pdf` through pypdf (its text layer), `.docx` from its main
+document part. Anything else, or a file that cannot be read as its kind, is refused naming
+the file; nothing here follows links, runs code or expands entities."""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+import zipfile
+from html.parser import HTMLParser
+from typing import Final
+
+from webui.errors import KnowledgeRefused
+
+KINDS: Final = {".txt": "text", ".text": "text", ".md": "text", ".markdown": "text", ".html": "html",
+                ".htm": "html", ".pdf": "pdf", ".docx": "docx"}  # fmt: skip
+MAX_PDF_PAGES: Final = 2000
+MAX_DOCX_XML_BYTES: Final = 64 * 1024 * 1024
+
+
+def kind_of(name: str) -> str:
+    suffix = name[name.rfind(".") :].lower() if "." in name else ""
+    found = KINDS.get(suffix)
+    if found is None:
+        known = ", ".join(sorted(KINDS))
+        raise KnowledgeRefused(f"{name}: cannot add a file of this kind (known: {known})")
+    return found
+
+
+def extract(name: str, data: bytes) -> tuple[str, str | None]:
+    """(text, title found in the file or None)."""
+    kind = kind_of(name)
+    if kind == "text":
+        return _utf8(name, data), None
+    if kind == "html":
+        return _html(_utf8(name, data))
+    if kind == "pdf":
+        return _pdf(name, data), None
+    return _docx(name, data), None
+
+
+def _utf8(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise KnowledgeRefused(f"{name}: not UTF-8 text (byte {exc.start})") from None
+
+
+_BLOCKS: Final = frozenset(
+    {"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption", "figure",
+     "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p",
+     "pre", "section", "table", "td", "th", "tr", "ul"}
+)  # fmt: skip
+_HIDDEN: Final = frozenset({"script", "style", "template", "noscript", "head", "svg"})
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title: list[str] = []
+        self._hidden = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        elif tag in _HIDDEN:
+            self._hidden += 1
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        elif tag in _HIDDEN:
+            self._hidden = max(0, self._hidden - 1)
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title.append(data)
+        elif not self._hidden:
+            self.parts.append(data)
+
+
+def _html(source: str) -> tuple[str, str | None]:
+    parser = _Text()
+    parser.feed(source)
+    parser.close()
+    text = re.sub(r"[ \t\r\f\v]+", " ", "".join(parser.parts))
+    text = re.sub(r" *\n[ \n]*\n *", "\n\n", text)
+    text = re.sub(r" *\n *", "\n", text).strip()
+    title = " ".join("".join(parser.title).split()) or None
+    return text, title
+
+
+def _pdf(name: str, data: bytes) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            raise KnowledgeRefused(f"{name}: the PDF is encrypted")
+        if len(reader.pages) > MAX_PDF_PAGES:
+            raise KnowledgeRefused(f"{name}: the PDF has more than {MAX_PDF_PAGES} pages")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except KnowledgeRefused:
+        raise
+    except (PyPdfError, ValueError, TypeError, KeyError, IndexError, AttributeError, OSError, RecursionError,
+            AssertionError, ZeroDivisionError):  # fmt: skip
+        raise KnowledgeRefused(f"{name}: not a readable PDF") from None
+    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    if not text:
+        raise KnowledgeRefused(f"{name}: the PDF has no text to extract (a scan without a text layer?)")
+    return text
+
+
+_PARAGRAPH_RE: Final = re.compile(rb"<w:p[ >].*?</w:p>|<w:p/>", re.S)
+_RUN_RE: Final = re.compile(rb"<w:t(?: [^>]*)?>([^<]*)</w:t>|<w:(tab|br|cr)\b[^>]*/>")
+
+
+def _docx(name: str, data: bytes) -> str:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            info = archive.getinfo("word/document.xml")
+            if info.file_size > MAX_DOCX_XML_BYTES:
+                raise KnowledgeRefused(f"{name}: the document is too large once unpacked")
+            with archive.open(info) as fh:
+                xml = fh.read(MAX_DOCX_XML_BYTES + 1)
+    except KnowledgeRefused:
+        raise
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, ValueError, NotImplementedError):
+        raise KnowledgeRefused(f"{name}: not a readable .docx file") from None
+    if len(xml) > MAX_DOCX_XML_BYTES:
+        raise KnowledgeRefused(f"{name}: the document is too large once unpacked")
+    paragraphs = []
+    for para in _PARAGRAPH_RE.finditer(xml):
+        pieces = []
+        for run in _RUN_RE.finditer(para.group()):
+            if run.group(2) is not None:
+                pieces.append("\t" if run.group(2) == b"tab" else "\n")
+            else:
+                pieces.append(html.unescape(run.group(1).decode("utf-8", "replace")))
+        paragraphs.append("".join(pieces))
+    text = "\n".join(paragraphs).strip()
+    if not text:
+        raise KnowledgeRefused(f"{name}: the document has no text")
+    return text

@@ -1,0 +1,342 @@
+"""Queries of the knowledge base (webui.knowledge): collections, documents, their chunks and
+filterable metadata, and the full-text index `knowledge_fts`.
+
+The index holds each chunk's stems (webui.knowledge.text) under the chunk's id: an FTS5 table
+on SQLite (ranked by `bm25`), a `tsvector` table with a GIN index on PostgreSQL (ranked by
+`ts_rank_cd`). The query reaching either is built from stems only. Writes go through the
+caller's session, so a document, its chunks, their index rows and its metadata change in
+one transaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import bindparam, delete, func, text
+from sqlmodel import Session, col, select
+
+from webui.store.models import KnowledgeChunk, KnowledgeCollection, KnowledgeDocument, KnowledgeMeta
+
+
+@dataclass(frozen=True)
+class Usage:
+    documents: int
+    size: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """One chunk to store: its place in the document, its text and its stems."""
+
+    start: int
+    end: int
+    body: str
+    terms: str
+    vector: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Match:
+    chunk_id: int
+    document_id: int
+    position: int
+    start: int
+    end: int
+    body: str
+    doc_id: str
+    title: str
+    meta: dict[str, Any]
+    collection: str
+    language: str
+    score: float
+
+
+class MatchText(Protocol):
+    """A parsed query as each engine spells it (webui.knowledge.text.Query)."""
+
+    def fts5(self) -> str: ...
+    def tsquery(self) -> str: ...
+
+
+Filters = Sequence[tuple[str, Sequence[str]]]  # (key, canonical JSON values: any of them)
+
+
+def _lock_project(s: Session, project_id: str) -> None:
+    """Serialize a project's knowledge writers on PostgreSQL (the caps are counted in the
+    writing transaction; SQLite's first write already serializes them)."""
+    conn = s.connection()
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"knowledge:{project_id}"})
+
+
+def begin_write(s: Session, project_id: str) -> None:
+    _lock_project(s, project_id)
+
+
+def collection(s: Session, project_id: str, name: str) -> KnowledgeCollection | None:
+    query = select(KnowledgeCollection).where(
+        KnowledgeCollection.project_id == project_id, KnowledgeCollection.name == name
+    )
+    return s.exec(query).first()
+
+
+def collections(s: Session, project_id: str) -> list[tuple[KnowledgeCollection, int, int, int]]:
+    """Each collection with its documents, chunks and bytes, by name."""
+    counts = (
+        select(
+            KnowledgeDocument.collection_id,
+            func.count(col(KnowledgeDocument.id)),
+            func.coalesce(func.sum(KnowledgeDocument.chunks), 0),
+            func.coalesce(func.sum(KnowledgeDocument.size), 0),
+        )
+        .where(KnowledgeDocument.project_id == project_id)
+        .group_by(col(KnowledgeDocument.collection_id))
+    )
+    by_id = {cid: (int(n), int(c), int(b)) for cid, n, c, b in s.exec(counts).all()}
+    rows = s.exec(
+        select(KnowledgeCollection)
+        .where(KnowledgeCollection.project_id == project_id)
+        .order_by(col(KnowledgeCollection.name))
+    ).all()
+    return [(row, *by_id.get(row.id or 0, (0, 0, 0))) for row in rows]
+
+
+def add_collection(s: Session, project_id: str, name: str, language: str) -> KnowledgeCollection:
+    row = KnowledgeCollection(project_id=project_id, name=name, language=language)
+    s.add(row)
+    s.flush()
+    return row
+
+
+def usage(s: Session, project_id: str) -> Usage:
+    n, size, chunks = s.exec(
+        select(
+            func.count(col(KnowledgeDocument.id)),
+            func.coalesce(func.sum(KnowledgeDocument.size), 0),
+            func.coalesce(func.sum(KnowledgeDocument.chunks), 0),
+        ).where(KnowledgeDocument.project_id == project_id)
+    ).one()
+    return Usage(int(n), int(size), int(chunks))
+
+
+def document(s: Session, project_id: str, doc_id: str) -> KnowledgeDocument | None:
+    query = select(KnowledgeDocument).where(
+        KnowledgeDocument.project_id == project_id, KnowledgeDocument.doc_id == doc_id
+    )
+    return s.exec(query).first()
+
+
+def documents(
+    s: Session,
+    project_id: str,
+    *,
+    collection_id: int | None,
+    filters: Filters,
+    after: str | None,
+    limit: int,
+) -> list[KnowledgeDocument]:
+    """A page of documents by id, after `after`."""
+    query = select(KnowledgeDocument).where(KnowledgeDocument.project_id == project_id)
+    if collection_id is not None:
+        query = query.where(KnowledgeDocument.collection_id == collection_id)
+    for key, values in filters:
+        having = select(KnowledgeMeta.document_id).where(
+            KnowledgeMeta.key == key, col(KnowledgeMeta.value).in_(list(values))
+        )
+        query = query.where(col(KnowledgeDocument.id).in_(having))
+    if after is not None:
+        query = query.where(KnowledgeDocument.doc_id > after)
+    return list(s.exec(query.order_by(col(KnowledgeDocument.doc_id)).limit(limit)).all())
+
+
+def collection_documents(s: Session, collection_id: int) -> list[KnowledgeDocument]:
+    query = select(KnowledgeDocument).where(KnowledgeDocument.collection_id == collection_id)
+    return list(s.exec(query.order_by(col(KnowledgeDocument.doc_id))).all())
+
+
+def chunks(s: Session, document_id: int) -> list[KnowledgeChunk]:
+    query = select(KnowledgeChunk).where(KnowledgeChunk.document_id == document_id)
+    return list(s.exec(query.order_by(col(KnowledgeChunk.position))).all())
+
+
+def add_document(
+    s: Session, row: KnowledgeDocument, pieces: Sequence[ChunkRow], meta: Sequence[tuple[str, str]]
+) -> None:
+    s.add(row)
+    s.flush()
+    assert row.id is not None
+    _add_chunks(s, row.id, pieces)
+    for key, value in meta:
+        s.add(KnowledgeMeta(document_id=row.id, key=key, value=value))
+    s.flush()
+
+
+def _add_chunks(s: Session, document_id: int, pieces: Sequence[ChunkRow]) -> None:
+    conn = s.connection()
+    ids: list[int] = []
+    for position, piece in enumerate(pieces):
+        chunk = KnowledgeChunk(
+            document_id=document_id,
+            position=position,
+            start=piece.start,
+            end=piece.end,
+            body=piece.body,
+            vector=piece.vector,
+        )
+        s.add(chunk)
+        s.flush()
+        assert chunk.id is not None
+        ids.append(chunk.id)
+    rows = [{"id": chunk_id, "terms": piece.terms} for chunk_id, piece in zip(ids, pieces, strict=True)]
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("INSERT INTO knowledge_fts (chunk_id, tsv) VALUES (:id, to_tsvector('simple', :terms))"),
+            rows,
+        )
+    else:
+        conn.execute(text("INSERT INTO knowledge_fts (rowid, terms) VALUES (:id, :terms)"), rows)
+
+
+def set_meta(s: Session, document_id: int, meta: Sequence[tuple[str, str]]) -> None:
+    s.exec(delete(KnowledgeMeta).where(col(KnowledgeMeta.document_id) == document_id))  # type: ignore[call-overload]
+    for key, value in meta:
+        s.add(KnowledgeMeta(document_id=document_id, key=key, value=value))
+    s.flush()
+
+
+def remove_document(s: Session, row: KnowledgeDocument) -> None:
+    """The document, its chunks, their index rows and its metadata rows."""
+    assert row.id is not None
+    conn = s.connection()
+    chunk_ids = select(KnowledgeChunk.id).where(KnowledgeChunk.document_id == row.id)
+    ids = [int(i) for i in s.exec(chunk_ids).all() if i is not None]
+    if ids:
+        column = "chunk_id" if conn.dialect.name == "postgresql" else "rowid"
+        stmt = text(f"DELETE FROM knowledge_fts WHERE {column} IN :ids").bindparams(
+            bindparam("ids", expanding=True)
+        )
+        conn.execute(stmt, {"ids": ids})
+    s.exec(delete(KnowledgeChunk).where(col(KnowledgeChunk.document_id) == row.id))  # type: ignore[call-overload]
+    s.exec(delete(KnowledgeMeta).where(col(KnowledgeMeta.document_id) == row.id))  # type: ignore[call-overload]
+    s.delete(row)
+    s.flush()
+
+
+def remove_collection(s: Session, row: KnowledgeCollection) -> int:
+    assert row.id is not None
+    docs = collection_documents(s, row.id)
+    for doc in docs:
+        remove_document(s, doc)
+    s.delete(row)
+    s.flush()
+    return len(docs)
+
+
+_JOINS = (
+    "JOIN knowledge_documents d ON d.id = c.document_id"
+    " JOIN knowledge_collections k ON k.id = d.collection_id"
+)
+_MATCH_COLUMNS = (
+    'c.id, c.document_id, c.position, c.start, c."end", c.body, d.doc_id, d.title, d.meta, k.name, k.language'
+)
+
+
+def search(
+    s: Session,
+    project_id: str,
+    query: MatchText,
+    *,
+    collection_ids: Sequence[int] | None,
+    filters: Filters,
+    limit: int,
+) -> list[Match]:
+    """The best `limit` chunks of the project matching every phrase of `query`, best first
+    (ties by chunk id)."""
+    conn = s.connection()
+    params: dict[str, Any] = {"project": project_id, "limit": limit}
+    where = ["d.project_id = :project"]
+    binds = []
+    if collection_ids is not None:
+        where.append("d.collection_id IN :collections")
+        params["collections"] = list(collection_ids)
+        binds.append(bindparam("collections", expanding=True))
+    for i, (key, values) in enumerate(filters):
+        where.append(f"d.id IN (SELECT document_id FROM knowledge_meta WHERE key = :k{i} AND value IN :v{i})")
+        params[f"k{i}"] = key
+        params[f"v{i}"] = list(values)
+        binds.append(bindparam(f"v{i}", expanding=True))
+    joins = _JOINS
+    if conn.dialect.name == "postgresql":
+        params["q"] = query.tsquery()
+        sql = (
+            f"SELECT {_MATCH_COLUMNS}, ts_rank_cd(f.tsv, q.q, 1) AS score"
+            f" FROM (SELECT to_tsquery('simple', :q) AS q) AS q"
+            f" JOIN knowledge_fts f ON f.tsv @@ q.q JOIN knowledge_chunks c ON c.id = f.chunk_id {joins}"
+            f" WHERE {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT :limit"
+        )
+    else:
+        params["q"] = query.fts5()
+        sql = (
+            f"SELECT {_MATCH_COLUMNS}, -bm25(knowledge_fts) AS score"
+            f" FROM knowledge_fts JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid {joins}"
+            f" WHERE knowledge_fts MATCH :q AND {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT :limit"
+        )
+    rows = conn.execute(text(sql).bindparams(*binds), params).all()
+    return [_match(row) for row in rows]
+
+
+def _match(row: Any) -> Match:
+    meta = row[8]
+    if isinstance(meta, str):  # raw SQL on SQLite returns the JSON text
+        meta = json.loads(meta)
+    return Match(
+        chunk_id=int(row[0]),
+        document_id=int(row[1]),
+        position=int(row[2]),
+        start=int(row[3]),
+        end=int(row[4]),
+        body=row[5],
+        doc_id=row[6],
+        title=row[7],
+        meta=meta or {},
+        collection=row[9],
+        language=row[10],
+        score=float(row[11]),
+    )
+
+
+def vectors(
+    s: Session, project_id: str, *, collection_ids: Sequence[int] | None, filters: Filters, cap: int
+) -> list[tuple[int, bytes]]:
+    """(chunk id, embedding) of up to `cap` chunks of the project that have one."""
+    query = (
+        select(KnowledgeChunk.id, KnowledgeChunk.vector)
+        .join(KnowledgeDocument, col(KnowledgeDocument.id) == col(KnowledgeChunk.document_id))
+        .where(KnowledgeDocument.project_id == project_id, col(KnowledgeChunk.vector).is_not(None))
+    )
+    if collection_ids is not None:
+        query = query.where(col(KnowledgeDocument.collection_id).in_(list(collection_ids)))
+    for key, values in filters:
+        having = select(KnowledgeMeta.document_id).where(
+            KnowledgeMeta.key == key, col(KnowledgeMeta.value).in_(list(values))
+        )
+        query = query.where(col(KnowledgeDocument.id).in_(having))
+    rows = s.exec(query.order_by(col(KnowledgeChunk.id)).limit(cap)).all()
+    return [(int(i), bytes(v)) for i, v in rows if i is not None and v is not None]
+
+
+def matches_by_chunk(s: Session, chunk_ids: Sequence[int]) -> dict[int, Match]:
+    """The chunks named, as matches scored 0 (vector search ranks them itself)."""
+    if not chunk_ids:
+        return {}
+    conn = s.connection()
+    sql = f"SELECT {_MATCH_COLUMNS}, 0.0 FROM knowledge_chunks c {_JOINS} WHERE c.id IN :ids"
+    rows = conn.execute(
+        text(sql).bindparams(bindparam("ids", expanding=True)), {"ids": list(chunk_ids)}
+    ).all()
+    return {int(row[0]): _match(row) for row in rows}
