@@ -63,6 +63,8 @@ from webui.web import (
     conversations,
     host_pages,
     keys,
+    knowledge_api,
+    knowledge_page,
     mcp_page,
     projects,
     runs_pages,
@@ -303,11 +305,13 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router)
     app.include_router(configs_api.router)
+    app.include_router(knowledge_api.router)
     app.include_router(auth_pages.router)
     app.include_router(projects.router)
     app.include_router(conversations.router)
     app.include_router(mcp_page.router)
     app.include_router(config_page.router)
+    app.include_router(knowledge_page.router)
     app.include_router(runs_pages.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
