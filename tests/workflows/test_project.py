@@ -433,6 +433,8 @@ TOP_LEVEL_CASES: list[tuple[Callable[[Package], None], str]] = [
     (_set("entrypoints.0.handler", "sub/../../validate.py:run"), "must stay inside the project"),
     (_set("entrypoints.0.handler", "missing.py:run"), "handler file 'missing.py' does not exist"),
     (_set("entrypoints.0.handler", "validate.txt:run"), "handler file 'validate.txt' must be a .py file"),
+    (_set("entrypoints.0.knowledge", "admin"), 'entrypoints[0].knowledge: expected "read" or "write"'),
+    (_set("entrypoints.0.knowledge", True), 'entrypoints[0].knowledge: expected "read" or "write"'),
     (_set("entrypoints.0.timeoutSeconds", 0), "entrypoints[0].timeoutSeconds: expected a positive number"),
     (_set("entrypoints.0.timeoutSeconds", -5), "entrypoints[0].timeoutSeconds: expected a positive number"),
     (
