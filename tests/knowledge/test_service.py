@@ -16,7 +16,7 @@ from tests.knowledge.files import docx, pdf
 from webui.audit.log import AuditLog
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
 from webui.knowledge.model import Limits
-from webui.knowledge.service import KnowledgeService
+from webui.knowledge.service import KnowledgeService, NewDocument
 
 pytestmark = pytest.mark.dialects
 
@@ -304,3 +304,29 @@ def test_documents_are_listed_a_page_at_a_time(kb: KnowledgeService) -> None:
     assert [d["id"] for d in rest["documents"]] == ["d3", "d4", "d5", "d6"] and rest["next"] is None
     with pytest.raises(KnowledgeRefused, match="limit must be an integer from 1 to 200"):
         kb.documents("p", limit=201)
+
+
+def test_several_documents_are_written_together_or_not_at_all(kb: KnowledgeService, engine: Engine) -> None:
+    items = [NewDocument("docs", text=f"text {i}", doc_id=f"d{i}") for i in range(5)]
+    items.insert(3, NewDocument("docs", text="bad", metadata="not an object"))
+    with pytest.raises(KnowledgeRefused, match="document 4: metadata must be a JSON object"):
+        kb.add_many("p", items, actor=ADMIN)
+    assert counts(engine) == (0, 0, 0, 0)
+    del items[3]
+    items.append(NewDocument("docs", text="replaced again", doc_id="d0"))
+    assert [d["status"] for d in kb.add_many("p", items, actor=ADMIN)] == ["added"] * 5 + ["replaced"]
+    assert kb.collection("p", "docs")["documents"] == 5
+    assert ids(kb.search("p", "replaced")) == ["d0"]
+
+
+def test_an_import_keeps_the_lines_before_a_bad_one(kb: KnowledgeService) -> None:
+    lines: list[Any] = [
+        {"type": "document", "collection": "c", "id": f"d{i}", "text": f"t {i}"} for i in range(150)
+    ]
+    with pytest.raises(KnowledgeRefused, match='line 151: a document needs its "text"'):
+        kb.import_lines("p", [*lines, {"type": "document", "collection": "c"}], actor=ADMIN)
+    assert kb.collection("p", "c")["documents"] == 150
+    bad_meta = {"type": "document", "collection": "c", "id": "x", "text": "t", "metadata": [1]}
+    with pytest.raises(KnowledgeRefused, match="line 121: metadata must be a JSON object"):
+        kb.import_lines("p", [*lines[:120], bad_meta, *lines[120:]], actor=ADMIN)
+    assert kb.collection("p", "c")["documents"] == 150

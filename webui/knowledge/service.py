@@ -10,10 +10,11 @@ commits with the change when the knowledge base lives in the main store, else ri
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -42,7 +43,43 @@ from webui.store import knowledge as ks
 from webui.store.models import KnowledgeCollection, KnowledgeDocument, as_utc, utcnow
 
 VECTOR_SCAN_CAP = 50_000  # chunks a vector search compares at most
+IMPORT_BATCH = 100  # documents an import writes in one transaction
 RRF_K = 60  # reciprocal rank fusion: score = sum 1 / (RRF_K + rank)
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """A document to add: its text, or a file's name and bytes."""
+
+    collection: str
+    text: str | None = None
+    file_name: str | None = None
+    data: bytes | None = None
+    doc_id: str | None = None
+    title: str | None = None
+    metadata: Any = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    collection: str
+    language: str
+    doc_id: str
+    title: str
+    meta: dict[str, Any]
+    pairs: list[tuple[str, str]]
+    source: str
+    digest: str
+    size: int
+    pieces: list[ks.ChunkRow]
+
+
+_Event = tuple[AuditName, Actor, str, dict[str, Any]]
+_EVENTS = {
+    "added": AuditName.KNOWLEDGE_DOCUMENT_ADDED,
+    "replaced": AuditName.KNOWLEDGE_DOCUMENT_REPLACED,
+    "updated": AuditName.KNOWLEDGE_DOCUMENT_UPDATED,
+}
 
 
 def document_view(row: KnowledgeDocument, collection: str, text: str | None = None) -> dict[str, Any]:
@@ -286,31 +323,24 @@ class KnowledgeService:
         """The collection (created when new; the same language again changes nothing)."""
         check_name(name)
         lang = self._language(language)
-        with Session(self.engine) as s:
-            ks.begin_write(s, project_id)
+        with self._writing(project_id) as (s, events):
             row = ks.collection(s, project_id, name)
-            if row is not None:
-                if language is not None and row.language != lang:
-                    raise KnowledgeRefused(f"collection {name!r} exists with language {row.language!r}")
-                s.rollback()
-                return {**self.collection(project_id, name), "created": False}
-            self._new_collection(s, project_id, name, lang)
-            self._audit(
-                s, AuditName.KNOWLEDGE_COLLECTION_CREATED, project_id, actor, name, {"language": lang}
-            )
-        return {**self.collection(project_id, name), "created": True}
+            created = row is None
+            if row is None:
+                self._new_collection(s, project_id, name, lang)
+                events.append((AuditName.KNOWLEDGE_COLLECTION_CREATED, actor, name, {"language": lang}))
+            elif language is not None and row.language != lang:
+                raise KnowledgeRefused(f"collection {name!r} exists with language {row.language!r}")
+        return {**self.collection(project_id, name), "created": created}
 
     def remove_collection(self, project_id: str, name: str, *, actor: Actor) -> dict[str, Any]:
         check_name(name)
-        with Session(self.engine) as s:
-            ks.begin_write(s, project_id)
+        with self._writing(project_id) as (s, events):
             row = ks.collection(s, project_id, name)
             if row is None:
                 raise NotFound(f"collection {name!r} not found")
             removed = ks.remove_collection(s, row)
-            self._audit(
-                s, AuditName.KNOWLEDGE_COLLECTION_REMOVED, project_id, actor, name, {"documents": removed}
-            )
+            events.append((AuditName.KNOWLEDGE_COLLECTION_REMOVED, actor, name, {"documents": removed}))
         return {"name": name, "removedDocuments": removed}
 
     def add(
@@ -331,125 +361,177 @@ class KnowledgeService:
         nothing; with one, a different text replaces the document's chunks at once. Returns
         the document and `status`: added, replaced, updated (title or metadata only) or
         unchanged."""
-        check_name(collection)
-        if doc_id is not None:
-            check_doc_id(doc_id)
-        meta = check_metadata(metadata)
-        source, body, found_title = self._text(text, file_name, data)
-        digest = hashlib.sha256(body.encode()).hexdigest()
-        doc_id = doc_id or "d-" + hashlib.sha256(f"{collection}\n{body}".encode()).hexdigest()[:24]
+        item = NewDocument(collection, text, file_name, data, doc_id, title, metadata)
+        return self.add_many(project_id, [item], actor=actor)[0]
+
+    def add_many(self, project_id: str, items: list[NewDocument], *, actor: Actor) -> list[dict[str, Any]]:
+        """Several documents in one transaction: all are written or none (the first refusal
+        is raised, naming its document's position when there are several)."""
+        languages: dict[str, str] = {}
+        prepared: list[_Prepared] = []
+        for number, item in enumerate(items, start=1):
+            try:
+                check_name(item.collection)
+                if item.collection not in languages:
+                    languages[item.collection] = self._collection_language(project_id, item.collection)
+                prepared.append(self._prepare(item, languages[item.collection]))
+            except KnowledgeRefused as exc:
+                message = exc.message if len(items) == 1 else f"document {number}: {exc.message}"
+                raise KnowledgeRefused(message) from None
+        with self._writing(project_id) as (s, events):
+            batch = _Batch(s, project_id, [p.doc_id for p in prepared])
+            done = [self._write(batch, events, actor, p) for p in prepared]
+            batch.count()
+        return done
+
+    def _collection_language(self, project_id: str, name: str) -> str:
+        with Session(self.engine) as s:
+            row = ks.collection(s, project_id, name)
+        return row.language if row is not None else kt.DEFAULT_LANGUAGE
+
+    def _prepare(self, item: NewDocument, language: str) -> _Prepared:
+        """Everything about a document that needs no database: its text, id, title, chunks,
+        stems and embeddings."""
+        if item.doc_id is not None:
+            check_doc_id(item.doc_id)
+        meta = check_metadata(item.metadata)
+        source, body, found_title = self._text(item.text, item.file_name, item.data)
+        doc_id = item.doc_id or "d-" + hashlib.sha256(f"{item.collection}\n{body}".encode()).hexdigest()[:24]
         first_line = body.strip().split("\n", 1)[0].strip()
-        doc_title = check_title(title if title else found_title, file_name or first_line or doc_id)
-        with Session(self.engine) as s:
-            existing_coll = ks.collection(s, project_id, collection)
-        language = existing_coll.language if existing_coll else kt.DEFAULT_LANGUAGE
-        spans = kt.chunk_spans(body)
-        pieces = [ks.ChunkRow(a, b, body[a:b], kt.terms(body[a:b], language)) for a, b in spans]
-        pieces = self._embedded(pieces)
-        pairs = meta_pairs(meta)
-        size = len(body.encode())
-        with Session(self.engine) as s:
-            ks.begin_write(s, project_id)
-            coll = ks.collection(s, project_id, collection)
-            if coll is None:
-                coll = self._new_collection(s, project_id, collection, language)
-                self._audit(
-                    s,
-                    AuditName.KNOWLEDGE_COLLECTION_CREATED,
-                    project_id,
-                    actor,
-                    collection,
-                    {"language": language},
-                )
-            elif coll.language != language:  # changed in between: stem again
-                raise KnowledgeRefused(f"collection {collection!r} changed while adding; add again")
-            assert coll.id is not None
-            row = ks.document(s, project_id, doc_id)
-            if row is not None and row.collection_id != coll.id:
-                other = s.get(KnowledgeCollection, row.collection_id)
-                where = other.name if other else "?"
-                raise KnowledgeRefused(
-                    f"document {doc_id!r} is in collection {where!r}; remove it there first"
-                )
-            if row is not None and row.digest == digest:
-                if row.title == doc_title and row.meta == meta:
-                    return {**document_view(row, collection), "status": "unchanged"}
-                assert row.id is not None
-                row.title, row.meta, row.updated_at = doc_title, meta, utcnow()
-                s.add(row)
-                ks.set_meta(s, row.id, pairs)
-                status = "updated"
-            else:
-                self._check_caps(s, project_id, row, size, len(pieces))
-                created_at = row.created_at if row is not None else utcnow()
-                if row is not None:
-                    ks.remove_document(s, row)
-                status = "replaced" if row is not None else "added"
-                row = KnowledgeDocument(
-                    project_id=project_id,
-                    collection_id=coll.id,
-                    doc_id=doc_id,
-                    title=doc_title,
-                    meta=meta,
-                    source=source,
-                    digest=digest,
-                    size=size,
-                    chunks=len(pieces),
-                    created_at=created_at,
-                )
-                ks.add_document(s, row, pieces, pairs)
-            event = {
-                "added": AuditName.KNOWLEDGE_DOCUMENT_ADDED,
-                "replaced": AuditName.KNOWLEDGE_DOCUMENT_REPLACED,
-                "updated": AuditName.KNOWLEDGE_DOCUMENT_UPDATED,
-            }[status]
-            details = {"collection": collection, "document": doc_id, "bytes": size, "chunks": len(pieces)}
-            self._audit(s, event, project_id, actor, doc_id, details)
-            view = document_view(row, collection)
-        return {**view, "status": status}
+        title = check_title(item.title if item.title else found_title, item.file_name or first_line or doc_id)
+        pieces = [
+            ks.ChunkRow(a, b, body[a:b], kt.terms(body[a:b], language)) for a, b in kt.chunk_spans(body)
+        ]
+        return _Prepared(
+            collection=item.collection,
+            language=language,
+            doc_id=doc_id,
+            title=title,
+            meta=meta,
+            pairs=meta_pairs(meta),
+            source=source,
+            digest=hashlib.sha256(body.encode()).hexdigest(),
+            size=len(body.encode()),
+            pieces=self._embedded(pieces),
+        )
+
+    def _write(self, batch: _Batch, events: list[_Event], actor: Actor, p: _Prepared) -> dict[str, Any]:
+        s, project_id = batch.s, batch.project_id
+        coll = batch.collection(p.collection)
+        if coll is None:
+            coll = batch.colls[p.collection] = self._new_collection(s, project_id, p.collection, p.language)
+            events.append(
+                (AuditName.KNOWLEDGE_COLLECTION_CREATED, actor, p.collection, {"language": p.language})
+            )
+        elif coll.language != p.language:  # made with another language in between: stem again
+            raise KnowledgeRefused(f"collection {p.collection!r} changed while adding; add again")
+        assert coll.id is not None
+        row = batch.docs.get(p.doc_id)
+        if row is not None and row.collection_id != coll.id:
+            other = s.get(KnowledgeCollection, row.collection_id)
+            where = other.name if other else "?"
+            raise KnowledgeRefused(f"document {p.doc_id!r} is in collection {where!r}; remove it there first")
+        if row is not None and row.digest == p.digest:
+            if row.title == p.title and row.meta == p.meta:
+                return {**document_view(row, p.collection), "status": "unchanged"}
+            assert row.id is not None
+            row.title, row.meta, row.updated_at = p.title, p.meta, utcnow()
+            s.add(row)
+            s.flush()
+            ks.set_meta(s, row.id, p.pairs)
+            status = "updated"
+        else:
+            self._check_caps(batch.usage, row, p.size, len(p.pieces))
+            created_at = row.created_at if row is not None else utcnow()
+            if row is not None:
+                ks.remove_document(s, row)
+                batch.counted(row, -1)
+            status = "replaced" if row is not None else "added"
+            row = KnowledgeDocument(
+                project_id=project_id,
+                collection_id=coll.id,
+                doc_id=p.doc_id,
+                title=p.title,
+                meta=p.meta,
+                source=p.source,
+                digest=p.digest,
+                size=p.size,
+                chunks=len(p.pieces),
+                created_at=created_at,
+            )
+            ks.add_document(s, row, p.pieces, p.pairs)
+            batch.counted(row, 1)
+            batch.docs[p.doc_id] = row
+        details = {"collection": p.collection, "document": p.doc_id, "bytes": p.size, "chunks": len(p.pieces)}
+        events.append((_EVENTS[status], actor, p.doc_id, details))
+        return {**document_view(row, p.collection), "status": status}
 
     def remove(self, project_id: str, doc_id: str, *, actor: Actor) -> bool:
         check_doc_id(doc_id)
-        with Session(self.engine) as s:
-            ks.begin_write(s, project_id)
+        with self._writing(project_id) as (s, events):
             row = ks.document(s, project_id, doc_id)
             if row is None:
                 return False
             coll = s.get(KnowledgeCollection, row.collection_id)
             ks.remove_document(s, row)
+            ks.count(s, row.collection_id, -1, -row.chunks, -row.size)
             details = {"collection": coll.name if coll else None, "document": doc_id}
-            self._audit(s, AuditName.KNOWLEDGE_DOCUMENT_REMOVED, project_id, actor, doc_id, details)
+            events.append((AuditName.KNOWLEDGE_DOCUMENT_REMOVED, actor, doc_id, details))
         return True
 
     def import_lines(self, project_id: str, lines: Iterable[Any], *, actor: Actor) -> dict[str, Any]:
-        """Apply an export: collections are created, documents added or replaced by id. Stops
-        at the first line it cannot use, naming it; what came before stays."""
+        """Apply an export: collections are created, documents added or replaced by id, in
+        transactions of IMPORT_BATCH documents. Stops at the first line it cannot use, naming
+        it; what came before it stays."""
         counts = {"collections": 0, "added": 0, "replaced": 0, "updated": 0, "unchanged": 0}
+        batch: list[tuple[int, NewDocument]] = []
+
+        def flush() -> None:
+            try:
+                done = self.add_many(project_id, [item for _, item in batch], actor=actor)
+            except (KnowledgeRefused, KnowledgeFull):
+                done = []
+                for number, item in batch:  # again one by one: the lines before the bad one stay
+                    try:
+                        done.append(self.add_many(project_id, [item], actor=actor)[0])
+                    except (KnowledgeRefused, KnowledgeFull) as exc:
+                        raise type(exc)(f"line {number}: {exc.message}", **_cap_args(exc)) from None
+            for view in done:
+                counts[view["status"]] += 1
+            batch.clear()
+
         for number, line in enumerate(lines, start=1):
             where = f"line {number}"
-            if not isinstance(line, dict) or line.get("type") not in ("collection", "document"):
+            shaped = isinstance(line, dict) and line.get("type") in ("collection", "document")
+            if batch and (
+                not shaped or line["type"] == "collection" or not isinstance(line.get("text"), str)
+            ):
+                flush()  # what came before this line is written first
+            if not shaped:
                 raise KnowledgeRefused(f'{where}: expected an object with "type": "collection" or "document"')
-            try:
-                if line["type"] == "collection":
-                    done = self.create_collection(
+            if line["type"] == "collection":
+                try:
+                    made = self.create_collection(
                         project_id, str(line.get("name")), language=line.get("language"), actor=actor
                     )
-                    counts["collections"] += int(done["created"])
-                else:
-                    if not isinstance(line.get("text"), str):
-                        raise KnowledgeRefused('a document needs its "text"')
-                    done = self.add(
-                        project_id,
-                        str(line.get("collection")),
-                        actor=actor,
-                        text=line["text"],
-                        doc_id=line.get("id"),
-                        title=line.get("title"),
-                        metadata=line.get("metadata"),
-                    )
-                    counts[done["status"]] += 1
-            except (KnowledgeRefused, KnowledgeFull) as exc:
-                raise type(exc)(f"{where}: {exc.message}", **_cap_args(exc)) from None
+                except (KnowledgeRefused, KnowledgeFull) as exc:
+                    raise type(exc)(f"{where}: {exc.message}", **_cap_args(exc)) from None
+                counts["collections"] += int(made["created"])
+                continue
+            if not isinstance(line.get("text"), str):
+                raise KnowledgeRefused(f'{where}: a document needs its "text"')
+            item = NewDocument(
+                str(line.get("collection")),
+                text=line["text"],
+                doc_id=line.get("id"),
+                title=line.get("title"),
+                metadata=line.get("metadata"),
+            )
+            batch.append((number, item))
+            if len(batch) >= IMPORT_BATCH:
+                flush()
+        if batch:
+            flush()
         return counts
 
     # ------------------------------------------------------------------ helpers
@@ -500,10 +582,7 @@ class KnowledgeService:
             for p, v in zip(pieces, vectors, strict=True)
         ]
 
-    def _check_caps(
-        self, s: Session, project_id: str, replaced: KnowledgeDocument | None, size: int, chunks: int
-    ) -> None:
-        used = ks.usage(s, project_id)
+    def _check_caps(self, used: ks.Usage, replaced: KnowledgeDocument | None, size: int, chunks: int) -> None:
         docs = used.documents + (0 if replaced else 1)
         total = used.size + size - (replaced.size if replaced else 0)
         pieces = used.chunks + chunks - (replaced.chunks if replaced else 0)
@@ -516,31 +595,73 @@ class KnowledgeService:
             if cap and value > cap:
                 raise KnowledgeFull(f"the project's knowledge base may hold at most {cap} {what}", limit=cap)
 
-    def _audit(
-        self,
-        s: Session,
-        event: AuditName,
-        project_id: str,
-        actor: Actor,
-        target: str,
-        details: dict[str, Any],
-    ) -> None:
-        fields = {
-            "actor": actor.actor,
-            "project_id": project_id,
-            "target": target,
-            "source": actor.source,
-            "run_id": actor.run_id,
-            "client_address": actor.client_address,
-            "user_agent": actor.user_agent,
-            "details": details,
-        }
-        if self.engine is self.audit_engine:
-            self.audit.record(s, event, **fields)
+    @contextlib.contextmanager
+    def _writing(self, project_id: str) -> Iterator[tuple[Session, list[_Event]]]:
+        """One write transaction of the project's knowledge base and the audit events it
+        collects: they commit with it when the knowledge base lives in the main store, else
+        right after it (nothing is recorded for a write that did not commit)."""
+        events: list[_Event] = []
+        together = self.engine is self.audit_engine
+        with Session(self.engine) as s:
+            ks.begin_write(s, project_id)
+            yield s, events
+            if together:
+                for event, actor, target, details in events:
+                    self.audit.record(s, event, **_fields(project_id, actor, target, details))
             s.commit()
-        else:
-            s.commit()
-            self.audit.record_alone(self.audit_engine, event, **fields)
+        if not together:
+            for event, actor, target, details in events:
+                self.audit.record_alone(
+                    self.audit_engine, event, **_fields(project_id, actor, target, details)
+                )
+
+
+class _Batch:
+    """What one write transaction of several documents reads once: its collections, the
+    documents it may replace, the project's usage (kept up to date in memory) and the
+    changes of each collection's counts (written at the end)."""
+
+    def __init__(self, s: Session, project_id: str, doc_ids: list[str]) -> None:
+        self.s = s
+        self.project_id = project_id
+        self.colls: dict[str, KnowledgeCollection | None] = {}
+        self.docs = ks.documents_by_id(s, project_id, doc_ids)
+        used = ks.usage(s, project_id)
+        self.usage = ks.Usage(used.documents, used.size, used.chunks)
+        self._deltas: dict[int, list[int]] = {}
+
+    def collection(self, name: str) -> KnowledgeCollection | None:
+        if name not in self.colls:
+            self.colls[name] = ks.collection(self.s, self.project_id, name)
+        return self.colls[name]
+
+    def counted(self, row: KnowledgeDocument, sign: int) -> None:
+        delta = self._deltas.setdefault(row.collection_id, [0, 0, 0])
+        delta[0] += sign
+        delta[1] += sign * row.chunks
+        delta[2] += sign * row.size
+        self.usage = ks.Usage(
+            self.usage.documents + sign,
+            self.usage.size + sign * row.size,
+            self.usage.chunks + sign * row.chunks,
+        )
+
+    def count(self) -> None:
+        for collection_id, (documents, chunks, size) in self._deltas.items():
+            ks.count(self.s, collection_id, documents, chunks, size)
+
+
+def _fields(project_id: str, actor: Actor, target: str, details: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "actor": actor.actor,
+        "project_id": project_id,
+        "target": target,
+        "source": actor.source,
+        "run_id": actor.run_id,
+        "client_address": actor.client_address,
+        "user_agent": actor.user_agent,
+        "details": details,
+    }
 
 
 def _cap_args(exc: Exception) -> dict[str, Any]:

@@ -12,12 +12,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from sqlalchemy import bindparam, delete, func, text
+from sqlalchemy import Table, bindparam, delete, func, insert, text, update
 from sqlmodel import Session, col, select
 
 from webui.store.models import KnowledgeChunk, KnowledgeCollection, KnowledgeDocument, KnowledgeMeta
+
+_COLLECTIONS = cast(Table, KnowledgeCollection.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_DOCUMENTS = cast(Table, KnowledgeDocument.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_CHUNKS = cast(Table, KnowledgeChunk.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_META = cast(Table, KnowledgeMeta.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 @dataclass(frozen=True)
@@ -85,23 +90,12 @@ def collection(s: Session, project_id: str, name: str) -> KnowledgeCollection | 
 
 def collections(s: Session, project_id: str) -> list[tuple[KnowledgeCollection, int, int, int]]:
     """Each collection with its documents, chunks and bytes, by name."""
-    counts = (
-        select(
-            KnowledgeDocument.collection_id,
-            func.count(col(KnowledgeDocument.id)),
-            func.coalesce(func.sum(KnowledgeDocument.chunks), 0),
-            func.coalesce(func.sum(KnowledgeDocument.size), 0),
-        )
-        .where(KnowledgeDocument.project_id == project_id)
-        .group_by(col(KnowledgeDocument.collection_id))
-    )
-    by_id = {cid: (int(n), int(c), int(b)) for cid, n, c, b in s.exec(counts).all()}
     rows = s.exec(
         select(KnowledgeCollection)
         .where(KnowledgeCollection.project_id == project_id)
         .order_by(col(KnowledgeCollection.name))
     ).all()
-    return [(row, *by_id.get(row.id or 0, (0, 0, 0))) for row in rows]
+    return [(row, row.documents, row.chunks, row.size) for row in rows]
 
 
 def add_collection(s: Session, project_id: str, name: str, language: str) -> KnowledgeCollection:
@@ -114,12 +108,23 @@ def add_collection(s: Session, project_id: str, name: str, language: str) -> Kno
 def usage(s: Session, project_id: str) -> Usage:
     n, size, chunks = s.exec(
         select(
-            func.count(col(KnowledgeDocument.id)),
-            func.coalesce(func.sum(KnowledgeDocument.size), 0),
-            func.coalesce(func.sum(KnowledgeDocument.chunks), 0),
-        ).where(KnowledgeDocument.project_id == project_id)
+            func.coalesce(func.sum(KnowledgeCollection.documents), 0),
+            func.coalesce(func.sum(KnowledgeCollection.size), 0),
+            func.coalesce(func.sum(KnowledgeCollection.chunks), 0),
+        ).where(KnowledgeCollection.project_id == project_id)
     ).one()
     return Usage(int(n), int(size), int(chunks))
+
+
+def count(s: Session, collection_id: int, documents: int, chunks: int, size: int) -> None:
+    table = _COLLECTIONS
+    s.connection().execute(
+        update(table)
+        .where(table.c.id == collection_id)
+        .values(
+            documents=table.c.documents + documents, chunks=table.c.chunks + chunks, size=table.c.size + size
+        )
+    )
 
 
 def document(s: Session, project_id: str, doc_id: str) -> KnowledgeDocument | None:
@@ -127,6 +132,18 @@ def document(s: Session, project_id: str, doc_id: str) -> KnowledgeDocument | No
         KnowledgeDocument.project_id == project_id, KnowledgeDocument.doc_id == doc_id
     )
     return s.exec(query).first()
+
+
+def documents_by_id(s: Session, project_id: str, doc_ids: Sequence[str]) -> dict[str, KnowledgeDocument]:
+    found: dict[str, KnowledgeDocument] = {}
+    unique = sorted(set(doc_ids))
+    for at in range(0, len(unique), 500):
+        query = select(KnowledgeDocument).where(
+            KnowledgeDocument.project_id == project_id,
+            col(KnowledgeDocument.doc_id).in_(unique[at : at + 500]),
+        )
+        found.update((row.doc_id, row) for row in s.exec(query).all())
+    return found
 
 
 def documents(
@@ -165,76 +182,78 @@ def chunks(s: Session, document_id: int) -> list[KnowledgeChunk]:
 def add_document(
     s: Session, row: KnowledgeDocument, pieces: Sequence[ChunkRow], meta: Sequence[tuple[str, str]]
 ) -> None:
-    s.add(row)
-    s.flush()
-    assert row.id is not None
-    _add_chunks(s, row.id, pieces)
-    for key, value in meta:
-        s.add(KnowledgeMeta(document_id=row.id, key=key, value=value))
-    s.flush()
-
-
-def _add_chunks(s: Session, document_id: int, pieces: Sequence[ChunkRow]) -> None:
+    """The document, its chunks, their index rows and its metadata rows: a few statements,
+    whatever the number of chunks."""
     conn = s.connection()
-    ids: list[int] = []
-    for position, piece in enumerate(pieces):
-        chunk = KnowledgeChunk(
-            document_id=document_id,
-            position=position,
-            start=piece.start,
-            end=piece.end,
-            body=piece.body,
-            vector=piece.vector,
-        )
-        s.add(chunk)
-        s.flush()
-        assert chunk.id is not None
-        ids.append(chunk.id)
-    rows = [{"id": chunk_id, "terms": piece.terms} for chunk_id, piece in zip(ids, pieces, strict=True)]
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql":
-        conn.execute(
-            text("INSERT INTO knowledge_fts (chunk_id, tsv) VALUES (:id, to_tsvector('simple', :terms))"),
-            rows,
-        )
-    else:
-        conn.execute(text("INSERT INTO knowledge_fts (rowid, terms) VALUES (:id, :terms)"), rows)
+    values = {c.name: getattr(row, c.name) for c in _DOCUMENTS.columns if c.name != "id"}
+    row.id = int(conn.execute(insert(_DOCUMENTS).returning(_DOCUMENTS.c.id), values).scalar_one())
+    if pieces:
+        chunk_rows = [
+            {
+                "document_id": row.id,
+                "position": i,
+                "start": p.start,
+                "end": p.end,
+                "body": p.body,
+                "vector": p.vector,
+            }
+            for i, p in enumerate(pieces)
+        ]
+        returning = insert(_CHUNKS).returning(_CHUNKS.c.id, sort_by_parameter_order=True)
+        ids = [int(i) for i in conn.execute(returning, chunk_rows).scalars().all()]
+        index_rows = [{"id": chunk_id, "terms": p.terms} for chunk_id, p in zip(ids, pieces, strict=True)]
+        if conn.dialect.name == "postgresql":
+            stmt = "INSERT INTO knowledge_fts (chunk_id, tsv) VALUES (:id, to_tsvector('simple', :terms))"
+        else:
+            stmt = "INSERT INTO knowledge_fts (rowid, terms) VALUES (:id, :terms)"
+        conn.execute(text(stmt), index_rows)
+    if meta:
+        conn.execute(insert(_META), [{"document_id": row.id, "key": k, "value": v} for k, v in meta])
 
 
 def set_meta(s: Session, document_id: int, meta: Sequence[tuple[str, str]]) -> None:
-    s.exec(delete(KnowledgeMeta).where(col(KnowledgeMeta.document_id) == document_id))  # type: ignore[call-overload]
-    for key, value in meta:
-        s.add(KnowledgeMeta(document_id=document_id, key=key, value=value))
-    s.flush()
+    conn = s.connection()
+    conn.execute(delete(_META).where(_META.c.document_id == document_id))
+    if meta:
+        conn.execute(insert(_META), [{"document_id": document_id, "key": k, "value": v} for k, v in meta])
 
 
 def remove_document(s: Session, row: KnowledgeDocument) -> None:
     """The document, its chunks, their index rows and its metadata rows."""
     assert row.id is not None
     conn = s.connection()
-    chunk_ids = select(KnowledgeChunk.id).where(KnowledgeChunk.document_id == row.id)
-    ids = [int(i) for i in s.exec(chunk_ids).all() if i is not None]
-    if ids:
-        column = "chunk_id" if conn.dialect.name == "postgresql" else "rowid"
-        stmt = text(f"DELETE FROM knowledge_fts WHERE {column} IN :ids").bindparams(
-            bindparam("ids", expanding=True)
-        )
-        conn.execute(stmt, {"ids": ids})
-    s.exec(delete(KnowledgeChunk).where(col(KnowledgeChunk.document_id) == row.id))  # type: ignore[call-overload]
-    s.exec(delete(KnowledgeMeta).where(col(KnowledgeMeta.document_id) == row.id))  # type: ignore[call-overload]
-    s.delete(row)
-    s.flush()
+    column = "chunk_id" if conn.dialect.name == "postgresql" else "rowid"
+    conn.execute(
+        text(
+            f"DELETE FROM knowledge_fts WHERE {column} IN"
+            " (SELECT id FROM knowledge_chunks WHERE document_id = :d)"
+        ),
+        {"d": row.id},
+    )
+    conn.execute(delete(_CHUNKS).where(_CHUNKS.c.document_id == row.id))
+    conn.execute(delete(_META).where(_META.c.document_id == row.id))
+    conn.execute(delete(_DOCUMENTS).where(_DOCUMENTS.c.id == row.id))
+    if row in s:
+        s.expunge(row)
 
 
 def remove_collection(s: Session, row: KnowledgeCollection) -> int:
     assert row.id is not None
-    docs = collection_documents(s, row.id)
-    for doc in docs:
-        remove_document(s, doc)
+    conn = s.connection()
+    column = "chunk_id" if conn.dialect.name == "postgresql" else "rowid"
+    docs = select(_DOCUMENTS.c.id).where(_DOCUMENTS.c.collection_id == row.id)
+    removed = int(conn.execute(select(func.count()).select_from(docs.subquery())).scalar_one())
+    in_collection = (
+        "SELECT c.id FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id"
+        " WHERE d.collection_id = :c"
+    )
+    conn.execute(text(f"DELETE FROM knowledge_fts WHERE {column} IN ({in_collection})"), {"c": row.id})
+    conn.execute(delete(_CHUNKS).where(_CHUNKS.c.document_id.in_(docs)))
+    conn.execute(delete(_META).where(_META.c.document_id.in_(docs)))
+    conn.execute(delete(_DOCUMENTS).where(_DOCUMENTS.c.collection_id == row.id))
     s.delete(row)
     s.flush()
-    return len(docs)
+    return removed
 
 
 _JOINS = (

@@ -407,6 +407,10 @@ class KnowledgeCollection(SQLModel, table=True):
     project_id: str
     name: str
     language: str
+    # Its documents, their chunks and bytes of text, kept by every write (the caps count them).
+    documents: int = 0
+    chunks: int = 0
+    size: int = Field(default=0, sa_type=BIG_INT)
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -26,6 +26,9 @@ def upgrade() -> None:
         sa.Column("project_id", sa.String(), nullable=False),
         sa.Column("name", sa.String(), nullable=False),
         sa.Column("language", sa.String(), nullable=False),
+        sa.Column("documents", sa.Integer(), nullable=False),
+        sa.Column("chunks", sa.Integer(), nullable=False),
+        sa.Column("size", BIG_INT, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
