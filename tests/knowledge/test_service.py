@@ -4,6 +4,7 @@ chunks out, the same on both; nothing half written; caps, bad input and audit.""
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import pytest
@@ -330,3 +331,25 @@ def test_an_import_keeps_the_lines_before_a_bad_one(kb: KnowledgeService) -> Non
     with pytest.raises(KnowledgeRefused, match="line 121: metadata must be a JSON object"):
         kb.import_lines("p", [*lines[:120], bad_meta, *lines[120:]], actor=ADMIN)
     assert kb.collection("p", "c")["documents"] == 150
+
+
+def test_concurrent_writers_are_held_to_the_cap_and_the_counts_stay_true(engine: Engine) -> None:
+    kb = KnowledgeService(engine, audit=AuditLog(), audit_engine=engine, limits=Limits(max_documents=3))
+    outcomes: list[str] = []
+    gate = threading.Barrier(8)
+
+    def write(i: int) -> None:
+        gate.wait(timeout=30)
+        try:
+            kb.add("p", "docs", actor=ADMIN, doc_id=f"d{i}", text=f"text number {i}")
+            outcomes.append("added")
+        except KnowledgeFull:
+            outcomes.append("full")
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(outcomes) == ["added"] * 3 + ["full"] * 5
+    assert counts(engine)[0] == 3 and kb.collection("p", "docs")["documents"] == 3

@@ -70,11 +70,14 @@ Filters = Sequence[tuple[str, Sequence[str]]]  # (key, canonical JSON values: an
 
 
 def _lock_project(s: Session, project_id: str) -> None:
-    """Serialize a project's knowledge writers on PostgreSQL (the caps are counted in the
-    writing transaction; SQLite's first write already serializes them)."""
+    """Serialize a project's knowledge writers before they read what they count (the caps):
+    a per-project advisory lock on PostgreSQL; on SQLite the database's write lock, taken
+    by a write that changes nothing (a later upgrade from a read could fail at once)."""
     conn = s.connection()
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"knowledge:{project_id}"})
+    else:
+        conn.execute(text("UPDATE knowledge_collections SET id = id WHERE 0 = 1"))
 
 
 def begin_write(s: Session, project_id: str) -> None:
