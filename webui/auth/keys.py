@@ -24,7 +24,7 @@ from webui.store.models import ApiKey, ProjectCredential
 
 KEY_PREFIX = "shk_"
 CREDENTIAL_PREFIXES = {"embed_token": "she_", "webhook_secret": "shw_"}
-SCOPES = ("runs.create", "runs.read", "configs")
+SCOPES = ("runs.create", "runs.read", "configs", "knowledge")
 DEFAULT_SCOPES = ("runs.create",)
 
 

@@ -22,7 +22,9 @@ def keys_create(
     scope: Annotated[
         list[str] | None,
         typer.Option(
-            "--scope", help="runs.create (default), runs.read or configs (repeatable).", show_default=False
+            "--scope",
+            help="runs.create (default), runs.read, configs or knowledge (repeatable).",
+            show_default=False,
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="A label.")] = None,

@@ -31,6 +31,7 @@ SCOPE_HELP = {
     "runs.create": "Call tools (start runs) and answer their questions.",
     "runs.read": "Read runs and their results.",
     "configs": "Manage your project configurations (the configurations API).",
+    "knowledge": "Change the knowledge base of the key's projects (the knowledge API).",
 }
 
 
