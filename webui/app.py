@@ -295,6 +295,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         throttle=app.state.auth_throttle,
         refusals=app.state.refusals,
         max_body_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_file_bytes,
         body_pace=BodyPace(settings.body_timeout_seconds, settings.body_min_rate_bytes_per_second),
     )
     app.add_middleware(SecurityHeaders)

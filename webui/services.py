@@ -109,6 +109,8 @@ def knowledge_service(settings: Settings, engine: Engine, main: Engine, audit: A
         max_bytes=settings.knowledge_max_bytes,
         max_chunks=settings.knowledge_max_chunks,
         max_collections=settings.knowledge_max_collections,
+        max_document_bytes=settings.knowledge_max_document_bytes,
+        max_file_bytes=settings.max_file_bytes,
     )
     embedder = None
     if settings.embeddings_url:

@@ -180,6 +180,8 @@ class Settings(BaseSettings):
     knowledge_max_bytes: int = Field(default=1024**3, ge=0)
     knowledge_max_chunks: int = Field(default=1_000_000, ge=0)
     knowledge_max_collections: int = Field(default=100, ge=0)
+    # One document's text (a file's is read within max_file_bytes).
+    knowledge_max_document_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     # An OpenAI-compatible embeddings endpoint (`…/v1/embeddings`): chunks are embedded when
     # added and searches may rank by vector too. Unset: full-text search alone.
     embeddings_url: str | None = None

@@ -353,3 +353,20 @@ def test_concurrent_writers_are_held_to_the_cap_and_the_counts_stay_true(engine:
         t.join(timeout=60)
     assert sorted(outcomes) == ["added"] * 3 + ["full"] * 5
     assert counts(engine)[0] == 3 and kb.collection("p", "docs")["documents"] == 3
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ({"type": "collection"}, "invalid collection name None"),
+        ({"type": "collection", "name": "ok", "language": 3}, "the language must be a string"),
+        ({"type": "document", "text": "t"}, "invalid collection name None"),
+        ({"type": "document", "collection": ["c"], "text": "t"}, "invalid collection name"),
+    ],
+)
+def test_an_import_line_without_its_names_is_refused_not_guessed(
+    kb: KnowledgeService, line: Any, why: str
+) -> None:
+    with pytest.raises(KnowledgeRefused, match=f"line 1: {why}"):
+        kb.import_lines("p", [line], actor=ADMIN)
+    assert kb.collections("p") == []

@@ -75,13 +75,23 @@ def upload(web: Web, name: str, data: bytes, **fields: str) -> httpx2.Response:
     )
 
 
-def test_a_json_body_past_the_body_cap_is_413_and_writes_nothing(kb: Web) -> None:
-    text = "x" * BODY_CAP
+def test_a_document_body_past_the_upload_cap_is_413_and_writes_nothing(kb: Web) -> None:
+    """A document's body (JSON, multipart or an import) may be as large as a file plus its
+    form (the guard's LARGE_BODY_PATH), not more; every other JSON body keeps the body cap."""
+    upload_cap = FILE_CAP + BODY_CAP
+    text = "x" * upload_cap
     r = kb.client.post(f"{BASE}/documents", json={"collection": "c", "text": text}, headers=KEY)
     assert r.status_code == 413 and error(r)["code"] == "too_large", r.text
     ndjson = (json.dumps({"type": "document", "collection": "c", "text": text}) + "\n").encode()
-    refused(kb.client.post(f"{BASE}/import", content=ndjson, headers=KEY), 413, f"larger than {BODY_CAP}")
+    refused(kb.client.post(f"{BASE}/import", content=ndjson, headers=KEY), 413, f"larger than {upload_cap}")
+    query = {"query": "x" * BODY_CAP}
+    refused(kb.client.post(f"{BASE}/search", json=query, headers=KEY), 413, f"larger than {BODY_CAP}")
     assert documents(kb) == []
+    fits = "y " * (BODY_CAP // 2 + 1000)  # past the body cap, within the upload cap
+    assert (
+        kb.client.post(f"{BASE}/documents", json={"collection": "c", "text": fits}, headers=KEY).status_code
+        == 201
+    )
 
 
 def test_a_file_past_the_file_cap_is_413_naming_it_and_a_declared_huge_upload_is_refused_unread(

@@ -6,7 +6,6 @@ users by grant and role, CSRF on browser writes), and the audit rows its writes 
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +22,6 @@ from webui.settings import Settings
 
 ADMIN_KEY = secrets.token_urlsafe(32)
 BASE = f"/api/workflows/{HELLO}/knowledge"
-# The guard lets the browser session through to the configurations API and the file upload
-# only (webui/web/guard.py, SESSION_API_PATH); until the knowledge API is named there too,
-# the browser tests below run with it added, and `test_the_guard_lets_...` says it is missing.
-SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/(?:configs|knowledge)(?:/.*)?")
 
 
 @pytest.fixture
@@ -35,11 +30,6 @@ def kb(tmp_path: Path) -> Iterator[Web]:
     data = prepared.copy_prepared("web", tmp_path / "data")
     with running(Settings(data_dir=data, server_admin_key=ADMIN_KEY)) as web:
         yield web
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("webui.web.guard.SESSION_API_PATH", SESSION_API_PATH)
 
 
 def admin() -> dict[str, str]:
@@ -443,9 +433,7 @@ def test_a_document_of_another_project_is_not_found_through_this_projects_url(kb
     )
 
 
-def test_a_browser_user_reads_granted_projects_and_only_an_administrator_writes(
-    kb: Web, browser: None
-) -> None:
+def test_a_browser_user_reads_granted_projects_and_only_an_administrator_writes(kb: Web) -> None:
     add(kb, admin(), id="tea", text="Tea.")
     token = kb.login(*USER)
     assert kb.client.get(f"{BASE}/documents/tea").status_code == 200
@@ -468,7 +456,7 @@ def test_a_browser_user_reads_granted_projects_and_only_an_administrator_writes(
     assert ledger_write.status_code == 201  # administrators see every project
 
 
-def test_a_browser_write_without_its_csrf_token_is_403_and_writes_nothing(kb: Web, browser: None) -> None:
+def test_a_browser_write_without_its_csrf_token_is_403_and_writes_nothing(kb: Web) -> None:
     kb.login(*ADMIN)
     for headers in ({}, {"X-CSRF-Token": "forged"}):
         for method, path, body in (
@@ -484,11 +472,6 @@ def test_a_browser_write_without_its_csrf_token_is_403_and_writes_nothing(kb: We
     assert kb.client.get(f"{BASE}/collections").json() == {"collections": []}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="webui/web/guard.py SESSION_API_PATH names only the configurations API: the guard"
-    " answers 401 to a browser session on the knowledge API before the route sees it",
-)
 def test_the_guard_lets_a_browser_session_reach_the_knowledge_api(kb: Web) -> None:
     kb.login(*ADMIN)
     assert kb.client.get(f"{BASE}/collections").status_code == 200

@@ -15,7 +15,7 @@ import hashlib
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
@@ -512,7 +512,7 @@ class KnowledgeService:
             if line["type"] == "collection":
                 try:
                     made = self.create_collection(
-                        project_id, str(line.get("name")), language=line.get("language"), actor=actor
+                        project_id, check_name(line.get("name")), language=line.get("language"), actor=actor
                     )
                 except (KnowledgeRefused, KnowledgeFull) as exc:
                     raise type(exc)(f"{where}: {exc.message}", **_cap_args(exc)) from None
@@ -521,7 +521,7 @@ class KnowledgeService:
             if not isinstance(line.get("text"), str):
                 raise KnowledgeRefused(f'{where}: a document needs its "text"')
             item = NewDocument(
-                str(line.get("collection")),
+                cast(str, line.get("collection")),  # checked with the rest of the document
                 text=line["text"],
                 doc_id=line.get("id"),
                 title=line.get("title"),
@@ -536,7 +536,9 @@ class KnowledgeService:
 
     # ------------------------------------------------------------------ helpers
 
-    def _language(self, language: str | None) -> str:
+    def _language(self, language: Any) -> str:
+        if language is not None and not isinstance(language, str):
+            raise KnowledgeRefused("the language must be a string")
         try:
             return kt.check_language(language or kt.DEFAULT_LANGUAGE)
         except ValueError as exc:

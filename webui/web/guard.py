@@ -46,7 +46,13 @@ from webui.web.connections import HEALTH_PATH, BodyPace
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
-SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/configs(/.*)?")
+SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/(?:configs|knowledge)(/.*)?")
+# Bodies that carry a document to index: up to the upload cap (a file plus its form), not
+# the JSON cap; still counted as they arrive.
+LARGE_BODY_PATH = re.compile(
+    r"/api/workflows/[^/]+/knowledge/(?:documents|import)|/projects/[^/]+/knowledge/upload"
+)
+FORM_OVERHEAD_BYTES = 1024 * 1024  # the multipart framing and fields around an upload
 WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
 
 
@@ -71,12 +77,14 @@ class RequestGuard:
         refusals: RefusalAudit,
         max_body_bytes: int,
         body_pace: BodyPace,
+        max_upload_bytes: int | None = None,
     ) -> None:
         self.app = app
         self.security = security
         self.throttle = throttle
         self.refusals = refusals
         self.max_body = max_body_bytes
+        self.max_upload = max(max_body_bytes, (max_upload_bytes or 0) + FORM_OVERHEAD_BYTES)
         self.pace = body_pace
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -108,10 +116,14 @@ class RequestGuard:
             await refuse(scope, send, 400, exc.code, exc.message)
             return
 
-        capped = not (kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]))
+        cap: int | None = self.max_body
+        if kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]):
+            cap = None  # the files API caps the file itself as it streams
+        elif LARGE_BODY_PATH.fullmatch(scope["path"]):
+            cap = self.max_upload
         declared = headers.get("content-length")
-        if capped and declared is not None and declared.isdigit() and int(declared) > self.max_body:
-            await self._too_large(scope, send, declared=int(declared))
+        if cap is not None and declared is not None and declared.isdigit() and int(declared) > cap:
+            await self._too_large(scope, send, declared=int(declared), limit=cap)
             return
 
         session_api = SESSION_API_PATH.fullmatch(scope["path"]) or UPLOAD_PATH.fullmatch(scope["path"])
@@ -122,7 +134,7 @@ class RequestGuard:
             scope.setdefault("state", {})["principal"] = principal
         elif kind == "mcp":
             send = self._count_failures(scope, send, address)
-        await self._bounded(scope, receive, send, capped=capped)
+        await self._bounded(scope, receive, send, cap=cap)
 
     # ------------------------------------------------------------------ helpers
     async def _authenticate(self, scope: Scope, send: Send, authorization: str | None) -> Principal | None:
@@ -167,11 +179,11 @@ class RequestGuard:
 
         return counting
 
-    async def _too_large(self, scope: Scope, send: Send, *, declared: int | None) -> None:
+    async def _too_large(self, scope: Scope, send: Send, *, declared: int | None, limit: int) -> None:
         await self.refusals.record(
-            scope, AuditName.REQUEST_TOO_LARGE, outcome="413", limit=self.max_body, declared=declared
+            scope, AuditName.REQUEST_TOO_LARGE, outcome="413", limit=limit, declared=declared
         )
-        await refuse(scope, send, 413, "too_large", f"the request body is larger than {self.max_body} bytes")
+        await refuse(scope, send, 413, "too_large", f"the request body is larger than {limit} bytes")
 
     async def _too_slow(self, scope: Scope, send: Send, *, received: int) -> None:
         await self.refusals.record(
@@ -186,9 +198,9 @@ class RequestGuard:
             scope, send, 408, "body_too_slow", f"the request body arrived too slowly: {self.pace.describe()}"
         )
 
-    async def _bounded(self, scope: Scope, receive: Receive, send: Send, *, capped: bool) -> None:
-        """Runs the app with a body that must keep the pace and, when `capped`, may not grow
-        past the cap. Past either, the client gets 408 or 413 (when no response has started)
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send, *, cap: int | None) -> None:
+        """Runs the app with a body that must keep the pace and may not grow past `cap`
+        (None: the route bounds it). Past either, the client gets 408 or 413 (when no response has started)
         and the app is cancelled where it waits for more body: it never sees a truncated
         body, nor a disconnect to log. Once the body is complete, waits (for the client's
         disconnect, under a stream) are not bounded."""
@@ -218,9 +230,9 @@ class RequestGuard:
                 if message["type"] == "http.request":
                     read += len(message.get("body", b""))
                     complete = not message.get("more_body", False)
-                    if capped and read > self.max_body:
+                    if cap is not None and read > cap:
                         if not started:
-                            await self._too_large(scope, send, declared=None)
+                            await self._too_large(scope, send, declared=None, limit=cap)
                         return await give_up()
                 return message
 

@@ -522,13 +522,13 @@ def _import(request: Request, caller: Caller, project_id: str, raw: bytes) -> di
     },
     responses={
         400: {"description": "invalid_knowledge: the first line that cannot be used (lines before it stay)"},
-        413: {"description": "too_large: past STEAMHARNESS_MAX_BODY_BYTES"},
+        413: {"description": "too_large: past the upload cap (STEAMHARNESS_MAX_FILE_BYTES and 1 MiB)"},
         **{k: v for k, v in WRITE.items() if k != 400},
     },
 )
 async def import_knowledge(request: Request, project_id: str) -> Any:
     caller = await caller_of(request, project_id, write=True)
-    raw = await request.body()  # bounded by the guard (STEAMHARNESS_MAX_BODY_BYTES)
+    raw = await request.body()  # bounded by the guard (webui.web.guard: LARGE_BODY_PATH)
     if not raw.strip():
         raise KnowledgeRefused("the body is empty; send the NDJSON lines of an export")
     return await run_db(_import, request, caller, project_id, raw)
