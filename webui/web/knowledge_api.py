@@ -23,9 +23,9 @@ included): the server admin key; an API key with the `knowledge` scope on a proj
 granted; a browser administrator, with the session's CSRF token in `X-CSRF-Token`. A caller
 who may not read the project gets 404, as for an unknown project; a reader who may not
 write gets 403. Who is asking is decided before a byte of the body is read; JSON bodies go
-through the strict reader, and every body is bounded: by `STEAMHARNESS_MAX_BODY_BYTES` (the
-guard), and a file by the smaller of `STEAMHARNESS_MAX_FILE_BYTES` and the knowledge base's
-own cap on a file.
+through the strict reader, and every body is bounded by the guard: a document's (JSON, multipart)
+and an import by `STEAMHARNESS_MAX_FILE_BYTES` plus 1 MiB, every other by
+`STEAMHARNESS_MAX_BODY_BYTES`; a file by `STEAMHARNESS_MAX_FILE_BYTES`.
 """
 
 from __future__ import annotations
