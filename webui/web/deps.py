@@ -50,13 +50,19 @@ async def require_user(request: Request) -> UiUser:
         raise LoginRequired()
     if request.method in UNSAFE_METHODS:
         submitted = request.headers.get("x-csrf-token")
+        form = None
         if submitted is None and request.headers.get("content-type", "").startswith(
             ("application/x-www-form-urlencoded", "multipart/form-data")
         ):
             form = await request.form()
             value = form.get("csrf_token")
             submitted = value if isinstance(value, str) else None
-        check_csrf(user.csrf_token, submitted)
+        try:
+            check_csrf(user.csrf_token, submitted)
+        except BaseException:
+            if form is not None:
+                await form.close()  # a refused upload's spooled files, closed now
+            raise
     return user
 
 
