@@ -370,3 +370,19 @@ def test_an_import_line_without_its_names_is_refused_not_guessed(
     with pytest.raises(KnowledgeRefused, match=f"line 1: {why}"):
         kb.import_lines("p", [line], actor=ADMIN)
     assert kb.collections("p") == []
+
+
+def test_a_word_in_more_chunks_than_are_ranked_is_ranked_among_the_newest_and_says_so(
+    kb: KnowledgeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("webui.knowledge.service.RANKED_CANDIDATES", 3)
+    kb.add("p", "docs", actor=ADMIN, doc_id="old-best", text="common common common rare")
+    for i in range(5):
+        kb.add("p", "docs", actor=ADMIN, doc_id=f"new{i}", text=f"common filler words number {i}")
+    kb.add("other", "docs", actor=ADMIN, doc_id="theirs", text="common " * 50)  # another project: not counted
+    found = kb.search("p", "common")
+    assert found["approximate"] is True
+    assert sorted(ids(found)) == ["new2", "new3", "new4"]  # the newest three, ranked
+    exact = kb.search("p", "common rare")
+    assert exact["approximate"] is False and ids(exact) == ["old-best"]
+    assert kb.search("p", "common", filter={"none": 1}) == {"mode": "text", "approximate": False, "hits": []}

@@ -44,6 +44,10 @@ from webui.store.models import KnowledgeCollection, KnowledgeDocument, as_utc, u
 
 VECTOR_SCAN_CAP = 50_000  # chunks a vector search compares at most
 IMPORT_BATCH = 100  # documents an import writes in one transaction
+# A query matching more chunks than this (a word in most of them) is ranked among the newest
+# this many of its matches only, and says so (`approximate`): finding matches is cheap,
+# scoring each is not (BM25 over 100k matches costs ~200 ms).
+RANKED_CANDIDATES = 4000
 RRF_K = 60  # reciprocal rank fusion: score = sum 1 / (RRF_K + rank)
 
 
@@ -194,7 +198,8 @@ class KnowledgeService:
     ) -> dict[str, Any]:
         """The best chunks for `query`, best first, each with its document, a snippet and the
         positions of the matching words in it. `mode`: `text`, `vector`, `hybrid`, or `auto`
-        (hybrid with an embedding endpoint, else text)."""
+        (hybrid with an embedding endpoint, else text). `approximate`: more than
+        RANKED_CANDIDATES chunks matched, and only the newest of them were ranked."""
         if not isinstance(query, str):
             raise KnowledgeRefused("the query must be a string")
         if mode not in ("auto", "text", "vector", "hybrid"):
@@ -225,19 +230,24 @@ class KnowledgeService:
             except kt.QueryRefused as exc:
                 raise KnowledgeRefused(str(exc)) from None
             text_hits: list[ks.Match] = []
+            approximate = False
             if used != "vector":
                 pool = size if used == "text" else max(size * 3, 30)
                 for lang, q in parsed.items():
                     chosen = self._of_language(s, project_id, ids, lang, languages)
+                    floor = ks.candidate_floor(
+                        s, project_id, q, collection_ids=chosen, filters=filters, cap=RANKED_CANDIDATES
+                    )
+                    approximate = approximate or floor is not None
                     text_hits += ks.search(
-                        s, project_id, q, collection_ids=chosen, filters=filters, limit=pool
+                        s, project_id, q, collection_ids=chosen, filters=filters, limit=pool, floor=floor
                     )
                 text_hits.sort(key=lambda m: (-m.score, m.chunk_id))
             vector_hits: list[ks.Match] = []
             if used in ("vector", "hybrid"):
                 vector_hits = self._vector_search(s, project_id, query, ids, filters, max(size * 3, 30))
         hits = _fuse(text_hits, vector_hits, size) if used == "hybrid" else (text_hits or vector_hits)[:size]
-        return {"mode": used, "hits": [self._hit(m, parsed) for m in hits]}
+        return {"mode": used, "approximate": approximate, "hits": [self._hit(m, parsed) for m in hits]}
 
     def _of_language(
         self, s: Session, project_id: str, ids: list[int] | None, language: str, languages: set[str]

@@ -268,21 +268,13 @@ _MATCH_COLUMNS = (
 )
 
 
-def search(
-    s: Session,
-    project_id: str,
-    query: MatchText,
-    *,
-    collection_ids: Sequence[int] | None,
-    filters: Filters,
-    limit: int,
-) -> list[Match]:
-    """The best `limit` chunks of the project matching every phrase of `query`, best first
-    (ties by chunk id)."""
-    conn = s.connection()
-    params: dict[str, Any] = {"project": project_id, "limit": limit}
+def _scope(
+    project_id: str, collection_ids: Sequence[int] | None, filters: Filters
+) -> tuple[list[str], dict[str, Any], list[Any]]:
+    """The WHERE clauses keeping a search to the project, its collections and filters."""
+    params: dict[str, Any] = {"project": project_id}
     where = ["d.project_id = :project"]
-    binds = []
+    binds: list[Any] = []
     if collection_ids is not None:
         where.append("d.collection_id IN :collections")
         params["collections"] = list(collection_ids)
@@ -292,22 +284,71 @@ def search(
         params[f"k{i}"] = key
         params[f"v{i}"] = list(values)
         binds.append(bindparam(f"v{i}", expanding=True))
-    joins = _JOINS
-    if conn.dialect.name == "postgresql":
+    return where, params, binds
+
+
+def _matching(dialect: str, query: MatchText, params: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(FROM … JOIN, the match condition, the rank expression, the index's chunk id) as the
+    dialect spells them."""
+    if dialect == "postgresql":
         params["q"] = query.tsquery()
-        sql = (
-            f"SELECT {_MATCH_COLUMNS}, ts_rank_cd(f.tsv, q.q, 1) AS score"
-            f" FROM (SELECT to_tsquery('simple', :q) AS q) AS q"
-            f" JOIN knowledge_fts f ON f.tsv @@ q.q JOIN knowledge_chunks c ON c.id = f.chunk_id {joins}"
-            f" WHERE {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT :limit"
+        source = (
+            "(SELECT to_tsquery('simple', :q) AS q) AS q JOIN knowledge_fts f ON f.tsv @@ q.q"
+            f" JOIN knowledge_chunks c ON c.id = f.chunk_id {_JOINS}"
         )
-    else:
-        params["q"] = query.fts5()
-        sql = (
-            f"SELECT {_MATCH_COLUMNS}, -bm25(knowledge_fts) AS score"
-            f" FROM knowledge_fts JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid {joins}"
-            f" WHERE knowledge_fts MATCH :q AND {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT :limit"
-        )
+        return source, "TRUE", "ts_rank_cd(f.tsv, q.q, 1)", "f.chunk_id"
+    params["q"] = query.fts5()
+    source = f"knowledge_fts JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid {_JOINS}"
+    return source, "knowledge_fts MATCH :q", "-bm25(knowledge_fts)", "knowledge_fts.rowid"
+
+
+def candidate_floor(
+    s: Session,
+    project_id: str,
+    query: MatchText,
+    *,
+    collection_ids: Sequence[int] | None,
+    filters: Filters,
+    cap: int,
+) -> int | None:
+    """When more than `cap` of the project's chunks match, the id of the `cap`-th newest (a
+    search then ranks only those from it on: scoring every match of a word in most chunks
+    costs far more than finding them); None when `cap` or fewer match."""
+    conn = s.connection()
+    where, params, binds = _scope(project_id, collection_ids, filters)
+    source, match, _, chunk_id = _matching(conn.dialect.name, query, params)
+    params["skip"] = cap
+    sql = (
+        f"SELECT {chunk_id} FROM {source} WHERE {match} AND {' AND '.join(where)}"
+        f" ORDER BY {chunk_id} DESC LIMIT 1 OFFSET :skip"
+    )
+    found = conn.execute(text(sql).bindparams(*binds), params).scalar()
+    return None if found is None else int(found) + 1
+
+
+def search(
+    s: Session,
+    project_id: str,
+    query: MatchText,
+    *,
+    collection_ids: Sequence[int] | None,
+    filters: Filters,
+    limit: int,
+    floor: int | None = None,
+) -> list[Match]:
+    """The best `limit` chunks of the project matching every phrase of `query`, best first
+    (ties by chunk id); with `floor`, only among the chunks from that id on."""
+    conn = s.connection()
+    where, params, binds = _scope(project_id, collection_ids, filters)
+    source, match, rank, chunk_id = _matching(conn.dialect.name, query, params)
+    params["limit"] = limit
+    if floor is not None:
+        where.append(f"{chunk_id} >= :floor")
+        params["floor"] = floor
+    sql = (
+        f"SELECT {_MATCH_COLUMNS}, {rank} AS score FROM {source}"
+        f" WHERE {match} AND {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT :limit"
+    )
     rows = conn.execute(text(sql).bindparams(*binds), params).all()
     return [_match(row) for row in rows]
 
