@@ -7,7 +7,20 @@ import sys
 
 import typer
 
-from webui.cli import config, configs, db, keys, login, logout, mcp, projects, serve, structure, users
+from webui.cli import (
+    config,
+    configs,
+    db,
+    keys,
+    knowledge,
+    login,
+    logout,
+    mcp,
+    projects,
+    serve,
+    structure,
+    users,
+)
 from webui.errors import SteamharnessError
 
 app = typer.Typer(
@@ -28,6 +41,7 @@ app.add_typer(keys.app, name="keys")
 app.add_typer(config.app, name="config")
 app.add_typer(configs.app, name="configs")
 app.add_typer(db.app, name="db")
+app.add_typer(knowledge.app, name="knowledge")
 
 
 def main() -> None:
