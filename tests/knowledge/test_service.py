@@ -386,3 +386,25 @@ def test_a_word_in_more_chunks_than_are_ranked_is_ranked_among_the_newest_and_sa
     exact = kb.search("p", "common rare")
     assert exact["approximate"] is False and ids(exact) == ["old-best"]
     assert kb.search("p", "common", filter={"none": 1}) == {"mode": "text", "approximate": False, "hits": []}
+
+
+def test_a_text_or_query_naming_another_projects_scope_token_reaches_nothing(kb: KnowledgeService) -> None:
+    from webui.store.knowledge import scope_terms
+
+    kb.add("mine", "docs", actor=ADMIN, doc_id="mine", text="ordinary words")
+    planted = scope_terms("mine", 1, [])  # what SQLite's index holds as the scope of "mine"
+    kb.add("theirs", "docs", actor=ADMIN, doc_id="theirs", text=f"ordinary words {planted}")
+    assert ids(kb.search("mine", "ordinary")) == ["mine"]
+    assert ids(kb.search("theirs", "ordinary")) == ["theirs"]
+    assert ids(kb.search("mine", planted)) == []
+
+
+def test_an_import_keeps_each_documents_source_and_a_markdown_heading_is_its_title(
+    kb: KnowledgeService,
+) -> None:
+    kb.add("src", "files", actor=ADMIN, file_name="notes.md", data=b"# Bees\n\nThey dance.")
+    [doc] = kb.documents("src")["documents"]
+    assert doc["title"] == "Bees" and doc["source"] == "notes.md"
+    kb.import_lines("dst", list(kb.export("src")), actor=ADMIN)
+    [copy] = kb.documents("dst")["documents"]
+    assert (copy["title"], copy["source"], copy["id"]) == ("Bees", "notes.md", doc["id"])

@@ -33,7 +33,9 @@ def extract(name: str, data: bytes) -> tuple[str, str | None]:
     """(text, title found in the file or None)."""
     kind = kind_of(name)
     if kind == "text":
-        return _utf8(name, data), None
+        text = _utf8(name, data)
+        heading = re.match(r"\s*# +([^\n]+)", text) if name.lower().endswith((".md", ".markdown")) else None
+        return text, heading.group(1).strip() if heading else None
     if kind == "html":
         return _html(_utf8(name, data))
     if kind == "pdf":

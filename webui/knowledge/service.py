@@ -62,6 +62,7 @@ class NewDocument:
     doc_id: str | None = None
     title: str | None = None
     metadata: Any = None
+    source: str | None = None  # for a text: where it came from (an import keeps the export's)
 
 
 @dataclass(frozen=True)
@@ -406,6 +407,10 @@ class KnowledgeService:
             check_doc_id(item.doc_id)
         meta = check_metadata(item.metadata)
         source, body, found_title = self._text(item.text, item.file_name, item.data)
+        if item.source is not None and item.data is None:
+            if not isinstance(item.source, str) or not 0 < len(item.source) <= 300:
+                raise KnowledgeRefused("a document's source is a string of 1-300 characters")
+            source = item.source
         doc_id = item.doc_id or "d-" + hashlib.sha256(f"{item.collection}\n{body}".encode()).hexdigest()[:24]
         first_line = body.strip().split("\n", 1)[0].strip()
         title = check_title(item.title if item.title else found_title, item.file_name or first_line or doc_id)
@@ -448,7 +453,7 @@ class KnowledgeService:
             row.title, row.meta, row.updated_at = p.title, p.meta, utcnow()
             s.add(row)
             s.flush()
-            ks.set_meta(s, row.id, p.pairs)
+            ks.set_meta(s, row, p.pairs)
             status = "updated"
         else:
             self._check_caps(batch.usage, row, p.size, len(p.pieces))
@@ -536,6 +541,7 @@ class KnowledgeService:
                 doc_id=line.get("id"),
                 title=line.get("title"),
                 metadata=line.get("metadata"),
+                source=line.get("source"),
             )
             batch.append((number, item))
             if len(batch) >= IMPORT_BATCH:

@@ -1,6 +1,11 @@
 """Queries of the knowledge base (webui.knowledge): collections, documents, their chunks and
 filterable metadata, and the full-text index `knowledge_fts`.
 
+On SQLite the index also holds each chunk's scope as tokens in a column of its own (`scope`,
+weight 0 in the ranking): its project, its collection and each filterable metadata pair,
+hashed, each starting with `_` (which no indexed word holds). A search, its filters included,
+is then one intersection inside FTS5, whatever the other projects hold.
+
 The index holds each chunk's stems (webui.knowledge.text) under the chunk's id: an FTS5 table
 on SQLite (ranked by `bm25`), a `tsvector` table with a GIN index on PostgreSQL (ranked by
 `ts_rank_cd`). The query reaching either is built from stems only. Writes go through the
@@ -9,6 +14,7 @@ one transaction."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,6 +188,26 @@ def chunks(s: Session, document_id: int) -> list[KnowledgeChunk]:
     return list(s.exec(query.order_by(col(KnowledgeChunk.position))).all())
 
 
+def _token(kind: str, *parts: str) -> str:
+    return f"_{kind}_" + hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:20]
+
+
+def scope_terms(project_id: str, collection_id: int, meta: Sequence[tuple[str, str]]) -> str:
+    """The `scope` column of a chunk's index row on SQLite."""
+    tokens = [_token("p", project_id), f"_c_{collection_id}"]
+    tokens += [_token("m", key, value) for key, value in meta]
+    return " ".join(tokens)
+
+
+def _scope_match(project_id: str, collection_ids: Sequence[int] | None, filters: Filters) -> str:
+    groups = [f'"{_token("p", project_id)}"']
+    if collection_ids is not None:
+        groups.append("(" + " OR ".join(f'"_c_{int(c)}"' for c in collection_ids) + ")")
+    for key, values in filters:
+        groups.append("(" + " OR ".join(f'"{_token("m", key, v)}"' for v in values) + ")")
+    return " AND ".join(groups)
+
+
 def add_document(
     s: Session, row: KnowledgeDocument, pieces: Sequence[ChunkRow], meta: Sequence[tuple[str, str]]
 ) -> None:
@@ -204,21 +230,35 @@ def add_document(
         ]
         returning = insert(_CHUNKS).returning(_CHUNKS.c.id, sort_by_parameter_order=True)
         ids = [int(i) for i in conn.execute(returning, chunk_rows).scalars().all()]
-        index_rows = [{"id": chunk_id, "terms": p.terms} for chunk_id, p in zip(ids, pieces, strict=True)]
+        scope = scope_terms(row.project_id, row.collection_id, meta)
+        index_rows = [
+            {"id": chunk_id, "terms": p.terms, "scope": scope}
+            for chunk_id, p in zip(ids, pieces, strict=True)
+        ]
         if conn.dialect.name == "postgresql":
             stmt = "INSERT INTO knowledge_fts (chunk_id, tsv) VALUES (:id, to_tsvector('simple', :terms))"
         else:
-            stmt = "INSERT INTO knowledge_fts (rowid, terms) VALUES (:id, :terms)"
+            stmt = "INSERT INTO knowledge_fts (rowid, terms, scope) VALUES (:id, :terms, :scope)"
         conn.execute(text(stmt), index_rows)
     if meta:
         conn.execute(insert(_META), [{"document_id": row.id, "key": k, "value": v} for k, v in meta])
 
 
-def set_meta(s: Session, document_id: int, meta: Sequence[tuple[str, str]]) -> None:
+def set_meta(s: Session, row: KnowledgeDocument, meta: Sequence[tuple[str, str]]) -> None:
+    """The document's filterable metadata rows (and, on SQLite, its chunks' scope)."""
+    assert row.id is not None
     conn = s.connection()
-    conn.execute(delete(_META).where(_META.c.document_id == document_id))
+    conn.execute(delete(_META).where(_META.c.document_id == row.id))
     if meta:
-        conn.execute(insert(_META), [{"document_id": document_id, "key": k, "value": v} for k, v in meta])
+        conn.execute(insert(_META), [{"document_id": row.id, "key": k, "value": v} for k, v in meta])
+    if conn.dialect.name == "sqlite":
+        conn.execute(
+            text(
+                "UPDATE knowledge_fts SET scope = :scope"
+                " WHERE rowid IN (SELECT id FROM knowledge_chunks WHERE document_id = :d)"
+            ),
+            {"scope": scope_terms(row.project_id, row.collection_id, meta), "d": row.id},
+        )
 
 
 def remove_document(s: Session, row: KnowledgeDocument) -> None:
@@ -315,6 +355,14 @@ def candidate_floor(
     search then ranks only those from it on: scoring every match of a word in most chunks
     costs far more than finding them); None when `cap` or fewer match."""
     conn = s.connection()
+    if conn.dialect.name == "sqlite":
+        sql = (
+            "SELECT rowid FROM knowledge_fts WHERE knowledge_fts MATCH :q"
+            " ORDER BY rowid DESC LIMIT 1 OFFSET :skip"
+        )
+        q = _fts5(query, project_id, collection_ids, filters)
+        found = conn.execute(text(sql), {"q": q, "skip": cap}).scalar()
+        return None if found is None else int(found) + 1
     where, params, binds = _scope(project_id, collection_ids, filters)
     source, match, _, chunk_id = _matching(conn.dialect.name, query, params)
     params["skip"] = cap
@@ -339,6 +387,8 @@ def search(
     """The best `limit` chunks of the project matching every phrase of `query`, best first
     (ties by chunk id); with `floor`, only among the chunks from that id on."""
     conn = s.connection()
+    if conn.dialect.name == "sqlite":
+        return _search_sqlite(s, project_id, query, collection_ids, filters, limit, floor)
     where, params, binds = _scope(project_id, collection_ids, filters)
     source, match, rank, chunk_id = _matching(conn.dialect.name, query, params)
     params["limit"] = limit
@@ -350,6 +400,38 @@ def search(
         f" WHERE {match} AND {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT :limit"
     )
     rows = conn.execute(text(sql).bindparams(*binds), params).all()
+    return [_match(row) for row in rows]
+
+
+def _fts5(query: MatchText, project_id: str, collection_ids: Sequence[int] | None, filters: Filters) -> str:
+    return f"scope : ({_scope_match(project_id, collection_ids, filters)}) AND terms : ({query.fts5()})"
+
+
+def _search_sqlite(
+    s: Session,
+    project_id: str,
+    query: MatchText,
+    collection_ids: Sequence[int] | None,
+    filters: Filters,
+    limit: int,
+    floor: int | None,
+) -> list[Match]:
+    """Ranked inside FTS5 alone (its scope tokens keep it to the project and the filters),
+    then only the best `limit` joined to their chunks and documents."""
+    params: dict[str, Any] = {"q": _fts5(query, project_id, collection_ids, filters), "limit": limit}
+    bound = ""
+    if floor is not None:
+        bound = " AND rowid >= :floor"
+        params["floor"] = floor
+    sql = (
+        f"SELECT {_MATCH_COLUMNS}, m.score FROM"
+        " (SELECT rowid AS id, -bm25(knowledge_fts, 1.0, 0.0) AS score FROM knowledge_fts"
+        f" WHERE knowledge_fts MATCH :q{bound} ORDER BY score DESC, rowid LIMIT :limit) AS m"
+        f" JOIN knowledge_chunks c ON c.id = m.id {_JOINS}"
+        " WHERE d.project_id = :project ORDER BY m.score DESC, c.id"
+    )
+    params["project"] = project_id  # what the scope tokens chose, checked once more
+    rows = s.connection().execute(text(sql), params).all()
     return [_match(row) for row in rows]
 
 

@@ -79,10 +79,12 @@ def upgrade() -> None:
     op.create_index(
         "ix_knowledge_meta_value", "knowledge_meta", ["key", "value", "document_id"], unique=False
     )
-    # The full-text index of the chunks' stems (webui.store.knowledge), one row per chunk.
+    # The full-text index of the chunks' stems (webui.store.knowledge), one row per chunk;
+    # on SQLite with the chunk's scope (project, collection, metadata) as tokens of their own.
     if op.get_bind().dialect.name == "sqlite":
         op.execute(
-            "CREATE VIRTUAL TABLE knowledge_fts USING fts5(terms, tokenize = 'unicode61 remove_diacritics 0')"
+            "CREATE VIRTUAL TABLE knowledge_fts USING fts5("
+            "terms, scope, tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\")"
         )
     else:
         op.execute("CREATE TABLE knowledge_fts (chunk_id BIGINT PRIMARY KEY, tsv TSVECTOR NOT NULL)")
