@@ -175,7 +175,7 @@ def test_a_folder_of_mixed_files_is_added_once_then_found_listed_and_shown(
     hits = [text[0].split(maxsplit=3), text[2].split(maxsplit=3)]
     assert [h[0] for h in hits] == ["1.", "2."]
     assert {h[2] for h in hits} == {ids["alpha.md"], ids["gamma.html"]}
-    assert {h[3] for h in hits} == {"alpha.md", "Gamma page"}  # a file's name; the HTML <title>
+    assert {h[3] for h in hits} == {"Alpha", "Gamma page"}  # the Markdown heading; the HTML <title>
     assert all(float(h[1]) > 0 for h in hits)
     assert "[[lighthouse]]" in text[1] and "[[lighthouse]]" in text[3]
     assert "\x1b[" not in "".join(text)  # not a terminal: brackets, never ANSI
