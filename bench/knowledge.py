@@ -62,7 +62,7 @@ from sqlmodel import Session  # noqa: E402
 from webui.audit.log import AuditLog  # noqa: E402
 from webui.knowledge import text as kt  # noqa: E402
 from webui.knowledge.model import Actor, Limits, parse_filter  # noqa: E402
-from webui.knowledge.service import KnowledgeService  # noqa: E402
+from webui.knowledge.service import RANKED_CANDIDATES, KnowledgeService, NewDocument  # noqa: E402
 from webui.store import knowledge as ks  # noqa: E402
 from webui.store.db import make_engine, sqlite_url  # noqa: E402
 
@@ -568,18 +568,24 @@ class Step:
         return self.added / self.seconds
 
 
-def index(kb: KnowledgeService, corpus: Corpus, first: int, last: int) -> float:
-    """Add documents first..last-1; seconds spent in `add` (corpus generation excluded)."""
+def index(kb: KnowledgeService, corpus: Corpus, first: int, last: int, batch: int) -> float:
+    """Add documents first..last-1, `batch` a transaction (`add_many`, the path of imports and
+    uploads of several files; 1: one `add` each); seconds spent adding (corpus generation
+    excluded)."""
     spent = 0.0
     report = max(1, (last - first) // 5)
-    for n in range(first, last):
-        collection, body, meta = corpus.document(n)
+    for at in range(first, last, batch):
+        items = []
+        for n in range(at, min(last, at + batch)):
+            collection, body, meta = corpus.document(n)
+            items.append(NewDocument(collection, text=body, doc_id=f"doc-{n:06d}", metadata=meta))
         start = time.perf_counter()
-        done = kb.add(PROJECT, collection, actor=ACTOR, text=body, doc_id=f"doc-{n:06d}", metadata=meta)
+        done = kb.add_many(PROJECT, items, actor=ACTOR)
         spent += time.perf_counter() - start
-        assert done["status"] == "added", done
-        if (n + 1 - first) % report == 0:
-            print(f"    {n + 1:>7} documents, {(n + 1 - first) / spent:7.1f} documents/s", flush=True)
+        assert all(d["status"] == "added" for d in done), done
+        end = min(last, at + batch)
+        if (end - first) // report != (at - first) // report:
+            print(f"    {end:>7} documents, {(end - first) / spent:7.1f} documents/s", flush=True)
     return spent
 
 
@@ -597,9 +603,11 @@ def store_search(kb: KnowledgeService, q: Query) -> int:
             assert row is not None and row.id is not None
             ids = [row.id]
         parsed = kt.parse_query(q.text, kt.DEFAULT_LANGUAGE)
-        return len(
-            ks.search(s, PROJECT, parsed, collection_ids=ids, filters=parse_filter(q.filter), limit=10)
+        filters = parse_filter(q.filter)
+        floor = ks.candidate_floor(
+            s, PROJECT, parsed, collection_ids=ids, filters=filters, cap=RANKED_CANDIDATES
         )
+        return len(ks.search(s, PROJECT, parsed, collection_ids=ids, filters=filters, limit=10, floor=floor))
 
 
 def run_queries(kb: KnowledgeService, mix: dict[str, list[Query]], step: Step, warmup: int) -> None:
@@ -780,7 +788,9 @@ def verdict(what: str, value: float, goal: float, unit: str, lower_is_better: bo
     return f"  {what}: {value:.1f} {unit} = {value / goal:.2f}x the {goal:g} {unit} goal: {said}"
 
 
-def run(dialect: str, root: Path, corpus: Corpus, docs: int, nq: int, profile: bool) -> list[Step]:
+def run(
+    dialect: str, root: Path, corpus: Corpus, docs: int, nq: int, profile: bool, batch: int
+) -> list[Step]:
     opener = sqlite_database if dialect == "sqlite" else postgres_database
     with opener(root) as (url, path):
         engine = make_engine(url)
@@ -790,7 +800,7 @@ def run(dialect: str, root: Path, corpus: Corpus, docs: int, nq: int, profile: b
             done = 0
             for target in (max(1, docs // 10), docs):
                 print(f"\n  [{dialect}] indexing documents {done}..{target - 1}", flush=True)
-                spent = index(kb, corpus, done, target)
+                spent = index(kb, corpus, done, target, batch)
                 added, done = target - done, target
                 size, detail = index_size(engine, path)
                 step = Step(done, chunk_count(engine), spent, added, size, detail)
@@ -821,6 +831,12 @@ def main() -> None:
     )
     parser.add_argument("--queries", type=int, default=None, help="measured queries per kind (default 200)")
     parser.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="documents a transaction when indexing (add_many; 1: one add each)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a smoke check: 500 documents, 20 queries per kind"
     )
     parser.add_argument(
@@ -845,7 +861,7 @@ def main() -> None:
         root = Path(tempfile.mkdtemp(prefix=f"shbench-knowledge-{dialect}-"))
         started: _common.ProcMap = {}
         try:
-            results[dialect] = run(dialect, root, corpus, docs, nq, args.profile)
+            results[dialect] = run(dialect, root, corpus, docs, nq, args.profile, args.batch)
             started = _common.descendants()
         finally:
             _common.report_leftovers(dialect, _common.stop_pids(started))

@@ -215,17 +215,16 @@ class KnowledgeService:
             raise KnowledgeRefused("collection must be a name or a non-empty list of names")
         with Session(self.engine) as s:
             ids: list[int] | None = None
-            languages: set[str] = set()
+            every = {c.name: c for c, *_ in ks.collections(s, project_id)}
+            languages = {c.language for c in every.values()}
             if names is not None:
-                ids = []
                 for name in names:
-                    row = ks.collection(s, project_id, check_name(name))
-                    if row is None or row.id is None:
+                    if check_name(name) not in every:
                         raise NotFound(f"collection {name!r} not found")
-                    ids.append(row.id)
-                    languages.add(row.language)
-            else:
-                languages = {c.language for c, *_ in ks.collections(s, project_id)}
+                chosen_rows = [every[name] for name in names]
+                languages = {c.language for c in chosen_rows}
+                if len(set(names)) < len(every):  # naming them all filters nothing
+                    ids = [c.id for c in chosen_rows if c.id is not None]
             try:
                 parsed = {lang: kt.parse_query(query, lang) for lang in languages or {kt.DEFAULT_LANGUAGE}}
             except kt.QueryRefused as exc:

@@ -82,9 +82,10 @@ class Query:
     def stems(self) -> frozenset[str]:
         return frozenset(s for phrase in self.phrases for s in phrase)
 
-    def fts5(self) -> str:
-        """SQLite FTS5 MATCH text: each phrase double-quoted (stems hold no quotes)."""
-        return " ".join('"' + " ".join(p) + '"' for p in self.phrases)
+    def fts5(self, prefix: str = "") -> str:
+        """SQLite FTS5 MATCH text: each phrase double-quoted (stems hold no quotes), each
+        stem after `prefix` (how the index spells it)."""
+        return " ".join('"' + " ".join(prefix + s for s in p) + '"' for p in self.phrases)
 
     def tsquery(self) -> str:
         """PostgreSQL to_tsquery('simple', …) text: phrases AND-ed, words of a phrase adjacent."""

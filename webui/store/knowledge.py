@@ -1,10 +1,13 @@
 """Queries of the knowledge base (webui.knowledge): collections, documents, their chunks and
 filterable metadata, and the full-text index `knowledge_fts`.
 
-On SQLite the index also holds each chunk's scope as tokens in a column of its own (`scope`,
-weight 0 in the ranking): its project, its collection and each filterable metadata pair,
-hashed, each starting with `_` (which no indexed word holds). A search, its filters included,
-is then one intersection inside FTS5, whatever the other projects hold.
+On SQLite each indexed stem is spelt after its project's prefix (`7_run`, the project's number
+in `knowledge_projects`: a project's
+words are tokens of their own, so a search reads only its own project's postings and its
+ranking counts only its own chunks), and each chunk's scope is held as tokens in a column of
+its own (`scope`, weight 0 in the ranking): its collection and each filterable metadata pair,
+hashed, each starting with `_`. No stem holds `_`, so neither can be spelt by a text or a
+query. A search, its filters included, is then one query inside FTS5.
 
 The index holds each chunk's stems (webui.knowledge.text) under the chunk's id: an FTS5 table
 on SQLite (ranked by `bm25`), a `tsvector` table with a GIN index on PostgreSQL (ranked by
@@ -23,12 +26,19 @@ from typing import Any, Protocol, cast
 from sqlalchemy import Table, bindparam, delete, func, insert, text, update
 from sqlmodel import Session, col, select
 
-from webui.store.models import KnowledgeChunk, KnowledgeCollection, KnowledgeDocument, KnowledgeMeta
+from webui.store.models import (
+    KnowledgeChunk,
+    KnowledgeCollection,
+    KnowledgeDocument,
+    KnowledgeMeta,
+    KnowledgeProject,
+)
 
 _COLLECTIONS = cast(Table, KnowledgeCollection.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 _DOCUMENTS = cast(Table, KnowledgeDocument.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 _CHUNKS = cast(Table, KnowledgeChunk.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 _META = cast(Table, KnowledgeMeta.__table__)  # pyright: ignore[reportAttributeAccessIssue]
+_PROJECTS = cast(Table, KnowledgeProject.__table__)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,7 @@ class Match:
 class MatchText(Protocol):
     """A parsed query as each engine spells it (webui.knowledge.text.Query)."""
 
-    def fts5(self) -> str: ...
+    def fts5(self, prefix: str = "") -> str: ...
     def tsquery(self) -> str: ...
 
 
@@ -192,15 +202,44 @@ def _token(kind: str, *parts: str) -> str:
     return f"_{kind}_" + hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:20]
 
 
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def term_prefix(s: Session, project_id: str, *, create: bool) -> str | None:
+    """What the project's stems are spelt after in SQLite's index: its number in base 36 and
+    `_` (`7_run`), numbered at its first write; None for a project with none yet."""
+    cache: dict[str, str] = s.info.setdefault("knowledge_prefixes", {})
+    if project_id in cache:
+        return cache[project_id]
+    conn = s.connection()
+    table = _PROJECTS
+    number = conn.execute(select(table.c.number).where(table.c.project_id == project_id)).scalar()
+    if number is None:
+        if not create:
+            return None
+        number = conn.execute(
+            insert(table).returning(table.c.number), {"project_id": project_id}
+        ).scalar_one()
+    digits = ""
+    n = int(number)
+    while True:
+        n, r = divmod(n, 36)
+        digits = _DIGITS[r] + digits
+        if n == 0:
+            break
+    cache[project_id] = f"{digits}_"
+    return cache[project_id]
+
+
 def scope_terms(project_id: str, collection_id: int, meta: Sequence[tuple[str, str]]) -> str:
     """The `scope` column of a chunk's index row on SQLite."""
-    tokens = [_token("p", project_id), f"_c_{collection_id}"]
+    tokens = [f"_c_{collection_id}"]
     tokens += [_token("m", key, value) for key, value in meta]
     return " ".join(tokens)
 
 
-def _scope_match(project_id: str, collection_ids: Sequence[int] | None, filters: Filters) -> str:
-    groups = [f'"{_token("p", project_id)}"']
+def _scope_match(collection_ids: Sequence[int] | None, filters: Filters) -> str:
+    groups: list[str] = []
     if collection_ids is not None:
         groups.append("(" + " OR ".join(f'"_c_{int(c)}"' for c in collection_ids) + ")")
     for key, values in filters:
@@ -230,15 +269,18 @@ def add_document(
         ]
         returning = insert(_CHUNKS).returning(_CHUNKS.c.id, sort_by_parameter_order=True)
         ids = [int(i) for i in conn.execute(returning, chunk_rows).scalars().all()]
-        scope = scope_terms(row.project_id, row.collection_id, meta)
-        index_rows = [
-            {"id": chunk_id, "terms": p.terms, "scope": scope}
-            for chunk_id, p in zip(ids, pieces, strict=True)
-        ]
         if conn.dialect.name == "postgresql":
             stmt = "INSERT INTO knowledge_fts (chunk_id, tsv) VALUES (:id, to_tsvector('simple', :terms))"
+            index_rows = [{"id": i, "terms": p.terms} for i, p in zip(ids, pieces, strict=True)]
         else:
-            stmt = "INSERT INTO knowledge_fts (rowid, terms, scope) VALUES (:id, :terms, :scope)"
+            stmt = "INSERT INTO knowledge_fts (rowid, terms, scope) VALUES (:id, :spelt, :scope)"
+            scope = scope_terms(row.project_id, row.collection_id, meta)
+            prefix = term_prefix(s, row.project_id, create=True)
+            assert prefix is not None
+            index_rows = [
+                {"id": i, "spelt": _spelt(p.terms, prefix), "scope": scope}
+                for i, p in zip(ids, pieces, strict=True)
+            ]
         conn.execute(text(stmt), index_rows)
     if meta:
         conn.execute(insert(_META), [{"document_id": row.id, "key": k, "value": v} for k, v in meta])
@@ -360,7 +402,10 @@ def candidate_floor(
             "SELECT rowid FROM knowledge_fts WHERE knowledge_fts MATCH :q"
             " ORDER BY rowid DESC LIMIT 1 OFFSET :skip"
         )
-        q = _fts5(query, project_id, collection_ids, filters)
+        prefix = term_prefix(s, project_id, create=False)
+        if prefix is None:
+            return None
+        q = _fts5(query, prefix, collection_ids, filters)
         found = conn.execute(text(sql), {"q": q, "skip": cap}).scalar()
         return None if found is None else int(found) + 1
     where, params, binds = _scope(project_id, collection_ids, filters)
@@ -403,8 +448,15 @@ def search(
     return [_match(row) for row in rows]
 
 
-def _fts5(query: MatchText, project_id: str, collection_ids: Sequence[int] | None, filters: Filters) -> str:
-    return f"scope : ({_scope_match(project_id, collection_ids, filters)}) AND terms : ({query.fts5()})"
+def _spelt(terms: str, prefix: str) -> str:
+    return " ".join(prefix + t for t in terms.split(" ")) if terms else ""
+
+
+def _fts5(query: MatchText, prefix: str, collection_ids: Sequence[int] | None, filters: Filters) -> str:
+    words = f"terms : ({query.fts5(prefix)})"
+    if collection_ids is None and not filters:
+        return words
+    return f"scope : ({_scope_match(collection_ids, filters)}) AND {words}"
 
 
 def _search_sqlite(
@@ -418,7 +470,10 @@ def _search_sqlite(
 ) -> list[Match]:
     """Ranked inside FTS5 alone (its scope tokens keep it to the project and the filters),
     then only the best `limit` joined to their chunks and documents."""
-    params: dict[str, Any] = {"q": _fts5(query, project_id, collection_ids, filters), "limit": limit}
+    prefix = term_prefix(s, project_id, create=False)
+    if prefix is None:
+        return []
+    params: dict[str, Any] = {"q": _fts5(query, prefix, collection_ids, filters), "limit": limit}
     bound = ""
     if floor is not None:
         bound = " AND rowid >= :floor"

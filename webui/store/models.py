@@ -399,6 +399,17 @@ class ProjectConfig(SQLModel, table=True):
 UNMANAGED_PREFIX = "knowledge_fts"
 
 
+class KnowledgeProject(SQLModel, table=True):
+    """A short number per project with a knowledge base: SQLite's index spells the project's
+    stems after it (webui.store.knowledge)."""
+
+    __tablename__ = "knowledge_projects"  # pyright: ignore[reportAssignmentType]
+    __table_args__ = (Index("ux_knowledge_project", "project_id", unique=True),)
+
+    number: int | None = Field(default=None, primary_key=True)
+    project_id: str
+
+
 class KnowledgeCollection(SQLModel, table=True):
     __tablename__ = "knowledge_collections"  # pyright: ignore[reportAssignmentType]
     __table_args__ = (Index("ux_knowledge_collection_name", "project_id", "name", unique=True),)

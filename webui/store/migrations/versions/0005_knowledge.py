@@ -21,6 +21,13 @@ BIG_INT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 def upgrade() -> None:
     op.create_table(
+        "knowledge_projects",
+        sa.Column("number", sa.Integer(), nullable=False),
+        sa.Column("project_id", sa.String(), nullable=False),
+        sa.PrimaryKeyConstraint("number"),
+    )
+    op.create_index("ux_knowledge_project", "knowledge_projects", ["project_id"], unique=True)
+    op.create_table(
         "knowledge_collections",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("project_id", sa.String(), nullable=False),
@@ -102,3 +109,5 @@ def downgrade() -> None:
     op.drop_table("knowledge_documents")
     op.drop_index("ux_knowledge_collection_name", table_name="knowledge_collections")
     op.drop_table("knowledge_collections")
+    op.drop_index("ux_knowledge_project", table_name="knowledge_projects")
+    op.drop_table("knowledge_projects")
