@@ -67,7 +67,12 @@ def words(text: str) -> Iterator[re.Match[str]]:
 
 def terms(text: str, language: str) -> str:
     """What the index holds for `text`: its stems, space separated."""
-    lowered = [w.lower() for w in _WORD_RE.findall(text)]
+    # Lower-cased word by word, as a query's words are: lower-casing the whole text first
+    # could split a word differently (a dotted İ becomes i and a combining mark).
+    if text.isascii():
+        lowered = _WORD_RE.findall(text.lower())
+    else:
+        lowered = [w.lower() for w in _WORD_RE.findall(text)]
     found = _stemmer(language)
     return " ".join(lowered if found is None else found.stemWords(lowered))
 

@@ -449,7 +449,7 @@ def search(
 
 
 def _spelt(terms: str, prefix: str) -> str:
-    return " ".join(prefix + t for t in terms.split(" ")) if terms else ""
+    return prefix + terms.replace(" ", " " + prefix) if terms else ""
 
 
 def _fts5(query: MatchText, prefix: str, collection_ids: Sequence[int] | None, filters: Filters) -> str:
