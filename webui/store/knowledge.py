@@ -413,7 +413,7 @@ def candidate_floor(
     params["skip"] = cap
     sql = (
         f"SELECT {chunk_id} FROM {source} WHERE {match} AND {' AND '.join(where)}"
-        f" ORDER BY {chunk_id} DESC LIMIT 1 OFFSET :skip"
+        f" ORDER BY {chunk_id} + 0 DESC LIMIT 1 OFFSET :skip"  # + 0: not by walking the key (a scan)
     )
     found = conn.execute(text(sql).bindparams(*binds), params).scalar()
     return None if found is None else int(found) + 1
