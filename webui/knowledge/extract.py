@@ -8,7 +8,9 @@ from __future__ import annotations
 import html
 import io
 import re
+import time
 import zipfile
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Final
 
@@ -17,6 +19,8 @@ from webui.errors import KnowledgeRefused
 KINDS: Final = {".txt": "text", ".text": "text", ".md": "text", ".markdown": "text", ".html": "html",
                 ".htm": "html", ".pdf": "pdf", ".docx": "docx"}  # fmt: skip
 MAX_PDF_PAGES: Final = 2000
+MAX_PDF_PAGE_CONTENT_BYTES: Final = 8 * 1024 * 1024  # one page's content streams, decoded
+MAX_PDF_SECONDS = 30.0  # reading a PDF's pages stops past this
 MAX_DOCX_XML_BYTES: Final = 64 * 1024 * 1024
 
 
@@ -110,7 +114,17 @@ def _pdf(name: str, data: bytes) -> str:
             raise KnowledgeRefused(f"{name}: the PDF is encrypted")
         if len(reader.pages) > MAX_PDF_PAGES:
             raise KnowledgeRefused(f"{name}: the PDF has more than {MAX_PDF_PAGES} pages")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = []
+        deadline = time.monotonic() + MAX_PDF_SECONDS
+        for page in reader.pages:
+            # pypdf parses content streams in Python (~0.3 MB/s): a few KB of zipped PDF whose
+            # pages share one large stream would otherwise hold a worker for hours.
+            contents = page.get_contents()
+            if contents is not None and len(contents.get_data()) > MAX_PDF_PAGE_CONTENT_BYTES:
+                raise KnowledgeRefused(f"{name}: a page of the PDF is too large to read")
+            if time.monotonic() > deadline:
+                raise KnowledgeRefused(f"{name}: the PDF takes too long to read")
+            pages.append(page.extract_text() or "")
     except KnowledgeRefused:
         raise
     except (PyPdfError, ValueError, TypeError, KeyError, IndexError, AttributeError, OSError, RecursionError,
@@ -122,8 +136,30 @@ def _pdf(name: str, data: bytes) -> str:
     return text
 
 
-_PARAGRAPH_RE: Final = re.compile(rb"<w:p[ >].*?</w:p>|<w:p/>", re.S)
-_RUN_RE: Final = re.compile(rb"<w:t(?: [^>]*)?>([^<]*)</w:t>|<w:(tab|br|cr)\b[^>]*/>")
+# Linear in the part's size, whatever its bytes: a paragraph is found by `find`, never by a
+# lazy scan to the end from each opening, and a run's tag never scans past the next `<` (a
+# part of unclosed `<w:p ` or `<w:t ` would otherwise cost time quadratic in its size, and
+# `re` holds the GIL while it matches).
+_OPEN_RE: Final = re.compile(rb"<w:p(?:[ >]|/>)")
+_RUN_RE: Final = re.compile(rb"<w:t(?: [^<>]*)?>([^<]*)</w:t>|<w:(tab|br|cr)\b[^<>]*/>")
+
+
+def _paragraphs(xml: bytes) -> Iterator[bytes]:
+    """What `<w:p[ >].*?</w:p>|<w:p/>` (dotall) finds, in one pass."""
+    at = 0
+    closed = True  # False once no `</w:p>` is left after `at`
+    while (opening := _OPEN_RE.search(xml, at)) is not None:
+        if opening.group().endswith(b"/>"):
+            yield opening.group()
+            at = opening.end()
+            continue
+        end = xml.find(b"</w:p>", opening.end()) if closed else -1
+        if end == -1:
+            closed = False
+            at = opening.end()
+            continue
+        yield xml[opening.start() : end + 6]
+        at = end + 6
 
 
 def _docx(name: str, data: bytes) -> str:
@@ -141,9 +177,9 @@ def _docx(name: str, data: bytes) -> str:
     if len(xml) > MAX_DOCX_XML_BYTES:
         raise KnowledgeRefused(f"{name}: the document is too large once unpacked")
     paragraphs = []
-    for para in _PARAGRAPH_RE.finditer(xml):
+    for para in _paragraphs(xml):
         pieces = []
-        for run in _RUN_RE.finditer(para.group()):
+        for run in _RUN_RE.finditer(para):
             if run.group(2) is not None:
                 pieces.append("\t" if run.group(2) == b"tab" else "\n")
             else:

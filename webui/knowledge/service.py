@@ -499,6 +499,7 @@ class KnowledgeService:
         it; what came before it stays."""
         counts = {"collections": 0, "added": 0, "replaced": 0, "updated": 0, "unchanged": 0}
         batch: list[tuple[int, NewDocument]] = []
+        seen: set[str] = set()  # the collection lines already applied
 
         def flush() -> None:
             try:
@@ -517,6 +518,10 @@ class KnowledgeService:
         for number, line in enumerate(lines, start=1):
             where = f"line {number}"
             shaped = isinstance(line, dict) and line.get("type") in ("collection", "document")
+            again = repr((line.get("name"), line.get("language"))) if shaped else ""
+            if shaped and line["type"] == "collection" and again in seen:
+                continue  # applied already: a transaction (and a flush) per such line would let
+                # a body of repeated short lines hold the write lock for many minutes
             if batch and (
                 not shaped or line["type"] == "collection" or not isinstance(line.get("text"), str)
             ):
@@ -531,6 +536,7 @@ class KnowledgeService:
                 except (KnowledgeRefused, KnowledgeFull) as exc:
                     raise type(exc)(f"{where}: {exc.message}", **_cap_args(exc)) from None
                 counts["collections"] += int(made["created"])
+                seen.add(again)
                 continue
             if not isinstance(line.get("text"), str):
                 raise KnowledgeRefused(f'{where}: a document needs its "text"')
