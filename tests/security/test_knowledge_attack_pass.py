@@ -259,11 +259,6 @@ except KnowledgeRefused as exc:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN HOLE: html.parser of Python 3.11.7 rescans an unclosed start tag from each '<'"
-    " (time superlinear in the file: 24 KB of '<a ' costs ~10 s, 100 KB minutes); not fixed yet",
-)
 @pytest.mark.parametrize("source", ['"<a " * 8000', "'<a b=\">\"' * 8000"], ids=["unclosed", "quoted gt"])
 def test_a_small_html_file_of_unclosed_start_tags_is_read_in_bounded_time(source: str) -> None:
     try:

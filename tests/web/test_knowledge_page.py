@@ -132,7 +132,9 @@ def test_an_admin_uploads_txt_and_md_as_a_plain_form_and_is_redirected(web: Web)
     page = web.client.get(r.headers["location"])
     assert "Upload finished." in page.text
     titles = {d["title"]: d for d in rendered(page).context["documents"]}
-    assert set(titles) == {"a.txt", "b.md"} and titles["b.md"]["metadata"] == {"tag": "x"}
+    assert set(titles) == {"a.txt", "Bee"} and titles["Bee"]["metadata"] == {
+        "tag": "x"
+    }  # a heading titles a .md
 
 
 def test_a_broken_pdf_is_refused_naming_the_file_while_the_others_are_added(web: Web) -> None:

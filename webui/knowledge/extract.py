@@ -1,7 +1,8 @@
 """A file's text, for the knowledge base: `.txt` and `.md` as UTF-8, `.html` without its
-markup, scripts and styles, `.pdf` through pypdf (its text layer), `.docx` from its main
-document part. Anything else, or a file that cannot be read as its kind, is refused naming
-the file; nothing here follows links, runs code or expands entities."""
+markup, scripts and styles (read in one pass, not by the standard library's parser), `.pdf`
+through pypdf (its text layer), `.docx` from its main document part. Anything else, or a file
+that cannot be read as its kind, is refused naming the file; nothing here follows links, runs
+code or expands entities."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import re
 import time
 import zipfile
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from typing import Final
 
 from webui.errors import KnowledgeRefused
@@ -62,46 +62,66 @@ _BLOCKS: Final = frozenset(
 _HIDDEN: Final = frozenset({"script", "style", "template", "noscript", "head", "svg"})
 
 
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title: list[str] = []
-        self._hidden = 0
-        self._in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title":
-            self._in_title = True
-        elif tag in _HIDDEN:
-            self._hidden += 1
-        elif tag in _BLOCKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self._in_title = False
-        elif tag in _HIDDEN:
-            self._hidden = max(0, self._hidden - 1)
-        elif tag in _BLOCKS:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title.append(data)
-        elif not self._hidden:
-            self.parts.append(data)
+_TAG_RE: Final = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)[^<>]*>?")
+_DECLARATION_RE: Final = re.compile(r"<[!?][^<>]*>?")
+_RAW_END: Final = {name: re.compile(rf"</{name}[^<>]*>?", re.I) for name in ("script", "style")}
 
 
 def _html(source: str) -> tuple[str, str | None]:
-    parser = _Text()
-    parser.feed(source)
-    parser.close()
-    text = re.sub(r"[ \t\r\f\v]+", " ", "".join(parser.parts))
+    """The text of an HTML document, in one pass: tags are read up to the next `>` or `<` (a
+    tag never swallows what follows it), comments up to `-->`, a script's or style's content
+    up to its end tag, so the time grows with the file's length alone (the standard library's
+    parser rescans an unclosed tag from every `<`)."""
+    parts: list[str] = []
+    title: list[str] = []
+    hidden = 0
+    in_title = False
+    n = len(source)
+    pos = 0
+
+    def data(piece: str) -> None:
+        if not piece:
+            return
+        if in_title:
+            title.append(html.unescape(piece))
+        elif not hidden:
+            parts.append(html.unescape(piece))
+
+    while pos < n:
+        lt = source.find("<", pos)
+        if lt == -1:
+            data(source[pos:])
+            break
+        data(source[pos:lt])
+        if source.startswith("<!--", lt):
+            end = source.find("-->", lt + 4)
+            pos = n if end == -1 else end + 3
+            continue
+        tag = _TAG_RE.match(source, lt)
+        if tag is None:
+            declaration = _DECLARATION_RE.match(source, lt)
+            if declaration is not None:
+                pos = declaration.end()
+            else:
+                data("<")
+                pos = lt + 1
+            continue
+        pos = tag.end()
+        name = tag.group(2).lower()
+        closing = tag.group(1) == "/"
+        if not closing and name in _RAW_END:
+            end_tag = _RAW_END[name].search(source, pos)
+            pos = n if end_tag is None else end_tag.end()
+        elif name == "title":
+            in_title = not closing
+        elif name in _HIDDEN:
+            hidden = max(0, hidden + (-1 if closing else 1))
+        elif name in _BLOCKS:
+            parts.append("\n")
+    text = re.sub(r"[ \t\r\f\v]+", " ", "".join(parts))
     text = re.sub(r" *\n[ \n]*\n *", "\n\n", text)
     text = re.sub(r" *\n *", "\n", text).strip()
-    title = " ".join("".join(parser.title).split()) or None
-    return text, title
+    return text, " ".join("".join(title).split()) or None
 
 
 def _pdf(name: str, data: bytes) -> str:

@@ -67,7 +67,7 @@ class FileResult:
     doc_id: str | None = None
     error: str | None = None
 
-    def json(self) -> dict[str, Any]:
+    def view(self) -> dict[str, Any]:
         return {"file": self.file, "status": self.status, "id": self.doc_id, "error": self.error}
 
 
@@ -268,7 +268,7 @@ async def upload(request: Request, project: VisibleDep) -> Response:
                 results.append(FileResult(name, status=view["status"], doc_id=view["id"]))
     failed = problem is not None or any(r.error for r in results)
     if _wants_json(request):
-        body = {"error": problem, "results": [r.json() for r in results]}
+        body = {"error": problem, "results": [r.view() for r in results]}
         return JSONResponse(body, status_code=422 if failed else 200)
     if failed:
         return await _render(
