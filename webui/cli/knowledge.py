@@ -397,15 +397,7 @@ def knowledge_add(
 def knowledge_list(
     project: ProjectArg,
     collection: CollectionOpt = None,
-    filter_: Annotated[
-        str | None,
-        typer.Option(
-            "--filter",
-            metavar="JSON",
-            help='Metadata filter: {"key": value} or {"key": [value, ...]}; every key must match.',
-            show_default=False,
-        ),
-    ] = None,
+    filter_: FilterOpt = None,
     limit: Annotated[
         int | None,
         typer.Option("--limit", help="Documents per page (1-200, default 50).", show_default=False),
@@ -492,15 +484,7 @@ def knowledge_search(
         list[str] | None,
         typer.Option("--collection", help="Only in this collection (repeatable).", show_default=False),
     ] = None,
-    filter_: Annotated[
-        str | None,
-        typer.Option(
-            "--filter",
-            metavar="JSON",
-            help='Metadata filter: {"key": value} or {"key": [value, ...]}; every key must match.',
-            show_default=False,
-        ),
-    ] = None,
+    filter_: FilterOpt = None,
     limit: Annotated[
         int | None, typer.Option("--limit", help="Hits (1-50, default 10).", show_default=False)
     ] = None,
