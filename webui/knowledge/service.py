@@ -214,19 +214,26 @@ class KnowledgeService:
         if names is not None and (not isinstance(names, list) or not names):
             raise KnowledgeRefused("collection must be a name or a non-empty list of names")
         with Session(self.engine) as s:
-            ids: list[int] | None = None
             every = {c.name: c for c, *_ in ks.collections(s, project_id)}
-            languages = {c.language for c in every.values()}
-            if names is not None:
-                for name in names:
-                    if check_name(name) not in every:
-                        raise NotFound(f"collection {name!r} not found")
-                chosen_rows = [every[name] for name in names]
-                languages = {c.language for c in chosen_rows}
-                if len(set(names)) < len(every):  # naming them all filters nothing
-                    ids = [c.id for c in chosen_rows if c.id is not None]
+            for name in names or ():
+                if check_name(name) not in every:
+                    raise NotFound(f"collection {name!r} not found")
+            searched = (
+                list(every.values()) if names is None else [every[name] for name in dict.fromkeys(names)]
+            )
+            # The collections of each language searched; None where that is all of them (no filter).
+            groups: dict[str, list[int]] = {}
+            for c in searched:
+                if c.id is not None:
+                    groups.setdefault(c.language, []).append(c.id)
+            by_language: dict[str, list[int] | None] = {
+                language: None if len(chosen) == len(every) else chosen for language, chosen in groups.items()
+            }
+            ids = None if len(searched) == len(every) else [c.id for c in searched if c.id is not None]
             try:
-                parsed = {lang: kt.parse_query(query, lang) for lang in languages or {kt.DEFAULT_LANGUAGE}}
+                parsed = {
+                    lang: kt.parse_query(query, lang) for lang in by_language or {kt.DEFAULT_LANGUAGE: None}
+                }
             except kt.QueryRefused as exc:
                 raise KnowledgeRefused(str(exc)) from None
             text_hits: list[ks.Match] = []
@@ -234,7 +241,7 @@ class KnowledgeService:
             if used != "vector":
                 pool = size if used == "text" else max(size * 3, 30)
                 for lang, q in parsed.items():
-                    chosen = self._of_language(s, project_id, ids, lang, languages)
+                    chosen = by_language.get(lang)
                     floor = ks.candidate_floor(
                         s, project_id, q, collection_ids=chosen, filters=filters, cap=RANKED_CANDIDATES
                     )
@@ -248,16 +255,6 @@ class KnowledgeService:
                 vector_hits = self._vector_search(s, project_id, query, ids, filters, max(size * 3, 30))
         hits = _fuse(text_hits, vector_hits, size) if used == "hybrid" else (text_hits or vector_hits)[:size]
         return {"mode": used, "approximate": approximate, "hits": [self._hit(m, parsed) for m in hits]}
-
-    def _of_language(
-        self, s: Session, project_id: str, ids: list[int] | None, language: str, languages: set[str]
-    ) -> list[int] | None:
-        """The collections (of those searched) that stem for `language`; None: all of them."""
-        if len(languages) <= 1:
-            return ids
-        rows = [c for c, *_ in ks.collections(s, project_id) if c.language == language and c.id is not None]
-        chosen = [c.id for c in rows if ids is None or c.id in ids]
-        return [i for i in chosen if i is not None]
 
     def _hit(self, m: ks.Match, parsed: dict[str, kt.Query]) -> dict[str, Any]:
         q = parsed.get(m.language)
