@@ -408,3 +408,14 @@ def test_an_import_keeps_each_documents_source_and_a_markdown_heading_is_its_tit
     kb.import_lines("dst", list(kb.export("src")), actor=ADMIN)
     [copy] = kb.documents("dst")["documents"]
     assert (copy["title"], copy["source"], copy["id"]) == ("Bees", "notes.md", doc["id"])
+
+
+def test_a_docx_packed_another_way_than_word_packs_it_is_refused_naming_it(kb: KnowledgeService) -> None:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_LZMA) as archive:
+        archive.writestr("word/document.xml", "<w:p><w:t>text</w:t></w:p>")
+    with pytest.raises(KnowledgeRefused, match=r"odd\.docx: the document is encrypted or packed in a way"):
+        kb.add("p", "files", actor=ADMIN, file_name="odd.docx", data=out.getvalue())

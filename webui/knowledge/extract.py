@@ -188,11 +188,16 @@ def _docx(name: str, data: bytes) -> str:
             info = archive.getinfo("word/document.xml")
             if info.file_size > MAX_DOCX_XML_BYTES:
                 raise KnowledgeRefused(f"{name}: the document is too large once unpacked")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 0x1:
+                # what Word writes; anything else (encrypted, another method) is no .docx we read
+                raise KnowledgeRefused(
+                    f"{name}: the document is encrypted or packed in a way .docx files are not"
+                )
             with archive.open(info) as fh:
                 xml = fh.read(MAX_DOCX_XML_BYTES + 1)
     except KnowledgeRefused:
         raise
-    except (zipfile.BadZipFile, KeyError, OSError, EOFError, ValueError, NotImplementedError):
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, ValueError):
         raise KnowledgeRefused(f"{name}: not a readable .docx file") from None
     if len(xml) > MAX_DOCX_XML_BYTES:
         raise KnowledgeRefused(f"{name}: the document is too large once unpacked")
