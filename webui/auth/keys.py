@@ -89,6 +89,12 @@ class Principal:
         in_scope = bool(self.scopes & {"runs.create", "runs.read"})
         return in_scope and (self.projects is None or project_id in self.projects)
 
+    def may_change_knowledge(self, project_id: str) -> bool:
+        """Add and remove the project's knowledge-base documents (the `knowledge` scope)."""
+        return self.kind == "admin" or (
+            "knowledge" in self.scopes and (self.projects is None or project_id in self.projects)
+        )
+
     def require_run(self, project_id: str) -> None:
         if self.kind == "admin":
             return

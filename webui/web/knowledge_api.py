@@ -81,8 +81,7 @@ def _of_key(principal: Principal, project_id: str) -> Caller | None:
     """The key's rights on the project (None: it may not even read it)."""
     if principal.kind == "admin":
         return Caller(principal.actor, "api", True, "")
-    granted = principal.projects is None or project_id in principal.projects
-    writes = SCOPE in principal.scopes and granted
+    writes = principal.may_change_knowledge(project_id)
     if not (writes or principal.may_read(project_id)):
         return None
     why = f"this API key lacks the {SCOPE} scope (create a key with --scope {SCOPE})"
@@ -112,9 +111,14 @@ async def caller_of(request: Request, project_id: str, *, write: bool) -> Caller
 
 
 def actor_of(request: Request, caller: Caller) -> Actor:
+    return request_actor(request, caller.actor, caller.source)
+
+
+def request_actor(request: Request, actor: str, source: str) -> Actor:
+    """Who writes, for the audit log: the caller and where the request came from."""
     return Actor(
-        actor=caller.actor,
-        source=caller.source,
+        actor=actor,
+        source=source,
         client_address=request.client.host if request.client else None,
         user_agent=request.headers.get("user-agent"),
     )
@@ -321,8 +325,7 @@ async def add_knowledge_document(request: Request, project_id: str) -> Response:
 
 
 def _file_limit(request: Request) -> int:
-    services = _services(request)
-    return min(request.app.state.settings.max_file_bytes, services.knowledge.limits.max_file_bytes)
+    return _services(request).knowledge.limits.max_file_bytes  # STEAMHARNESS_MAX_FILE_BYTES
 
 
 async def _uploaded(request: Request) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
 from webui.knowledge import text as kt
-from webui.knowledge.model import Actor
 from webui.web.json_body import parse_json
+from webui.web.knowledge_api import request_actor
 from webui.web.mcp_page import VisibleDep
 from webui.web.templating import page
 
@@ -79,15 +79,6 @@ def page_url(project_id: str, **query: str | None) -> str:
 def parts(snippet: str, highlights: list[list[int]]) -> list[tuple[str, bool]]:
     spans = tuple((int(a), int(b)) for a, b in highlights)
     return kt.Snippet(snippet, spans).parts()
-
-
-def _actor(request: Request, user: UiUser) -> Actor:
-    return Actor(
-        actor=user.actor,
-        source="ui",
-        client_address=request.client.host if request.client else None,
-        user_agent=request.headers.get("user-agent"),
-    )
 
 
 def _load(
@@ -211,8 +202,7 @@ def _wants_json(request: Request) -> bool:
 
 
 def _file_limit(request: Request) -> int:
-    service = request.app.state.services.knowledge
-    return min(request.app.state.settings.max_file_bytes, service.limits.max_file_bytes)
+    return request.app.state.services.knowledge.limits.max_file_bytes  # STEAMHARNESS_MAX_FILE_BYTES
 
 
 @router.post("/projects/{project_id}/knowledge/upload", summary="Upload documents into a collection")
@@ -221,7 +211,9 @@ async def upload(request: Request, project: VisibleDep) -> Response:
     limit = _file_limit(request)
     # The guard bounds the whole body (webui.web.guard: LARGE_BODY_PATH); each file is bounded here.
     async with request.form(max_files=MAX_UPLOAD_FILES, max_fields=16) as form:
-        _admin(project.user)  # inside: the form's spooled files are closed either way
+        # Inside the form's context: a form-field CSRF token means the session check has read
+        # the form already, and leaving here closes its spooled files either way.
+        _admin(project.user)
         collection = _text(form, "collection")
         title = _text(form, "title") or None
         raw_meta = _text(form, "metadata")
@@ -231,7 +223,7 @@ async def upload(request: Request, project: VisibleDep) -> Response:
             if isinstance(f, UploadFile) and f.filename
         ]
     service = request.app.state.services.knowledge
-    actor = _actor(request, project.user)
+    actor = request_actor(request, project.user.actor, "ui")
     problem = None
     metadata: Any = None
     if not collection:
@@ -292,7 +284,7 @@ async def remove_document(request: Request, project: VisibleDep) -> Response:
     _admin(project.user)
     [doc_id] = await _fields(request, "id")
     service = request.app.state.services.knowledge
-    actor = _actor(request, project.user)
+    actor = request_actor(request, project.user.actor, "ui")
 
     def action() -> None:
         if not service.remove(project.record.id, doc_id, actor=actor):
@@ -306,7 +298,7 @@ async def create_collection(request: Request, project: VisibleDep) -> Response:
     _admin(project.user)
     name, language = await _fields(request, "name", "language")
     service = request.app.state.services.knowledge
-    actor = _actor(request, project.user)
+    actor = request_actor(request, project.user.actor, "ui")
     return await _write(
         request,
         project,
@@ -322,7 +314,7 @@ async def remove_collection(request: Request, project: VisibleDep) -> Response:
     _admin(project.user)
     [name] = await _fields(request, "name")
     service = request.app.state.services.knowledge
-    actor = _actor(request, project.user)
+    actor = request_actor(request, project.user.actor, "ui")
     return await _write(
         request,
         project,
