@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import WAIT
 from tests.node_client import node_executable
 
-pytest_plugins = ["tests.pg"]
+pytest_plugins = ["tests.pg", "tests.knowledge_fixtures"]
 
 # The Python SDK gives a server 10 s to answer `server/discover` when a client connects; a
 # stdio server a test starts imports the whole stack first, which a loaded 2-core machine can

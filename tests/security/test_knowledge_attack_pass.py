@@ -8,18 +8,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from webui.audit.log import AuditLog
 from webui.errors import KnowledgeRefused
-from webui.knowledge.model import Actor, Limits
+from webui.knowledge.model import Actor
 from webui.knowledge.service import KnowledgeService
-from webui.store.db import make_engine
 
 ADMIN = Actor("admin", "cli")
 
@@ -133,18 +130,6 @@ def test_a_small_pdf_whose_pages_cost_minutes_to_parse_is_refused_in_bounded_tim
         pytest.fail("reading a small PDF took more than 40 s")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout, done.stdout
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def kb(engine: Engine) -> KnowledgeService:
-    return KnowledgeService(engine, audit=AuditLog(), audit_engine=engine, limits=Limits())
 
 
 # Letters Python's `\w` holds but FTS5's unicode61 (Unicode 6.1, categories L* N* Co) splits
