@@ -40,6 +40,7 @@ from webui.blocking import run_db, unavailable
 from webui.errors import InvalidRequest, SteamharnessError, StoreUnavailable
 from webui.host.service import HostService
 from webui.mcp.bridge import CallBridge
+from webui.mcp.event_store import BoundedEventStore
 from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
 from webui.mcp.server import build_server
@@ -219,6 +220,14 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 session_idle_timeout=settings.session_idle_timeout_seconds,
                 security_settings=transport_security,
                 max_request_body_size=settings.max_body_bytes,
+                event_store=BoundedEventStore(
+                    max_events_per_stream=settings.sse_replay_max_events_per_stream,
+                    max_streams=settings.sse_replay_max_streams,
+                    max_bytes=settings.sse_replay_max_bytes,
+                    max_age_seconds=settings.sse_replay_max_age_seconds,
+                    resume_grace_seconds=settings.sse_resume_grace_seconds,
+                ),
+                retry_interval=settings.sse_retry_ms,
             )
             gateway = McpGateway(
                 manager=manager,

@@ -82,10 +82,26 @@ class Settings(BaseSettings):
     kill_grace_seconds: float = Field(default=2.0, ge=0)
     max_file_bytes: int = 50 * 1024 * 1024
     request_state_ttl_seconds: float = 3600.0
+    # Resumable MCP streams (SEP-1699, 2025-11-25 sessions): each POST stream opens with a
+    # priming event whose `retry` tells the client how long to wait before it reconnects
+    # (GET with Last-Event-ID) after a dropped connection; the events of a session's streams
+    # are kept in memory for that, within these bounds (oldest first past any of them).
+    # A call whose client went away ends once nobody resumed its stream for the grace.
+    sse_retry_ms: int = Field(default=1000, ge=1)
+    sse_resume_grace_seconds: float = Field(default=5.0, ge=0)
+    sse_replay_max_events_per_stream: int = Field(default=1000, ge=1)
+    sse_replay_max_streams: int = Field(default=10_000, ge=1)
+    sse_replay_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    sse_replay_max_age_seconds: float = Field(default=3600.0, gt=0)
     # Seconds between the keep-alive progress notifications of an MCP tool call that carries a
     # progress token while its run is not finished (waiting for a person, a child run, a long
     # step); 0 sends none.
     progress_interval_seconds: float = Field(default=10.0, ge=0)
+    # MCP tasks (the tasks extension, 2026-07-28): an "optional" tool's call becomes a task
+    # when its run has not ended, asked a question or reported progress within this many
+    # seconds; clients are told to poll tasks/get every `task_poll_interval_ms`.
+    task_after_seconds: float = Field(default=2.0, ge=0)
+    task_poll_interval_ms: int = Field(default=1000, ge=1, le=3_600_000)
     # How long a writer waits for another writer's database lock before the request
     # fails with 503 and Retry-After.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)

@@ -12,7 +12,9 @@ authenticates from its own Bearer header (sessions bind, they never authenticate
 The request's binding (`webui.mcp.binding`) reaches the SDK's handlers in the ContextVar
 set around `handle_request`, with the event `client_left`, set when the response never
 completed (the client went away mid-call): the bridge then ends the call and cancels its
-run. Refusals are JSON-RPC error documents (`webui.mcp.replies`).
+run. With resumable streams (`webui.mcp.event_store`), a dropped POST of a session ends its
+call only once its client has not resumed the stream (GET with `Last-Event-ID`) in time.
+Refusals are JSON-RPC error documents (`webui.mcp.replies`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from webui.mcp.binding import (
     current_binding,
     request_headers,
 )
+from webui.mcp.event_store import BoundedEventStore, StreamOwner, stream_owner
 from webui.mcp.replies import jsonrpc_errors, reply, retry_after
 from webui.mcp.sessions import HeldSessions
 from webui.projects.registry import ProjectRegistry, Resolved
@@ -111,6 +114,21 @@ async def _whole_body(receive: Receive) -> tuple[bytes | None, Receive]:
         return await receive()
 
     return body, replay
+
+
+def _request_id(body: bytes) -> str | None:
+    """The id of the JSON-RPC request a POST carries (the SDK's stream id for it), as the
+    SDK spells it; None for a notification, a response or anything else."""
+    try:
+        message = strict_json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    return str(request_id)
 
 
 class RefusalRecorder(Protocol):
@@ -308,15 +326,17 @@ class McpGateway:
         entry.calls += counted
         try:
             await self.sessions.touch(session_id, entry, headers=request_headers(scope))
-            status = await self._forward(scope, receive, send, entry.binding)
+            status = await self._forward(scope, receive, send, entry.binding, StreamOwner(session_id))
         finally:
             entry.in_flight -= 1
             entry.calls -= counted
             entry.last_active = time.monotonic()
         if scope["method"] == "DELETE" and status is not None and status < 300:
             await self.sessions.forget(session_id, "deleted")
+            self._forget_streams(session_id)
         elif status == 404:
             await self.sessions.forget(session_id, "expired")
+            self._forget_streams(session_id)
 
     async def _opening(self, call: _Call) -> None:
         scope, receive, send, principal = call.scope, call.receive, call.send, call.principal
@@ -350,6 +370,8 @@ class McpGateway:
                     None,
                 )
                 if sid is not None and sid not in self.sessions:
+                    # The session's message router keeps this owner: its streams are its.
+                    owner.session_id = sid
                     # The place this open held under the cap passes to its session:
                     # `remember` lists the session before its first await.
                     opened()
@@ -373,9 +395,10 @@ class McpGateway:
             await send(message)
 
         binding = self.bindings.bind(scope, principal, resolved, None, config)
+        owner = StreamOwner()
         opened = self.sessions.hold_place(principal)
         try:
-            await self._forward(scope, peeking_receive, bind_then_send, binding)
+            await self._forward(scope, peeking_receive, bind_then_send, binding, owner)
         finally:
             opened()
 
@@ -417,10 +440,16 @@ class McpGateway:
         return None
 
     async def _forward(
-        self, scope: Scope, receive: Receive, send: Send, binding: Binding | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        binding: Binding | None,
+        owner: StreamOwner | None = None,
     ) -> int | None:
         status: int | None = None
         completed = False
+        stream_id: str | None = None  # a session's POST stream: its JSON-RPC request's id
 
         async def tracking_send(message: Message) -> None:
             nonlocal status, completed
@@ -438,8 +467,10 @@ class McpGateway:
             if refusal is not None:
                 await reply(tracking_send, 400, refusal.message, document=refusal.document())
                 return status
+            stream_id = _request_id(body)
 
         token = current_binding.set(binding) if binding is not None else None
+        owner_token = stream_owner.set(owner) if owner is not None else None
         left = anyio.Event()
         left_token = client_left.set(left)
         counted = scope.get("method") != "GET"
@@ -447,8 +478,10 @@ class McpGateway:
             self._calls += 1
             if self._idle.is_set():
                 self._idle = anyio.Event()
+        returned = False
         try:
             await self.manager.handle_request(scope, receive, jsonrpc_errors(tracking_send))
+            returned = True
         finally:
             if counted:
                 self._calls -= 1
@@ -456,12 +489,32 @@ class McpGateway:
                     self._idle.set()
             if token is not None:
                 current_binding.reset(token)
+            if owner_token is not None:
+                stream_owner.reset(owner_token)
             client_left.reset(left_token)
-            if not completed:
-                # The client dropped this request: a call it made ends, and its run with it
-                # (webui.mcp.bridge), for nobody will read the result.
-                left.set()
+            if not completed and not returned:
+                left.set()  # failed or cancelled mid-response: its call ends now
+        if not completed:
+            # The client dropped this request: a call it made ends, and its run with it
+            # (webui.mcp.bridge), for nobody will read the result, unless it resumes it.
+            await self._after_drop(left, owner, stream_id)
         return status
+
+    async def _after_drop(self, left: anyio.Event, owner: StreamOwner | None, stream_id: str | None) -> None:
+        store = self.manager.event_store
+        session_id = owner.session_id if owner is not None else None
+        answered = False
+        try:
+            if isinstance(store, BoundedEventStore) and session_id is not None and stream_id is not None:
+                answered = await store.hold_call(session_id, stream_id)
+        finally:
+            if not answered:
+                left.set()
+
+    def _forget_streams(self, session_id: str) -> None:
+        store = self.manager.event_store
+        if isinstance(store, BoundedEventStore):
+            store.forget_session(session_id)
 
     # ------------------------------------------------------------------ shutdown
     async def calls_done(self) -> None:
