@@ -207,6 +207,9 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 audit=services.audit,
                 configs=services.configs,
                 progress_interval=settings.progress_interval_seconds,
+                task_key=persistent_secret(settings, "task-id.key"),
+                task_after=settings.task_after_seconds,
+                task_poll_interval_ms=settings.task_poll_interval_ms,
             )
             server = build_server(
                 bridge=bridge,

@@ -73,20 +73,22 @@ async def test_an_exception_fails_the_run_without_leaking_its_text(svc: Services
 
 
 @pytest.mark.parametrize(
-    ("entrypoint", "message_part"),
+    ("entrypoint", "code", "message_part"),
     [
-        ("exit_code", "exited with code 3"),
-        ("kill_self", "killed by SIGKILL"),
-        ("segfault", "killed by SIGSEGV"),
-        ("sys_exit", "sys.exit(4)"),
+        # The process gone without an outcome: no result of the handler's own.
+        ("exit_code", "worker_crashed", "exited with code 3"),
+        ("kill_self", "worker_crashed", "killed by SIGKILL"),
+        ("segfault", "worker_crashed", "killed by SIGSEGV"),
+        # sys.exit is an exception the worker reports as the handler's error.
+        ("sys_exit", "handler_error", "sys.exit(4)"),
     ],
 )
 async def test_a_crashing_worker_fails_the_run_with_the_reason(
-    svc: Services, torture: Project, entrypoint: str, message_part: str
+    svc: Services, torture: Project, entrypoint: str, code: str, message_part: str
 ) -> None:
     final = await run_to_end(svc, torture, entrypoint)
     assert final.status == "failed"
-    assert final.error is not None and final.error["code"] == "handler_error"
+    assert final.error is not None and final.error["code"] == code
     assert message_part in final.error["message"]
 
 

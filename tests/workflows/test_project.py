@@ -700,6 +700,8 @@ def test_the_structure_report_of_the_documented_example(tmp_path: Path) -> None:
         "entrypoints": [
             {
                 **shown,
+                "task": "optional",
+                "resultText": "json",
                 "params": [
                     param("prompt", "string", required=True, description="What to check"),
                     param("limit", "number", default=3),
@@ -737,6 +739,8 @@ def test_the_structure_report_carries_fallback_titles_and_never_the_handler(tmp_
             "title": "validate",
             "description": "validate",
             "timeoutSeconds": None,
+            "task": "optional",
+            "resultText": "json",
             "params": [],
         }
     ]

@@ -78,6 +78,8 @@ class AuditName(StrEnum):
     TOOL_CALLED = "tool.called"
     TOOL_COMPLETED = "tool.completed"
     TOOL_FAILED = "tool.failed"
+    # The call became an MCP task (the tasks extension): its client follows the run with tasks/get.
+    TOOL_TASK_CREATED = "tool.task_created"
 
     UI_LOGIN = "ui.login"
     UI_LOGOUT = "ui.logout"

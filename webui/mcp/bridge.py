@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
@@ -39,6 +40,14 @@ from webui.mcp.binding import Binding, client_left, config_place
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.questions import Questions
 from webui.mcp.results import error_result, final_result
+from webui.mcp.tasks import (
+    DEFAULT_POLL_INTERVAL_MS,
+    DEFAULT_TASK_AFTER_SECONDS,
+    TaskIds,
+    Tasks,
+    declares_tasks,
+    tasks_required,
+)
 from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
@@ -51,6 +60,8 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR = -32603
 CLIENT_CANCELLED = "The MCP client cancelled the tool call."
 CLIENT_LEFT = "The MCP client disconnected during the call."
+# What a tool call answers: its result, an input round, or (a dict) an MCP task's CreateTaskResult.
+CallResult = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
 
 
 def _invalid(message: str) -> MCPError:
@@ -67,8 +78,13 @@ class CallBridge:
         audit: AuditLog,
         configs: ConfigService,
         progress_interval: float = DEFAULT_INTERVAL_SECONDS,
+        task_key: bytes | None = None,
+        task_after: float = DEFAULT_TASK_AFTER_SECONDS,
+        task_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
     ) -> None:
-        """`progress_interval`: seconds between keep-alive progress notifications (0: none)."""
+        """`progress_interval`: seconds between keep-alive progress notifications (0: none).
+        `task_key`: the key task ids are bound with (None: no MCP tasks); `task_after`: how
+        long an "optional" tool's call is followed before it becomes a task (webui.mcp.tasks)."""
         self.runs = runs
         self.interactions = interactions
         self.files = files
@@ -76,6 +92,18 @@ class CallBridge:
         self.configs = configs
         self.progress_interval = progress_interval
         self.questions = Questions(runs=runs, interactions=interactions)
+        self.task_after = task_after
+        self.tasks = (
+            Tasks(
+                runs=runs,
+                interactions=interactions,
+                files=files,
+                ids=TaskIds(task_key),
+                poll_interval_ms=task_poll_interval_ms,
+            )
+            if task_key is not None
+            else None
+        )
 
     async def _audit(
         self,
@@ -121,12 +149,21 @@ class CallBridge:
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> CallResult:
         ep = b.catalog.entrypoint(params.name)
         if ep is None:
             raise _invalid(f"Unknown tool: {params.name}")
+        as_task = self.tasks is not None and ep.task != "never" and declares_tasks(ctx)
+        if ep.task == "required" and not as_task:
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                raise tasks_required(f"The tool {ep.id}")
+            message = (
+                f"The tool {ep.id} runs only as an MCP task: call it from a client that declares"
+                " the tasks extension (protocol 2026-07-28)."
+            )
+            return error_result(None, ep, "failed", "task_required", message)
         try:
-            return await self._call(ctx, b, ep, params)
+            return await self._call(ctx, b, ep, params, as_task)
         except DatabaseBusy as exc:
             raise MCPError(INTERNAL_ERROR, f"{exc.message} (the server's database is locked)") from None
         except StorageFull as exc:
@@ -138,11 +175,15 @@ class CallBridge:
         b: Binding,
         ep: Entrypoint,
         params: types.CallToolRequestParams,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+        as_task: bool,
+    ) -> CallResult:
         token = (params.meta or {}).get("progress_token")
         stream = ProgressStream(ctx.session.report_progress) if token is not None else None
+        task_after = self.task_after if as_task else None
         if params.request_state:
             run = self.runs.handle(await self.questions.resume_from_state(b, ep, params))
+            if as_task:  # the input rounds before the work are over: the work is a task
+                return await self._became_task(ctx, b, ep, run)
         else:
             try:
                 worker_params, stored, limits, config = await run_db(self._prepare, b, ep, params.arguments)
@@ -161,8 +202,21 @@ class CallBridge:
             except ConfigurationNotFound as exc:
                 await self._audit(ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)
-            return await self._follow(ctx, b, ep, run, stream)
-        return await self._follow(ctx, b, ep, run, stream)
+            if as_task and ep.task == "required":
+                return await self._became_task(ctx, b, ep, run)
+        return await self._follow(ctx, b, ep, run, stream, task_after)
+
+    async def _became_task(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run: RunHandle
+    ) -> dict[str, Any]:
+        """The call ends with a task: the run goes on, followed by the client's tasks/get."""
+        assert self.tasks is not None
+        run.call_ended()
+        await self._audit(ctx, b, AuditName.TOOL_TASK_CREATED, ep, run.run_id, "task")
+        await self.runs.note(
+            run.run_id, "task", text="The MCP call became a task: its client follows the run with tasks/get."
+        )
+        return await self.tasks.created(b, ep, run.run_id)
 
     async def _start(
         self,
@@ -214,17 +268,19 @@ class CallBridge:
         ep: Entrypoint,
         run: RunHandle,
         stream: ProgressStream | None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Follow the run to this call's result. The call ends, and its run is cancelled,
-        when the client goes away: the SDK cancels this handler (a cancellation, a 2026
-        request's disconnect, the session ended), or, on a 2025 session whose POST the
-        client dropped, the HTTP edge says so (`client_left`) and the SDK does not."""
+        task_after: float | None = None,
+    ) -> CallResult:
+        """Follow the run to this call's result (or, `task_after` set, to its task). The call
+        ends, and its run is cancelled, when the client goes away: the SDK cancels this
+        handler (a cancellation, a 2026 request's disconnect, the session ended), or, on a
+        2025 session whose POST the client dropped, the HTTP edge says so (`client_left`)
+        and the SDK does not."""
         left = client_left.get(None)
-        result: types.CallToolResult | types.InputRequiredResult | None = None
+        result: CallResult | None = None
         async with anyio.create_task_group() as tg:
             if left is not None:
                 tg.start_soon(_cancel_when_set, left, tg.cancel_scope)
-            result = await self._follow_updates(ctx, b, ep, run, stream, left)
+            result = await self._follow_updates(ctx, b, ep, run, stream, left, task_after)
             tg.cancel_scope.cancel()
         if result is None:  # the client left: nobody reads this
             return error_result(run.run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
@@ -238,10 +294,12 @@ class CallBridge:
         run: RunHandle,
         stream: ProgressStream | None,
         left: anyio.Event | None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+        task_after: float | None = None,
+    ) -> CallResult:
         run_id = run.run_id
         keep_run = False
         finished = False
+        deadline = anyio.current_time() + task_after if task_after is not None else None
 
         def describe() -> str | None:
             last = stream.message if stream is not None else None
@@ -254,7 +312,16 @@ class CallBridge:
                 run.updates() as updates,
             ):
                 while True:
-                    update: RunUpdate = await updates.get()
+                    update: RunUpdate | None = None
+                    if deadline is None:
+                        update = await updates.get()
+                    else:
+                        with anyio.move_on_at(deadline):
+                            update = await updates.get()
+                    if update is None or (deadline is not None and update.kind == "progress"):
+                        # Still going after `task_after`, or doing long work: a task now.
+                        keep_run = True
+                        return await self._became_task(ctx, b, ep, run)
                     if update.kind == "final":
                         finished = True
                         if not update.call_audited:  # else written with the run's outcome

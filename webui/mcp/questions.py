@@ -73,7 +73,7 @@ class Questions:
                     action=result.action,
                     content=result.content,
                     channel="mcp-elicitation",
-                    by=_party(b),
+                    by=party(b),
                 )
                 return None
             except InvalidAnswer as exc:
@@ -142,7 +142,7 @@ class Questions:
             run is None
             or not asked_here
             or run.project_id != b.catalog.project.id
-            or not _party(b).owns(run.account_id)
+            or not party(b).owns(run.account_id)
         ):
             raise _invalid("Invalid or expired requestState")
         response = (params.input_responses or {}).get(interaction_id)
@@ -153,7 +153,7 @@ class Questions:
                     action=response.action,
                     content=response.content,
                     channel="mcp-input-required",
-                    by=_party(b),
+                    by=party(b),
                 )
             except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere or run over: the run's own outcome tells the rest
@@ -162,7 +162,7 @@ class Questions:
         return run_id
 
 
-def _party(b: Binding) -> Party:
+def party(b: Binding) -> Party:
     """Who answers on the run's own MCP channel: the binding's account, or the admin principal."""
     return Party(b.account_id, b.account_id is None, b.actor)
 
@@ -178,15 +178,18 @@ def _elicit_message(ia: Interaction) -> str:
     return f"{ia.title}\n\n{ia.message}" if ia.message else ia.title
 
 
+def elicit_request(ia: Interaction) -> types.ElicitRequest:
+    """A stored question as the form elicitation request an input round or a task carries."""
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=_elicit_message(ia), requested_schema=ia.requested_schema
+        )
+    )
+
+
 def _input_required(run_id: str, ia: Interaction) -> types.InputRequiredResult:
     return types.InputRequiredResult(
-        input_requests={
-            ia.id: types.ElicitRequest(
-                params=types.ElicitRequestFormParams(
-                    message=_elicit_message(ia), requested_schema=ia.requested_schema
-                )
-            )
-        },
+        input_requests={ia.id: elicit_request(ia)},
         # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
         request_state=json.dumps({"runId": run_id, "interactionId": ia.id}),
     )

@@ -13,12 +13,13 @@ from webui.store.models import Interaction
 from webui.workflows.project import Entrypoint
 
 
-def tool_result(payload: dict[str, Any], *, is_error: bool) -> types.CallToolResult:
-    """Raises ValueError rather than put NaN or Infinity (not JSON) into the text."""
+def tool_result(payload: dict[str, Any], *, is_error: bool, text: str | None = None) -> types.CallToolResult:
+    """Raises ValueError rather than put NaN or Infinity (not JSON) into the text. `text`:
+    the text content instead of the payload as JSON (an entrypoint's `"resultText": "output"`)."""
+    if text is None:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
     return types.CallToolResult(
-        content=[
-            types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False, allow_nan=False))
-        ],
+        content=[types.TextContent(type="text", text=text)],
         structured_content=payload,
         is_error=is_error,
     )
@@ -60,8 +61,9 @@ def final_result(
         payload["files"] = file_references(files, local=local)
     if status == "success":
         payload["output"] = output
+        text = output if ep.result_text == "output" and isinstance(output, str) else None
         try:
-            return tool_result(payload, is_error=False)
+            return tool_result(payload, is_error=False, text=text)
         except ValueError:  # workers refuse such output; this guards runs recorded otherwise
             message = "The run's output contains NaN or Infinity, which JSON cannot carry."
             return error_result(run_id, ep, "failed", "handler_error", message)

@@ -14,9 +14,10 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from webui.mcp.binding import current_binding
-from webui.mcp.bridge import CallBridge
+from webui.mcp.bridge import CallBridge, CallResult
 from webui.mcp.catalog import server_name
 from webui.mcp.results import error_result
+from webui.mcp.tasks import TASKS_EXTENSION, TaskParams, Tasks, TaskUpdateParams
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> CallResult:
         binding = current_binding.get()
         try:
             return await bridge.call(ctx, binding, params)
@@ -128,10 +129,13 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
         on_list_resources=list_resources,
         on_list_resource_templates=list_resource_templates,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
         # Our schemas declare no x-mcp-header params: skip the SDK's header validation lookup.
         get_tool_input_schema=lambda _name: None,
     )
+
+    # Registered as a plain handler: its result may also be a task (a dict the tasks
+    # extension owns), which the typed `on_call_tool` does not admit.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
 
     def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return current_binding.get().principal
@@ -142,4 +146,16 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
             default_audience=REQUEST_STATE_AUDIENCE,
         )
     )
+    tasks = getattr(bridge, "tasks", None)  # tests may build a server without a bridge
+    if tasks is not None:
+        _serve_tasks(server, tasks)
     return server
+
+
+def _serve_tasks(server: Server[Any], tasks: Tasks) -> None:
+    """The tasks extension: advertised under `capabilities.extensions` (server/discover) and
+    its three methods; tasks/result and tasks/list are not served (-32601)."""
+    server.extensions[TASKS_EXTENSION] = {}
+    server.add_request_handler("tasks/get", TaskParams, tasks.get)
+    server.add_request_handler("tasks/update", TaskUpdateParams, tasks.update)
+    server.add_request_handler("tasks/cancel", TaskParams, tasks.cancel)

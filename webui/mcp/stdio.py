@@ -22,7 +22,7 @@ from webui.mcp.catalog import Catalog, server_name
 from webui.mcp.server import build_server
 from webui.runs.env import worker_env
 from webui.runs.related import LocalRelations
-from webui.services import open_services, request_state_key
+from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.workflows.project import Project
 
@@ -62,6 +62,9 @@ async def serve_stdio(
             audit=svc.audit,
             configs=svc.configs,
             progress_interval=settings.progress_interval_seconds,
+            task_key=persistent_secret(settings, "task-id.key"),
+            task_after=settings.task_after_seconds,
+            task_poll_interval_ms=settings.task_poll_interval_ms,
         )
         server = build_server(
             bridge=bridge,

@@ -127,11 +127,15 @@ class OtherReplicas:
         hub: EventHub,
         admission: Admission,
         on_answer: Callable[[Interaction, Answer], Awaitable[None]],
+        on_cancel: Callable[..., Awaitable[None]],
     ) -> None:
         self.engine = engine
         self.hub = hub
         self.admission = admission
         self.on_answer = on_answer
+        # A cancel asked on another replica (an MCP client's tasks/cancel): `(run_id, reason=)`;
+        # a run this process does not drive is left alone.
+        self.on_cancel = on_cancel
 
     async def watch(self) -> None:
         while True:
@@ -146,6 +150,10 @@ class OtherReplicas:
                         break  # lagged: events were lost; re-check, then listen again
                     if event.topic == "interactions" and event.kind == "answered":
                         await self._resume_if_waiting(str(event.data.get("interactionId")))
+                    elif event.topic == "runs" and event.kind == "cancel_requested":
+                        run_id, reason = event.data.get("runId"), event.data.get("reason")
+                        if isinstance(run_id, str) and run_id in self.admission.live:
+                            await self.on_cancel(run_id, reason=str(reason or "The run was cancelled."))
                     elif event.topic == "runs" and self.admission.slot_wanted():
                         await self.admission.wake()
             await self.recheck()

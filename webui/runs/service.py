@@ -148,7 +148,11 @@ class RunService:
             self, pool=pool, calls=self.calls, questions=self.questions, children=self.children, echo=echo
         )
         self.others = OtherReplicas(
-            engine=engine, hub=hub, admission=self.admission, on_answer=self._on_answer
+            engine=engine,
+            hub=hub,
+            admission=self.admission,
+            on_answer=self._on_answer,
+            on_cancel=self.cancel,
         )
         interactions.on_answer(self._on_answer)
 
@@ -306,6 +310,14 @@ class RunService:
         if live is None:
             return
         await self.terminate(live, RunStatus.CANCELLED, {"code": "cancelled", "message": reason})
+
+    async def cancel_anywhere(self, run_id: str, *, reason: str) -> None:
+        """Cancel a run this process or (on a shared database) another replica drives: the
+        replica driving it is asked through the event hub (`cancel_requested`)."""
+        if run_id in self._live:
+            await self.cancel(run_id, reason=reason)
+        elif self.shared:
+            self.hub.publish("runs", "cancel_requested", runId=run_id, reason=reason)
 
     # ----------------------------------------------------------------- driving
     def enter(self, live: LiveRun, status: RunStatus, *, announce: bool = True) -> None:
@@ -483,6 +495,17 @@ class RunService:
         or, while the database cannot take it, kept and written once it can."""
         async with live.writes:
             await self.records.write_or_keep(record)
+
+    async def note(self, run_id: str, kind: str, *, text: str | None = None) -> None:
+        """A timeline entry about a run from outside its worker (e.g. its MCP call became a
+        task): in order with the run's own records while this process drives it."""
+        live = self._live.get(run_id)
+        if live is not None:
+            await self.add_event(live, kind, text=text)
+        else:
+            await self.records.write_or_keep(
+                Record(EVENT, run_id, {"kind": kind, "text": text, "data": None, "source": "mcp"})
+            )
 
     async def add_event(
         self, live: LiveRun, kind: str, *, text: str | None = None, data: dict[str, Any] | None = None

@@ -119,7 +119,7 @@ class WorkerLoop:
                 reason = status.describe() if status else "the worker process stopped unexpectedly"
                 live.terminating = (
                     RunStatus.FAILED,
-                    {"code": "handler_error", "message": f"The run crashed: {reason}."},
+                    {"code": "worker_crashed", "message": f"The run crashed: {reason}."},
                 )
         worker.close()
 

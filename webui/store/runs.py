@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, func, insert, or_, text, update
@@ -13,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
 from webui.store.db import storable_text
-from webui.store.models import Run, RunEvent, utcnow
+from webui.store.models import Interaction, Run, RunEvent, utcnow
 from webui.store.statuses import (  # noqa: F401  (the queries' status sets, named here too)
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -373,3 +374,53 @@ def admit_queued(
             .values(status="running")
         )
         return moved.rowcount == 1
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """What an MCP task (webui.mcp.tasks) reads of its run in one session: the run, the
+    pending questions of the run and of the child runs it waits on (oldest first), and its
+    newest timeline entry and newest progress entry."""
+
+    run: Run
+    pending: list[Interaction]
+    last_event: RunEvent | None
+    last_progress: RunEvent | None
+
+
+def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: int = 50) -> TaskView | None:
+    with Session(engine, expire_on_commit=False) as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            return None
+        tree = [run_id]
+        frontier = [run_id]
+        if run.status not in FINAL_STATUSES:
+            for _ in range(max_depth):
+                children = list(
+                    s.exec(
+                        select(Run.id).where(
+                            col(Run.parent_run_id).in_(frontier), col(Run.status).in_(ACTIVE_STATUSES)
+                        )
+                    )
+                )
+                if not children:
+                    break
+                tree += children
+                frontier = children
+        pending = (
+            list(
+                s.exec(
+                    select(Interaction)
+                    .where(col(Interaction.run_id).in_(tree), Interaction.status == "pending")
+                    .order_by(col(Interaction.created_at), col(Interaction.id))
+                    .limit(max_pending)
+                )
+            )
+            if run.status not in FINAL_STATUSES
+            else []
+        )
+        newest = select(RunEvent).where(RunEvent.run_id == run_id).order_by(col(RunEvent.id).desc()).limit(1)
+        last_event = s.exec(newest).first()
+        progress = s.exec(newest.where(RunEvent.kind == "progress")).first()
+        return TaskView(run, pending, last_event, progress)

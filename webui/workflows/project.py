@@ -27,6 +27,9 @@ from webui.workflows.related import RelatedRef, parse_related_projects
 
 WORKFLOW_PROJECT_TYPE: Final = "workflow"
 _ENTRYPOINT_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+TASK_MODES: Final = ("never", "optional", "required")
+TASK_DEFAULT: Final = "optional"
+RESULT_TEXTS: Final = ("json", "output")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,13 @@ class Entrypoint:
     # `"knowledge": "write"`: its handler may add and remove knowledge-base documents
     # (`ctx.knowledge.add/remove`); by default it only reads them.
     knowledge_write: bool = False
+    # `"task"`: whether a call may become an MCP task (the tasks extension): "never",
+    # "optional" (a client that declares tasks gets one when the run does not end quickly
+    # or reports progress) or "required" (only clients that declare tasks may call it).
+    task: str = TASK_DEFAULT
+    # `"resultText"`: what the result's text content is: "json" (the whole result as JSON,
+    # the default) or "output" (a string output itself; structuredContent is unchanged).
+    result_text: str = "json"
 
     @property
     def handler_file(self) -> str:
@@ -120,6 +130,12 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
     knowledge = raw.get("knowledge", "read")
     if knowledge not in ("read", "write"):
         raise ProjectError(f'{where}.knowledge: expected "read" or "write", got {quote(knowledge)}')
+    task = raw.get("task", TASK_DEFAULT)
+    if task not in TASK_MODES:
+        raise ProjectError(f'{where}.task: expected "never", "optional" or "required", got {quote(task)}')
+    result_text = raw.get("resultText", "json")
+    if result_text not in RESULT_TEXTS:
+        raise ProjectError(f'{where}.resultText: expected "json" or "output", got {quote(result_text)}')
     return Entrypoint(
         id=ep_id,
         title=title,
@@ -128,6 +144,8 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
         timeout_seconds=timeout,
         params=params,
         knowledge_write=knowledge == "write",
+        task=task,
+        result_text=result_text,
     )
 
 
@@ -243,6 +261,8 @@ def structure_report(project: Project) -> dict[str, Any]:
                 "title": ep.title,
                 "description": ep.description,
                 "timeoutSeconds": ep.timeout_seconds,
+                "task": ep.task,
+                "resultText": ep.result_text,
                 "params": [param_report(p) for p in ep.params],
             }
             for ep in project.entrypoints
