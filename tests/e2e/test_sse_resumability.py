@@ -275,6 +275,38 @@ async def test_another_sessions_or_an_unknown_last_event_id_replays_nothing(serv
                 assert got == [], last
 
 
+async def test_deleting_the_session_ends_a_resumed_stream_and_its_call(server: LiveServer) -> None:
+    key = server.create_key("fay")
+    sid = open_session(server, key, INTERACTIVE)
+    async with httpx2.AsyncClient(timeout=WAIT) as http:
+        with anyio.fail_after(WAIT):
+            url = server.mcp_url(INTERACTIVE)
+            async with http.stream("POST", url, headers=headers(key, sid), json=trip_call()) as r:
+                first = [e async for e in _until_question(events(r))]
+            priming = first[0].id or ""
+            resumed: list[Event] = []
+            async with http.stream("GET", url, headers=headers(key, sid, **{"Last-Event-ID": priming})) as r:
+                async for event in events(r):
+                    resumed.append(event)
+                    if is_elicitation(event):
+                        assert (await http.delete(url, headers=headers(key, sid))).status_code == 200
+                # the stream ended with the session, without a result
+    assert [e.id for e in resumed] == [e.id for e in first[1:]]
+    run_id = server.query("select id from runs where entrypoint_id = 'plan_trip' order by created_at desc")[
+        0
+    ]["id"]
+    with anyio.fail_after(WAIT):
+        while run_status(server, run_id) not in ("cancelled", "failed"):
+            await anyio.sleep(0.02)  # bounded: the run ends once its call does
+
+
+async def _until_question(source: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    async for event in source:
+        yield event
+        if is_elicitation(event):
+            return
+
+
 # --------------------------------------------------------------------------- the SDK client
 
 

@@ -217,3 +217,27 @@ async def test_a_held_call_ends_without_a_follower_and_lives_on_with_one() -> No
                 await store.store_event("1", note(1))
                 await store.store_event("1", result(1))
     assert held == [True] and got == [note(1), result(1)]
+
+
+async def test_the_streams_of_a_session_no_longer_held_go_and_its_followers_end() -> None:
+    alive = {"s", "t"}
+    store = BoundedEventStore(liveness_interval_seconds=0.01)
+    store.session_alive = alive.__contains__
+    with session("s"):
+        priming = await store.store_event("1", None)
+    got: list[Any] = []
+
+    async def collect(event: EventMessage) -> None:
+        got.append(event.message)
+
+    alive.discard("s")  # ended elsewhere (reaped, terminated by order)
+    with anyio.fail_after(WAIT), session("s"):
+        await store.replay_events_after(priming, collect)  # ends instead of following
+    assert got == [] and store.stream_count == 0
+
+    with session("t"):
+        await store.store_event("1", None)
+    alive.discard("t")
+    with session("u"):
+        await store.store_event("1", None)  # the next write sweeps the ended session's
+    assert store.stream_count == 1

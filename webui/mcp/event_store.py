@@ -90,6 +90,7 @@ class BoundedEventStore(EventStore):
         max_bytes: int = 64 * 1024 * 1024,
         max_age_seconds: float = 3600.0,
         resume_grace_seconds: float = 5.0,
+        liveness_interval_seconds: float = 15.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_events_per_stream = max_events_per_stream
@@ -97,6 +98,10 @@ class BoundedEventStore(EventStore):
         self.max_bytes = max_bytes
         self.max_age = max_age_seconds
         self.resume_grace = resume_grace_seconds
+        # Whether a session is still held (the gateway's table); a stream of one that
+        # ended goes, and a replay following it ends, at the latest this often.
+        self.session_alive: Callable[[str], bool] = lambda _sid: True
+        self.liveness_interval = liveness_interval_seconds
         self.clock = clock
         self._streams: OrderedDict[_Key, _Stream] = OrderedDict()  # least recently written first
         self._ids: dict[EventId, _Key] = {}
@@ -150,13 +155,15 @@ class BoundedEventStore(EventStore):
         stream.followers += 1
         stream.notify()
         try:
-            await self._follow(stream, after, send_callback)
+            await self._follow(key[0], stream, after, send_callback)
         finally:
             stream.followers -= 1
             stream.notify()
         return None
 
-    async def _follow(self, stream: _Stream, after: int, send_callback: EventCallback) -> None:
+    async def _follow(
+        self, session_id: str, stream: _Stream, after: int, send_callback: EventCallback
+    ) -> None:
         position = after + 1
         while True:
             if stream.gone:
@@ -174,7 +181,11 @@ class BoundedEventStore(EventStore):
                 continue  # more may have come while sending
             if stream.finished:
                 return
-            await stream.changed.wait()
+            with anyio.move_on_after(self.liveness_interval):
+                await stream.changed.wait()
+            if not self.session_alive(session_id):
+                self.forget_session(session_id)
+                return
 
     # ------------------------------------------------------------------ the gateway's
     async def hold_call(self, session_id: str, stream_id: StreamId) -> bool:
@@ -204,7 +215,11 @@ class BoundedEventStore(EventStore):
     def _expire(self, now: float) -> None:
         while self._streams:
             key, stream = next(iter(self._streams.items()))
-            if not stream.events or now - stream.events[-1].at > self.max_age:
+            if (
+                not stream.events
+                or now - stream.events[-1].at > self.max_age
+                or not self.session_alive(key[0])
+            ):
                 self._drop(key)
             else:
                 break

@@ -200,6 +200,9 @@ class McpGateway:
             max_admin_key=max_sessions_admin_key,
             touch_interval=touch_interval,
         )
+        if isinstance(manager.event_store, BoundedEventStore):
+            # The streams of a session this process no longer holds go with it.
+            manager.event_store.session_alive = self.sessions.__contains__
         # Shutdown: once draining, new requests are refused; `_calls` counts requests that
         # will end on their own (all but GET streams), `_idle` is set while there are none.
         self.draining = False
