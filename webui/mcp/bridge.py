@@ -38,6 +38,7 @@ from webui.interactions.service import InteractionService
 from webui.mcp.arguments import resolve_files
 from webui.mcp.binding import Binding, client_left, config_place
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
+from webui.mcp.logs import CallLogs
 from webui.mcp.questions import Questions
 from webui.mcp.results import error_result, final_result
 from webui.mcp.tasks import (
@@ -299,6 +300,7 @@ class CallBridge:
         run_id = run.run_id
         keep_run = False
         finished = False
+        logs = CallLogs(ctx, logger=ep.id)  # the run's ctx.log lines, as the client asked
         deadline = anyio.current_time() + task_after if task_after is not None else None
 
         def describe() -> str | None:
@@ -331,6 +333,7 @@ class CallBridge:
                                 else AuditName.TOOL_FAILED
                             )
                             await self._audit(ctx, b, event, ep, run_id, update.status)
+                        await logs.close()
                         return final_result(
                             run_id,
                             ep,
@@ -342,6 +345,8 @@ class CallBridge:
                         )
                     if update.kind == "progress" and update.progress is not None and stream is not None:
                         await _progress(stream, update.progress)
+                    elif update.kind == "log":
+                        await logs.line(update.text)
                     elif update.kind == "waiting" and update.interaction is not None:
                         delivered = await self.questions.deliver(ctx, b, ep, run_id, update.interaction)
                         if delivered is not None:

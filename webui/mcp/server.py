@@ -12,10 +12,12 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from webui.mcp.binding import current_binding
 from webui.mcp.bridge import CallBridge, CallResult
 from webui.mcp.catalog import server_name
+from webui.mcp.logs import set_level
 from webui.mcp.results import error_result
 from webui.mcp.tasks import TASKS_EXTENSION, TaskParams, Tasks, TaskUpdateParams
 
@@ -107,7 +109,9 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
             return error_result(None, ep, "failed", "internal", "The call failed inside the server.")
 
     # A workflow server has tools only; empty prompt and resource lists (rather than
-    # -32601) let generic clients and the conformance suite enumerate everything.
+    # -32601) let generic clients and the conformance suite enumerate everything, and what
+    # is declared is served: reading a resource or getting a prompt says it does not exist
+    # (-32602), completion offers nothing.
     async def list_prompts(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
@@ -123,11 +127,29 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
     ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=[])
 
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": str(params.uri)})  # SEP-2164
+
+    async def get_prompt(
+        ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name[:200]}")
+
+    async def complete(
+        ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        return types.CompleteResult(completion=types.Completion(values=[]))
+
     server = WorkflowServer(
         "steamharness-workflow",
         on_list_prompts=list_prompts,
         on_list_resources=list_resources,
         on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
         on_list_tools=list_tools,
         # Our schemas declare no x-mcp-header params: skip the SDK's header validation lookup.
         get_tool_input_schema=lambda _name: None,
@@ -136,6 +158,10 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
     # Registered as a plain handler: its result may also be a task (a dict the tasks
     # extension owns), which the typed `on_call_tool` does not admit.
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    # Declares `logging` (both eras: at 2026-07-28 a request opts in by its `_meta`); the SDK
+    # refuses logging/setLevel itself at 2026-07-28 (-32601). Added by hand: the constructor's
+    # `on_set_logging_level` warns that the capability is deprecated.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
 
     def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return current_binding.get().principal

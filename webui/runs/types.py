@@ -61,7 +61,8 @@ class RunLimits:
 
 @dataclass
 class RunUpdate:
-    """What a watcher receives: `progress`, `waiting` (with the interaction), `running`, `final`."""
+    """What a watcher receives: `progress`, `waiting` (with the interaction), `running`,
+    `log` (a `ctx.log` line, its `text`), `final`."""
 
     kind: str
     run_id: str
@@ -74,6 +75,8 @@ class RunUpdate:
     files: list[dict[str, Any]] = field(default_factory=list)
     # `final`: the request's `finished_audit` was written with the outcome.
     call_audited: bool = False
+    # `log`: the line (as the worker sent it: at most messages.LOG_TEXT_LIMIT characters).
+    text: str | None = None
 
 
 @dataclass(frozen=True)

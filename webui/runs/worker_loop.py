@@ -1,7 +1,7 @@
 """The worker of one run: handed its run (`RunSpec`), then its messages served until its
 outcome (webui.runs.messages lists them): output and logs become timeline entries, progress
-goes to the watchers, and each `rpc` is answered: questions (webui.runs.questions), child
-runs (webui.runs.children), the stores (webui.runs.store_calls)."""
+and `ctx.log` lines go to the watchers, and each `rpc` is answered: questions
+(webui.runs.questions), child runs (webui.runs.children), the stores (webui.runs.store_calls)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from webui.errors import SteamharnessError
 from webui.runs.children import ChildRuns
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun
-from webui.runs.messages import RunSpec, reply
+from webui.runs.messages import LOG_TEXT_LIMIT, RunSpec, reply
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
@@ -104,7 +104,7 @@ class WorkerLoop:
             if kind == "output":
                 await self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
             elif kind == "log":
-                await self._record_output(live, "log", str(msg.get("text", "")))
+                await self._on_log(live, str(msg.get("text", "")))
             elif kind == "progress":
                 await self._on_progress(live, msg)
             elif kind == "rpc":
@@ -132,6 +132,13 @@ class WorkerLoop:
                 self.echo.write(f"[{live.run_id} {stream}] {line}\n")
             self.echo.flush()
         await self.runs.add_event(live, stream, text=text)
+
+    async def _on_log(self, live: LiveRun, text: str) -> None:
+        """A `ctx.log` line: to the watchers first (an MCP call sends it as a log message,
+        webui.mcp.logs), from memory, then to the timeline."""
+        if text and live.watchers:
+            live.publish(RunUpdate("log", live.run_id, live.status, text=text[:LOG_TEXT_LIMIT]))
+        await self._record_output(live, "log", text)
 
     async def _on_progress(self, live: LiveRun, msg: dict[str, Any]) -> None:
         data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}

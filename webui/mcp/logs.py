@@ -1,0 +1,123 @@
+"""A run's log lines (`ctx.log`) on the tools/call that follows it, as `notifications/message`.
+
+Who asked for them, by era:
+- 2025-11-25 (a session): `logging/setLevel` sets the session's level, kept with the SDK's
+  connection (its per-connection `state`, gone with the session). Lines at or above it are
+  sent on the call's stream; a session that never set a level gets none.
+- 2026-07-28: no session and no `logging/setLevel` (the SDK answers -32601). A request opts
+  in with `_meta["io.modelcontextprotocol/logLevel"]`; absent, nothing is sent (the SDK's
+  `allowed_log_levels`, which its `send_log_message` applies too).
+
+Only `ctx.log` lines are sent, at `info`; the handler's stdout and stderr (raw chunks, not
+lines, and whatever libraries print) stay in the run's timeline only. Each line is cut to
+`MESSAGE_LIMIT` characters and its control characters (but newline and tab) replaced; a call
+sends at most `MAX_MESSAGES_PER_CALL` lines, then one last message saying how many more were
+not sent (the run's timeline keeps them all).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Final, get_args
+
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+log = logging.getLogger(__name__)
+
+LEVELS: Final[tuple[types.LoggingLevel, ...]] = get_args(types.LoggingLevel)  # severity ascending
+# The level of a `ctx.log` line.
+RUN_LOG_LEVEL: Final[types.LoggingLevel] = "info"
+MAX_MESSAGES_PER_CALL: Final = 100
+MESSAGE_LIMIT: Final = 4096
+_STATE_KEY: Final = "steamharness.log_level"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _connection_state(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+    """The SDK connection's per-connection scratch state (a 2025 session, or stdio): the one
+    read of the SDK's private `ServerSession._connection` (no public accessor in 2.3.0)."""
+    connection = getattr(ctx.session, "_connection", None)
+    state = getattr(connection, "state", None)
+    return state if isinstance(state, dict) else None
+
+
+async def set_level(
+    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    """`logging/setLevel` (handshake eras only; the SDK refuses it at 2026-07-28). An unknown
+    level never gets here: the SDK's params validation answers -32602."""
+    state = _connection_state(ctx)
+    if state is not None:
+        state[_STATE_KEY] = params.level
+    return types.EmptyResult()
+
+
+def session_level(ctx: ServerRequestContext[Any, Any]) -> types.LoggingLevel | None:
+    state = _connection_state(ctx)
+    level = state.get(_STATE_KEY) if state is not None else None
+    return level if level in LEVELS else None
+
+
+def wanted_levels(ctx: ServerRequestContext[Any, Any]) -> frozenset[types.LoggingLevel]:
+    """The levels this request may be sent."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return allowed_log_levels(ctx.protocol_version, ctx.meta)
+    level = session_level(ctx)
+    return frozenset(LEVELS[LEVELS.index(level) :]) if level is not None else frozenset()
+
+
+def clean(text: str) -> str:
+    """A line as sent: control characters replaced, cut to MESSAGE_LIMIT characters."""
+    if len(text) > MESSAGE_LIMIT:
+        more = len(text) - MESSAGE_LIMIT
+        text = f"{text[:MESSAGE_LIMIT]}… ({more} characters more in the run's timeline)"
+    return _CONTROL.sub("\ufffd", text)
+
+
+class CallLogs:
+    """The log lines of one tools/call: filtered by what its client asked for, capped."""
+
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], *, logger: str, limit: int = MAX_MESSAGES_PER_CALL
+    ) -> None:
+        self.ctx = ctx
+        self.logger = logger
+        self.limit = limit
+        self.levels = wanted_levels(ctx)
+        self.sent = 0
+        self.unsent = 0
+
+    async def line(self, text: str | None, level: types.LoggingLevel = RUN_LOG_LEVEL) -> None:
+        if not text or level not in self.levels:
+            return
+        if self.sent >= self.limit:
+            self.unsent += 1
+            return
+        self.sent += 1
+        await self._send(level, clean(text))
+
+    async def close(self) -> None:
+        """Before the call's result: say how many lines the cap kept back (once)."""
+        if self.unsent:
+            unsent, self.unsent = self.unsent, 0
+            note = (
+                f"{unsent} more log lines not sent (at most {self.limit} per call);"
+                " the run's timeline has them all."
+            )
+            await self._send(RUN_LOG_LEVEL, note)
+
+    async def _send(self, level: types.LoggingLevel, data: str) -> None:
+        # What `ServerSession.send_log_message` sends, without its deprecation warning (the
+        # capability is deprecated at 2026-07-28; the per-request opt-in it checks is
+        # `self.levels`). On this request's stream; a client gone is not an error here.
+        message = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level=level, data=data, logger=self.logger)
+        )
+        try:
+            await self.ctx.session.send_notification(message, related_request_id=self.ctx.request_id)
+        except Exception:
+            log.debug("log notification not delivered", exc_info=True)
