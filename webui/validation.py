@@ -7,11 +7,20 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+
+# No schema is ever fetched: a `$ref` resolves inside its own schema or not at all (the
+# validator's default would retrieve remote references over the network).
+NO_RETRIEVAL: Registry[Any] = Registry()
 
 
 def validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """A validator for `schema` that also checks formats (date, email, uri, …)."""
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    """A validator for `schema` that also checks formats (date, email, uri, …) and resolves
+    references only inside `schema` itself."""
+    return Draft202012Validator(
+        schema, format_checker=Draft202012Validator.FORMAT_CHECKER, registry=NO_RETRIEVAL
+    )
 
 
 def field_errors(schema: dict[str, Any], values: dict[str, Any]) -> dict[str, str]:
@@ -20,7 +29,7 @@ def field_errors(schema: dict[str, Any], values: dict[str, Any]) -> dict[str, st
     valid JSON Schema (then the schema's owner judges the values itself)."""
     try:
         errors = list(validator(schema).iter_errors(values))
-    except SchemaError:
+    except (SchemaError, Unresolvable):
         return {}
     out: dict[str, str] = {}
     for err in errors:

@@ -485,7 +485,7 @@ def test_an_unknown_param_type_gets_the_exact_documented_message(tmp_path: Path)
     root = write_project(tmp_path / "p", minimal_package(params))
     assert load_error(root) == (
         f"{package_path(root)}: entrypoints[0].params[2].type: unknown param type 'strng' "
-        "(expected one of: string, positional, number, boolean, checkboxes, file)"
+        "(expected one of: string, positional, number, integer, boolean, checkboxes, file)"
     )
 
 

@@ -9,7 +9,7 @@ import mcp_types as types
 
 from webui.workflows.contract_diff import Change, ToolContract, diff_catalogs
 from webui.workflows.project import Entrypoint, Project
-from webui.workflows.schema import FileMode, input_schema
+from webui.workflows.schema import FileMode, tool_input_schema
 
 # What a successful result carries; errors are exempt from output-schema checks.
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -56,7 +56,7 @@ class Catalog:
     def build(cls, project: Project, *, file_mode: FileMode) -> Catalog:
         catalog = cls(project=project, file_mode=file_mode)
         for ep in project.entrypoints:
-            schema = input_schema(ep.params, file_mode=file_mode)
+            schema = tool_input_schema(ep.params, ep.input_schema, file_mode=file_mode)
             catalog.schemas[ep.id] = schema
             catalog.tools.append(
                 types.Tool(

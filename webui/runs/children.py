@@ -22,7 +22,7 @@ from webui.runs.types import RunLimits, RunRefused, RunStatus
 from webui.store import runs as run_store
 from webui.workflows.project import Project
 from webui.workflows.related import RelatedProjectError
-from webui.workflows.schema import input_schema, validate_arguments
+from webui.workflows.schema import tool_input_schema, validate_arguments
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,9 @@ class ChildRuns:
                     " passed to a child run"
                 )
         try:
-            params = validate_arguments(input_schema(ep.params, file_mode="server"), params, tool=ep.id)
+            params = validate_arguments(
+                tool_input_schema(ep.params, ep.input_schema, file_mode="server"), params, tool=ep.id
+            )
         except InvalidArguments as exc:
             raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None
         config = None

@@ -360,8 +360,11 @@ class Context:
         self.config: Mapping[str, Any] = MappingProxyType(dict(spec.get("config") or {}))
 
     def ask(
-        self, title: str, fields: list[dict[str, Any]], message: str | None = None
+        self, title: str, fields: list[dict[str, Any]] | dict[str, Any], message: str | None = None
     ) -> dict[str, Any] | None:
+        """Ask a person: `fields` is a list of params, or a JSON Schema object (the MCP
+        elicitation subset: a flat object of string, number, integer, boolean and
+        multi-select array properties). The answer's content, or None if declined."""
         answer = self._chan.rpc("ask", title=title, fields=fields, message=message)
         return answer["content"] if answer["action"] == "accept" else None
 

@@ -22,8 +22,9 @@ from webui.runs.messages import reply
 from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
 from webui.store import runs as run_store
 from webui.store.models import Interaction, as_utc, utcnow
+from webui.workflows.json_schema import check_ask_schema
 from webui.workflows.params import parse_params
-from webui.workflows.schema import field_summary, form_blockers, question_schema
+from webui.workflows.schema import field_summary, form_blockers, question_schema, schema_field_summary
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,22 @@ def _duration(seconds: float) -> str:
 def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
     """The stored form of an `ask` or `approve` request."""
     if op == "ask":
-        params = parse_params(args.get("fields") or [], where="ctx.ask() fields")
         message = args.get("message")
+        fields = args.get("fields")
+        if isinstance(fields, dict):
+            # A JSON Schema (the MCP elicitation subset): stored and elicited as written.
+            schema = check_ask_schema(fields, "ctx.ask() fields")
+            summary, blockers = schema_field_summary(schema), []
+        else:
+            params = parse_params(fields or [], where="ctx.ask() fields")
+            schema, summary, blockers = question_schema(params), field_summary(params), form_blockers(params)
         return {
             "kind": "form",
             "title": str(args.get("title") or "Input needed"),
             "message": str(message) if message is not None else None,
-            "requested_schema": question_schema(params),
-            "fields": field_summary(params),
-            "blockers": form_blockers(params),
+            "requested_schema": schema,
+            "fields": summary,
+            "blockers": blockers,
         }
     action = str(args.get("action") or "this action")
     parts = [f"The workflow asks for approval to: {action}."]

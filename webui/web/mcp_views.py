@@ -29,6 +29,7 @@ class ParamRow:
     options: list[tuple[str, str | None]]  # (JSON value, label)
     format: str | None
     description: str | None
+    header: str | None = None  # mirrored as the `Mcp-Param-<header>` HTTP header
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class ToolView:
     schema: dict[str, Any]
     schema_json: str
     fields: list[forms.Field]
+    # The entrypoint gives its own `inputSchema` (JSON Schema 2020-12) instead of params.
+    own_schema: bool = False
 
     @property
     def prefix(self) -> str:
@@ -58,6 +61,7 @@ def _param_row(p: Param) -> ParamRow:
         options=[(json.dumps(o.value, ensure_ascii=False), o.label) for o in p.options],
         format=p.format,
         description=p.description,
+        header=p.header,
     )
 
 
@@ -78,6 +82,7 @@ def catalog_view(resolved: Resolved) -> list[ToolView]:
                 schema=schema,
                 schema_json=pretty_json(schema),
                 fields=forms.fields(schema),
+                own_schema=ep is not None and ep.input_schema is not None,
             )
         )
     return views

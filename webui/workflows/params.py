@@ -25,9 +25,14 @@ from webui.workflows.package_json import (
     quote,
 )
 
-PARAM_TYPES: Final = ("string", "positional", "number", "boolean", "checkboxes", "file")
+PARAM_TYPES: Final = ("string", "positional", "number", "integer", "boolean", "checkboxes", "file")
 STRING_TYPES: Final = frozenset({"string", "positional", "checkboxes"})
 DATE_FORMATS: Final = ("date", "date-time")
+# Params a custom HTTP header (`"header"`, SEP-2243 `x-mcp-header`) may mirror: one string,
+# integer or boolean value. Not `number`: the spec forbids it (float to text is not portable).
+HEADER_TYPES: Final = frozenset({"string", "positional", "integer", "boolean"})
+# RFC 9110 token characters: all a header name may hold (it follows `Mcp-Param-`).
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
 
 OptionValue = str | int | float | bool
 
@@ -68,6 +73,15 @@ class Param:
     options: tuple[Option, ...] = ()
     multiple: bool = False
     format: str | None = None
+    # `"header"`: the name after `Mcp-Param-` of the HTTP header a 2026-07-28 client mirrors
+    # this param into (the input schema's `x-mcp-header`); entrypoint params only.
+    header: str | None = None
+
+
+def is_integer(value: Any) -> bool:
+    """A JSON integer as package.json spells it: an int, never a bool (JSON `true` is not
+    1) and never a float (write `2`, not `2.0`)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _display(value: Any) -> str:
@@ -77,18 +91,35 @@ def _display(value: Any) -> str:
     return json.dumps(value)
 
 
-def parse_params(raw: Any, *, where: str) -> tuple[Param, ...]:
+def parse_params(raw: Any, *, where: str, headers: bool = False) -> tuple[Param, ...]:
     """Validate and normalize a list of param definitions.
 
     Shared by entrypoint `params` and `ctx.ask(fields)`, which use the same format. `where`
     prefixes every error (e.g. `/x/package.json: entrypoints[0].params`), so the message
-    points at the exact element: `<where>[2].type: ...`.
+    points at the exact element: `<where>[2].type: ...`. `headers`: whether a param may be
+    mirrored as a custom header (entrypoints yes, questions no).
     """
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise ProjectError(f"{where}: expected a list of params, got {json_type(raw)}")
-    return parse_named(raw, where, _parse_param, "param")
+    params = parse_named(raw, where, _parse_param, "param")
+    seen: dict[str, str] = {}
+    for index, param in enumerate(params):
+        if param.header is None:
+            continue
+        if not headers:
+            raise fail(f"{where}[{index}]", ".header", "only entrypoint params can be mirrored as headers")
+        other = seen.get(param.header.lower())
+        if other is not None:
+            raise fail(
+                f"{where}[{index}]",
+                ".header",
+                f"header {quote(param.header)} is already the header of param {quote(other)}"
+                " (header names are compared without case)",
+            )
+        seen[param.header.lower()] = param.name
+    return params
 
 
 def _parse_param(raw: Any, where: str) -> Param:
@@ -122,6 +153,7 @@ def _parse_param(raw: Any, where: str) -> Param:
     description = optional_str(raw, "description", where)
     title = _parse_title(raw, where)
     fmt = _parse_format(raw, ptype, where)
+    header = _parse_header(raw, ptype, multiple, where)
     options = _parse_options(raw.get("options"), ptype, f"{where}.options")
     has_default = raw.get("default") is not None
     default = raw.get("default")
@@ -138,6 +170,7 @@ def _parse_param(raw: Any, where: str) -> Param:
         options=options,
         multiple=multiple,
         format=fmt,
+        header=header,
     )
 
 
@@ -160,12 +193,36 @@ def _parse_format(raw: dict[str, Any], ptype: str, where: str) -> str | None:
     return fmt
 
 
+def _parse_header(raw: dict[str, Any], ptype: str, multiple: bool, where: str) -> str | None:
+    """`"header": "Region"`: the param is also sent as the `Mcp-Param-Region` header."""
+    header = raw.get("header")
+    if header is None:
+        return None
+    if not isinstance(header, str) or not HEADER_NAME_RE.fullmatch(header):
+        raise fail(
+            where,
+            ".header",
+            f"invalid header name {quote(header)} (1-64 HTTP token characters: letters, digits"
+            " and !#$%&'*+-.^_`|~)",
+        )
+    if ptype not in HEADER_TYPES or multiple:
+        raise fail(
+            where,
+            ".header",
+            f"only single string, positional, integer and boolean params can be headers, not {ptype}"
+            + (" (multiple)" if multiple and ptype in HEADER_TYPES else ""),
+        )
+    return header
+
+
 def _value_checker(ptype: str) -> tuple[Callable[[Any], bool], str]:
     """How to recognise one (non-array) value of a param type, and how to name it."""
     if ptype in STRING_TYPES:
         return (lambda v: isinstance(v, str)), "a string"
     if ptype == "number":
         return is_number, "a number"
+    if ptype == "integer":
+        return is_integer, "an integer"
     return (lambda v: isinstance(v, bool)), "true or false"
 
 
@@ -251,6 +308,8 @@ def param_report(param: Param) -> dict[str, Any]:
         "format": param.format,
         "options": [{"value": o.value, "label": o.label} for o in param.options],
     }
+    if param.header is not None:
+        doc["header"] = param.header
     if param.has_default:
         doc["default"] = param.default
     return doc

@@ -6,6 +6,7 @@ The file format and its error style are described in `package_json.py`.
 
 from __future__ import annotations
 
+import json
 import keyword
 import re
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any, Final
 
 from webui.errors import ProjectError
 from webui.workflows.configuration import ConfigField, parse_config_fields
+from webui.workflows.json_schema import check_input_schema
 from webui.workflows.package_json import (
     is_number,
     json_type,
@@ -52,6 +54,10 @@ class Entrypoint:
     # `"resultText"`: what the result's text content is: "json" (the whole result as JSON,
     # the default) or "output" (a string output itself; structuredContent is unchanged).
     result_text: str = "json"
+    # `"inputSchema"` instead of `params`: the tool's own JSON Schema 2020-12, as the JSON
+    # text tools/list serves (checked at load: `json_schema.check_input_schema`). Such an
+    # entrypoint has no params, so no file params either.
+    input_schema: str | None = None
 
     @property
     def handler_file(self) -> str:
@@ -126,7 +132,12 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
     description = optional_str(raw, "description", where) or title
     handler = _parse_handler(raw.get("handler"), root, f"{where}.handler")
     timeout = _parse_timeout(raw.get("timeoutSeconds"), f"{where}.timeoutSeconds")
-    params = parse_params(raw.get("params"), where=f"{where}.params")
+    params = parse_params(raw.get("params"), where=f"{where}.params", headers=True)
+    custom_schema = None
+    if raw.get("inputSchema") is not None:
+        if raw.get("params"):
+            raise ProjectError(f"{where}: give params or inputSchema, not both")
+        custom_schema = check_input_schema(raw["inputSchema"], f"{where}.inputSchema")
     knowledge = raw.get("knowledge", "read")
     if knowledge not in ("read", "write"):
         raise ProjectError(f'{where}.knowledge: expected "read" or "write", got {quote(knowledge)}')
@@ -146,6 +157,7 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
         knowledge_write=knowledge == "write",
         task=task,
         result_text=result_text,
+        input_schema=custom_schema,
     )
 
 
@@ -264,6 +276,7 @@ def structure_report(project: Project) -> dict[str, Any]:
                 "task": ep.task,
                 "resultText": ep.result_text,
                 "params": [param_report(p) for p in ep.params],
+                **({"inputSchema": json.loads(ep.input_schema)} if ep.input_schema is not None else {}),
             }
             for ep in project.entrypoints
         ],

@@ -7,6 +7,13 @@ Three consumers, three shapes:
 - `form_blockers` / `field_summary`: when a form does not fit that subset, the tool answers
   `interaction_required` with a summary instead of eliciting.
 Arguments are validated here once, with formats checked, so handlers only see valid input.
+
+An entrypoint may instead give its own `inputSchema` (`webui/workflows/json_schema.py`
+checks it at load): it is served as written and validated the same way.
+
+Integers: a value of an `integer` property is valid when JSON Schema says so, which
+includes `2.0` (a number with no fraction: many clients cannot tell 2 from 2.0); such a
+value reaches the handler as the Python int `2`. `true` is never an integer.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from jsonschema.exceptions import ValidationError
 
 from webui.errors import InvalidArguments
 from webui.validation import validator
+from webui.workflows.json_schema import X_MCP_HEADER
 from webui.workflows.params import Option, Param
 
 FileMode = Literal["local", "server"]
@@ -31,6 +39,7 @@ _SCALAR_TYPES: Final = {
     "positional": "string",
     "checkboxes": "string",
     "number": "number",
+    "integer": "integer",
     "boolean": "boolean",
 }
 _MAX_MESSAGE: Final = 200
@@ -102,6 +111,8 @@ def _param_input_schema(param: Param, file_mode: FileMode) -> dict[str, Any]:
         schema["description"] = param.description
     if param.has_default:
         schema["default"] = param.default
+    if param.header is not None:
+        schema[X_MCP_HEADER] = param.header
     return schema
 
 
@@ -116,6 +127,15 @@ def input_schema(params: Sequence[Param], *, file_mode: FileMode) -> dict[str, A
         schema["required"] = required
     schema["additionalProperties"] = False
     return schema
+
+
+def tool_input_schema(params: Sequence[Param], custom: str | None, *, file_mode: FileMode) -> dict[str, Any]:
+    """An entrypoint's tool `inputSchema`: its own (`custom`, the JSON text of its checked
+    `inputSchema`, a fresh copy each time) or the one its params make."""
+    if custom is not None:
+        schema: dict[str, Any] = json.loads(custom)
+        return schema
+    return input_schema(params, file_mode=file_mode)
 
 
 # --------------------------------------------------------------------------- validation
@@ -209,7 +229,31 @@ def validate_arguments(
     problems = _describe(validator.iter_errors(args))
     if problems:
         raise InvalidArguments(f"Invalid arguments for tool {tool!r}: " + "; ".join(problems))
-    return dict(args)
+    return _integral(schema, args)
+
+
+def _is_integer_schema(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "integer"
+
+
+def _as_int(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _integral(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The checked arguments, `2.0` given to a top-level integer property (or to an array of
+    integers) as the int `2`."""
+    properties = schema.get("properties")
+    out = dict(args)
+    if not isinstance(properties, dict):
+        return out
+    for name, value in args.items():
+        prop = properties.get(name)
+        if _is_integer_schema(prop):
+            out[name] = _as_int(value)
+        elif isinstance(prop, dict) and isinstance(value, list) and _is_integer_schema(prop.get("items")):
+            out[name] = [_as_int(v) for v in value]
+    return out
 
 
 # --------------------------------------------------------------------------- elicitation
@@ -299,4 +343,18 @@ def field_summary(params: Sequence[Param]) -> list[dict[str, Any]]:
     """The `fields` of an `interaction_required` result: enough to know what is asked."""
     return [
         {"name": p.name, "type": p.type, "required": p.required, "title": p.title or p.name} for p in params
+    ]
+
+
+def schema_field_summary(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """`field_summary` of a question asked with a JSON Schema (`check_ask_schema`'s)."""
+    required = set(schema.get("required") or [])
+    return [
+        {
+            "name": name,
+            "type": str(prop.get("type")),
+            "required": name in required,
+            "title": str(prop.get("title") or name),
+        }
+        for name, prop in (schema.get("properties") or {}).items()
     ]
