@@ -151,8 +151,9 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_list_tools=list_tools,
-        # Our schemas declare no x-mcp-header params: skip the SDK's header validation lookup.
-        get_tool_input_schema=lambda _name: None,
+        # The called tool's schema from the request's catalog: the SDK checks each
+        # `Mcp-Param-*` header against its x-mcp-header argument (2026-07-28 HTTP only).
+        get_tool_input_schema=lambda name: current_binding.get().catalog.schemas.get(name),
     )
 
     # Registered as a plain handler: its result may also be a task (a dict the tasks
