@@ -5,11 +5,13 @@ and the conformance fixture project (tests/conformance/project).
 The client declares the extension itself (importing `fastmcp_tasks` registers it on every
 `Client`); nothing here posts JSON-RPC by hand. A long call becomes a task the client polls
 with `tasks/get`, a question is answered through the client's elicitation handler (which
-the client delivers with `tasks/update`), another in the browser's JSON API, and a task is
-cancelled with the client's `tasks/cancel`."""
+the client delivers with `tasks/update`), another in the browser's JSON API or on the
+conversation page in headless Chromium, and a task is cancelled with the client's
+`tasks/cancel`."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -140,7 +142,7 @@ async def test_a_question_answered_in_the_browser_resumes_the_task_the_client_fo
         assert result.content[0].text == "web.txt: deleted"  # type: ignore[union-attr]
     assert never.asked == []
     [row] = server.query("SELECT channel FROM interactions WHERE id = :i", i=question)
-    assert row["channel"] != "mcp-task"
+    assert row["channel"] == "api"
 
 
 async def test_one_task_two_questions_one_in_the_client_one_in_the_browser(
@@ -168,7 +170,7 @@ async def test_one_task_two_questions_one_in_the_client_one_in_the_browser(
         r["id"]: r["channel"]
         for r in server.query("SELECT id, channel FROM interactions WHERE id IN (:a, :b)", a=first, b=second)
     }
-    assert rows[second] == "mcp-task" and rows[first] != "mcp-task"
+    assert rows == {first: "api", second: "mcp-task"}
 
 
 async def test_the_clients_cancel_ends_the_run_cancelled(server: LiveServer, key: str) -> None:
@@ -194,3 +196,61 @@ async def test_a_failed_task_raises_the_clients_tool_error_with_the_servers_mess
         business = await fastmcp_tasks.call_tool_task(c, "failing_job", raise_on_error=False)
         result = await business.result()
         assert result.is_error is True
+
+
+# --------------------------------------------------------------------------- headless Chromium
+
+WEB_USER, WEB_PASSWORD = "fastmcp-web", "fastmcp-web-pw-1"
+
+
+@pytest.mark.browser
+async def test_a_question_answered_on_the_conversation_page_in_chromium_resumes_the_clients_task(
+    server: LiveServer,
+) -> None:
+    """The account logs in in headless Chromium (Debian's, Playwright's async API: it shares
+    this test's event loop with the FastMCP client), ticks the task's question on the
+    conversation page and accepts; the client, which never answers, gets the result."""
+    from playwright.async_api import async_playwright, expect
+
+    from tests.browser.conftest import CHROMIUM_FLAGS
+
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert executable, "Debian's chromium is missing: apt-get install chromium (scripts/test does)"
+    server.add_user(WEB_USER, password=WEB_PASSWORD)
+    server.grant(WEB_USER, all_projects=True)
+    key = server.create_key(WEB_USER)
+    never = Elicitations()
+    async with async_playwright() as p, client(server, key, never) as c:
+        browser = await p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = await browser.new_page()
+            page.set_default_timeout(WAIT * 1000)
+            await page.goto(f"{server.base_url}/login")
+            await page.get_by_label("Username").fill(WEB_USER)
+            await page.get_by_label("Password").fill(WEB_PASSWORD)
+            await page.get_by_role("button", name="Log in").click()
+            await expect(page).to_have_url(f"{server.base_url}/projects")
+            async with page.expect_response(
+                lambda r: r.url == f"{server.base_url}/conversations/events"
+            ) as stream:
+                await page.goto(f"{server.base_url}/conversations")
+            assert (await stream.value).status == 200
+
+            task = await fastmcp_tasks.call_tool_task(c, "confirm_delete", {"filename": "chromium.txt"})
+            parked = await task.wait(state="input_required", timeout=WAIT)
+            [question] = parked.input_requests or {}
+            card = page.locator(f'[id="interaction-{question}"]')
+            await expect(card).to_have_attribute("data-status", "pending", timeout=WAIT * 1000)
+            await expect(card).to_have_attribute("data-run", _run_id(task.task_id))
+            await expect(card).to_contain_text("Delete chromium.txt?")
+            await card.locator(f'[id="{question}-confirm"]').check()
+            await card.get_by_role("button", name="Accept").click()
+            await expect(card).to_have_attribute("data-status", "answered", timeout=WAIT * 1000)
+
+            result = await task.result()
+            assert result.content[0].text == "chromium.txt: deleted"  # type: ignore[union-attr]
+        finally:
+            await browser.close()
+    assert never.asked == []
+    [row] = server.query("SELECT channel FROM interactions WHERE id = :i", i=question)
+    assert row["channel"] == "browser"
