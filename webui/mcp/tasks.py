@@ -118,7 +118,12 @@ class TaskIds:
         if len(task_id) > MAX_TASK_ID:
             return None
         run_id, dot, mac = task_id.rpartition(".")
-        if not dot or not run_id or not hmac.compare_digest(mac, self._mac(principal, run_id)):
+        # Compared as bytes: compare_digest refuses str with non-ASCII characters.
+        if (
+            not dot
+            or not run_id
+            or not hmac.compare_digest(mac.encode(), self._mac(principal, run_id).encode())
+        ):
             return None
         return run_id
 
