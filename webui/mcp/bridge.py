@@ -37,6 +37,12 @@ from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.mcp.arguments import resolve_files
 from webui.mcp.binding import Binding, client_left, config_place
+from webui.mcp.capabilities import (
+    CAPABILITY_REQUIRED,
+    capability_error,
+    capability_message,
+    missing_capabilities,
+)
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.logs import CallLogs
 from webui.mcp.questions import Questions
@@ -163,6 +169,14 @@ class CallBridge:
                 " the tasks extension (protocol 2026-07-28)."
             )
             return error_result(None, ep, "failed", "task_required", message)
+        missing = missing_capabilities(ctx, ep)
+        if missing:  # refused before any run: one audit event, nothing else (webui.mcp.capabilities)
+            await self._audit(
+                ctx, b, AuditName.TOOL_FAILED, ep, None, CAPABILITY_REQUIRED, {"requires": list(missing)}
+            )
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                raise capability_error(ep, missing)
+            return error_result(None, ep, "failed", CAPABILITY_REQUIRED, capability_message(ep, missing))
         try:
             return await self._call(ctx, b, ep, params, as_task)
         except DatabaseBusy as exc:

@@ -44,6 +44,8 @@ class ToolView:
     fields: list[forms.Field]
     # The entrypoint gives its own `inputSchema` (JSON Schema 2020-12) instead of params.
     own_schema: bool = False
+    # The client capabilities a caller must declare (`"requires"`), e.g. ("sampling",).
+    requires: tuple[str, ...] = ()
 
     @property
     def prefix(self) -> str:
@@ -83,6 +85,7 @@ def catalog_view(resolved: Resolved) -> list[ToolView]:
                 schema_json=pretty_json(schema),
                 fields=forms.fields(schema),
                 own_schema=ep is not None and ep.input_schema is not None,
+                requires=ep.requires if ep is not None else (),
             )
         )
     return views

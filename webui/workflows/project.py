@@ -32,6 +32,9 @@ _ENTRYPOINT_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 TASK_MODES: Final = ("never", "optional", "required")
 TASK_DEFAULT: Final = "optional"
 RESULT_TEXTS: Final = ("json", "output")
+# The client capabilities an entrypoint may require (`"requires"`): a call from a client that
+# did not declare one of them is refused before any run (webui.mcp.capabilities).
+CLIENT_CAPABILITIES: Final = ("sampling", "elicitation", "roots")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class Entrypoint:
     # text tools/list serves (checked at load: `json_schema.check_input_schema`). Such an
     # entrypoint has no params, so no file params either.
     input_schema: str | None = None
+    # `"requires"`: the client capabilities a caller must declare ("sampling", "elicitation",
+    # "roots"), in the order written, each once. Empty: any client may call it.
+    requires: tuple[str, ...] = ()
 
     @property
     def handler_file(self) -> str:
@@ -147,6 +153,7 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
     result_text = raw.get("resultText", "json")
     if result_text not in RESULT_TEXTS:
         raise ProjectError(f'{where}.resultText: expected "json" or "output", got {quote(result_text)}')
+    requires = _parse_requires(raw.get("requires"), f"{where}.requires")
     return Entrypoint(
         id=ep_id,
         title=title,
@@ -158,7 +165,29 @@ def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
         task=task,
         result_text=result_text,
         input_schema=custom_schema,
+        requires=requires,
     )
+
+
+def _parse_requires(raw: Any, where: str) -> tuple[str, ...]:
+    """`"requires"`: a list of distinct client capability names (absent or null: none)."""
+    if raw is None:
+        return ()
+    allowed = ", ".join(f'"{name}"' for name in CLIENT_CAPABILITIES)
+    if not isinstance(raw, list):
+        raise ProjectError(
+            f"{where}: expected a list of client capabilities ({allowed}), got {json_type(raw)}"
+        )
+    names: list[str] = []
+    for index, name in enumerate(raw):
+        if not isinstance(name, str) or name not in CLIENT_CAPABILITIES:
+            raise ProjectError(
+                f"{where}[{index}]: unknown client capability {quote(name)} (expected one of {allowed})"
+            )
+        if name in names:
+            raise ProjectError(f"{where}[{index}]: {quote(name)} is listed twice")
+        names.append(name)
+    return tuple(names)
 
 
 def _parse_handler(raw: Any, root: Path, where: str) -> str:
@@ -277,6 +306,7 @@ def structure_report(project: Project) -> dict[str, Any]:
                 "resultText": ep.result_text,
                 "params": [param_report(p) for p in ep.params],
                 **({"inputSchema": json.loads(ep.input_schema)} if ep.input_schema is not None else {}),
+                **({"requires": list(ep.requires)} if ep.requires else {}),
             }
             for ep in project.entrypoints
         ],
