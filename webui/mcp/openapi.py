@@ -179,7 +179,10 @@ def method_schemas(methods: list[McpMethod]) -> tuple[dict[str, Any], dict[str, 
     for m in methods:
         adapters.append(((m.method, "params"), "validation", TypeAdapter(m.params)))
         if m.result is not None and m.method not in HAND_RESULTS:
-            adapters.append(((m.method, "result"), "serialization", TypeAdapter(m.result)))
+            # A union of models is a valid type form; typed as Any, whatever the checker's
+            # reading of `UnionType` against pydantic's `TypeForm` (it differs by version).
+            result: Any = m.result
+            adapters.append(((m.method, "result"), "serialization", TypeAdapter(result)))
     for model in HAND_REFERENCED:
         adapters.append(((model.__name__, "hand"), "serialization", TypeAdapter(model)))
     keyed, defs = TypeAdapter.json_schemas(
