@@ -41,8 +41,17 @@ def key(server: LiveServer) -> str:
 class Rpc:
     """One client of the extension: its key, and whether it declares tasks."""
 
-    def __init__(self, server: LiveServer, key: str, *, tasks: bool = True, elicitation: bool = True) -> None:
+    def __init__(
+        self,
+        server: LiveServer,
+        key: str,
+        *,
+        tasks: bool = True,
+        elicitation: bool = True,
+        project: str = FIXTURE,
+    ) -> None:
         self.server = server
+        self.project = project
         self.key = key
         caps: dict[str, Any] = {}
         if elicitation:
@@ -72,7 +81,7 @@ class Rpc:
         if name is not None:
             sent["Mcp-Name"] = name
         sent.update(headers)
-        r = httpx2.post(self.server.mcp_url(FIXTURE, "draft"), json=body, headers=sent, timeout=WAIT)
+        r = httpx2.post(self.server.mcp_url(self.project, "draft"), json=body, headers=sent, timeout=WAIT)
         message = _message(r)
         assert message.get("id") == self.next_id, message
         return message

@@ -114,9 +114,11 @@ class InteractionService:
         expires_at: datetime | None = None,
         status: str = "pending",
         close_reason: str | None = None,
+        input_key: str | None = None,
     ) -> Interaction:
         row = Interaction(
             id=new_interaction_id(),
+            input_key=input_key,
             run_id=run_id,
             origin=origin,
             kind=kind,
@@ -239,6 +241,13 @@ class InteractionService:
             self.hub.publish(
                 "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
             )
+
+    def check_answer(self, interaction_id: str, action: str, content: Any) -> None:
+        """Blocking: raise InvalidAnswer if this answer would be refused by its schema (a
+        round of several answers is checked whole before any is recorded)."""
+        row = interaction_store.get_interaction(self.engine, interaction_id=interaction_id)
+        if row is not None:
+            self._validate(row, action, content)
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         if action not in ACTIONS:

@@ -219,7 +219,10 @@ class CallBridge:
                 return error_result(None, ep, "failed", exc.code, exc.message)
             if as_task and ep.task == "required":
                 return await self._became_task(ctx, b, ep, run)
-        return await self._follow(ctx, b, ep, run, stream, task_after)
+        # Answers a client sent ahead, in its first call (2026-07-28): each taken by the
+        # question its handler names with that key (`ctx.ask(key=...)`).
+        ahead = {} if params.request_state else dict(params.input_responses or {})
+        return await self._follow(ctx, b, ep, run, stream, task_after, ahead)
 
     async def _became_task(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run: RunHandle
@@ -284,6 +287,7 @@ class CallBridge:
         run: RunHandle,
         stream: ProgressStream | None,
         task_after: float | None = None,
+        ahead: dict[str, Any] | None = None,
     ) -> CallResult:
         """Follow the run to this call's result (or, `task_after` set, to its task). The call
         ends, and its run is cancelled, when the client goes away: the SDK cancels this
@@ -295,7 +299,7 @@ class CallBridge:
         async with anyio.create_task_group() as tg:
             if left is not None:
                 tg.start_soon(_cancel_when_set, left, tg.cancel_scope)
-            result = await self._follow_updates(ctx, b, ep, run, stream, left, task_after)
+            result = await self._follow_updates(ctx, b, ep, run, stream, left, task_after, ahead)
             tg.cancel_scope.cancel()
         if result is None:  # the client left: nobody reads this
             return error_result(run.run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
@@ -310,6 +314,7 @@ class CallBridge:
         stream: ProgressStream | None,
         left: anyio.Event | None,
         task_after: float | None = None,
+        ahead: dict[str, Any] | None = None,
     ) -> CallResult:
         run_id = run.run_id
         keep_run = False
@@ -362,7 +367,9 @@ class CallBridge:
                     elif update.kind == "log":
                         await logs.line(update.text)
                     elif update.kind == "waiting" and update.interaction is not None:
-                        delivered = await self.questions.deliver(ctx, b, ep, run_id, update.interaction)
+                        delivered = await self.questions.deliver(
+                            ctx, b, ep, run_id, update.interaction, ahead=ahead
+                        )
                         if delivered is not None:
                             keep_run = True  # the run waits for the answer, on the same runId
                             run.call_ended()  # a later call gets its outcome

@@ -44,10 +44,19 @@ class Questions:
         self.interactions = interactions
 
     async def deliver(
-        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str, ia: Interaction
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        run_id: str,
+        ia: Interaction,
+        *,
+        ahead: dict[str, Any] | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult | None:
         """Deliver one question. Returns a result to end this call with, or None when the
-        answer was taken inline and the run goes on."""
+        answer was taken inline and the run goes on. `ahead`: answers the client sent with
+        its first call (2026-07-28), by input key; one that names this question answers it
+        (and is used up)."""
         hint = (
             b.answer_hint.replace("{interactionId}", ia.id).replace("{runId}", run_id)
             if b.answer_hint
@@ -61,7 +70,9 @@ class Questions:
             reason = "the client did not declare form elicitation"
             return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return _input_required(run_id, ia)
+            if ahead and await self._answer_ahead(b, ia, ahead):
+                return None
+            return await self._input_required(run_id, ia)
         message = _elicit_message(ia)
         for _ in range(MAX_INLINE_ATTEMPTS):
             result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
@@ -114,6 +125,39 @@ class Questions:
                 tg.start_soon(watch)
         return outcome[0] if outcome else None
 
+    async def _answer_ahead(self, b: Binding, ia: Interaction, ahead: dict[str, Any]) -> bool:
+        """Answer `ia` with the answer sent ahead under its key, if any fits: True when the
+        run goes on. One that does not fit is dropped, and the question is asked."""
+        response = ahead.pop(input_key(ia), None)
+        if not isinstance(response, types.ElicitResult):
+            return False
+        try:
+            await self.interactions.answer(
+                ia.id,
+                action=response.action,
+                content=response.content,
+                channel="mcp-input-required",
+                by=party(b),
+            )
+        except InvalidAnswer:
+            return False
+        except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
+            pass  # answered elsewhere first, or the run ended: follow the run
+        return True
+
+    async def _input_required(self, run_id: str, ia: Interaction) -> types.InputRequiredResult:
+        """One input round: this question and every other question of the run (and of the
+        child runs it waits on) that a form can carry, each under its key; the sealed state
+        names the run and, for each key, its question."""
+        view = await run_db(run_store.task_view, self.runs.engine, run_id=run_id)
+        others = [q for q in (view.pending if view is not None else []) if q.id != ia.id and not q.blockers]
+        asked = keyed(ia, *others)
+        return types.InputRequiredResult(
+            input_requests={key: elicit_request(q) for key, q in asked.items()},
+            # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
+            request_state=json.dumps({"runId": run_id, "keys": {key: q.id for key, q in asked.items()}}),
+        )
+
     def _state_names(self, run_id: str, interaction_id: str) -> tuple[Run | None, bool]:
         """Blocking: the run a request state names, and whether the question it names was
         asked in that run (or in a child run it waits on, started through ctx.related)."""
@@ -128,25 +172,41 @@ class Questions:
 
     async def resume_from_state(self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
         """A 2026-07-28 retry: the state was unsealed by the boundary, which also checked it
-        was sealed for this very credential, project and target; the answer is still made
-        as this binding's party, so only the question's owner can answer through it."""
+        was sealed for this very credential, project and target; the answers are still made
+        as this binding's party, so only the questions' owner can answer through it. A key
+        the client did not answer leaves its question pending: the run's next round asks it
+        again."""
         try:
             state = json.loads(params.request_state or "")
             run_id = str(state["runId"])
-            interaction_id = str(state["interactionId"])
-        except (ValueError, KeyError, TypeError):
+            keys = state["keys"] if "keys" in state else {state["interactionId"]: state["interactionId"]}
+            if not isinstance(keys, dict) or not keys:
+                raise TypeError
+            keys = {str(k): str(v) for k, v in keys.items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise _invalid("Invalid or expired requestState") from None
-        # Defence in depth: the state must name a question of a run this party owns.
-        run, asked_here = await run_db(self._state_names, run_id, interaction_id)
-        if (
-            run is None
-            or not asked_here
-            or run.project_id != b.catalog.project.id
-            or not party(b).owns(run.account_id)
-        ):
-            raise _invalid("Invalid or expired requestState")
-        response = (params.input_responses or {}).get(interaction_id)
-        if isinstance(response, types.ElicitResult):
+        responses = params.input_responses or {}
+        answers: list[tuple[str, str, types.ElicitResult]] = []
+        for key, interaction_id in keys.items():
+            # Defence in depth: the state must name questions of a run this party owns.
+            run, asked_here = await run_db(self._state_names, run_id, interaction_id)
+            if (
+                run is None
+                or not asked_here
+                or run.project_id != b.catalog.project.id
+                or not party(b).owns(run.account_id)
+            ):
+                raise _invalid("Invalid or expired requestState")
+            response = responses.get(key)
+            if isinstance(response, types.ElicitResult):
+                try:
+                    await run_db(
+                        self.interactions.check_answer, interaction_id, response.action, response.content
+                    )
+                except InvalidAnswer as exc:
+                    raise _invalid(f"{key}: {exc.message}") from None  # nothing of the round recorded
+                answers.append((key, interaction_id, response))
+        for key, interaction_id, response in answers:
             try:
                 await self.interactions.answer(
                     interaction_id,
@@ -158,7 +218,7 @@ class Questions:
             except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere or run over: the run's own outcome tells the rest
             except InvalidAnswer as exc:
-                raise _invalid(exc.message) from None
+                raise _invalid(f"{key}: {exc.message}") from None
         return run_id
 
 
@@ -187,9 +247,18 @@ def elicit_request(ia: Interaction) -> types.ElicitRequest:
     )
 
 
-def _input_required(run_id: str, ia: Interaction) -> types.InputRequiredResult:
-    return types.InputRequiredResult(
-        input_requests={ia.id: elicit_request(ia)},
-        # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
-        request_state=json.dumps({"runId": run_id, "interactionId": ia.id}),
-    )
+def input_key(ia: Interaction) -> str:
+    """What an input round calls the question: its handler's key, else its id."""
+    return ia.input_key or ia.id
+
+
+def keyed(*questions: Interaction) -> dict[str, Interaction]:
+    """Questions by the key a round gives them: the handler's key, or the question's id
+    where there is none, an earlier question of the round took it, or it is the id of a
+    question of the round (a handler cannot shadow a question another one asked)."""
+    ids = {q.id for q in questions}
+    asked: dict[str, Interaction] = {}
+    for question in questions:
+        key = input_key(question)
+        asked[key if key not in asked and (key == question.id or key not in ids) else question.id] = question
+    return asked

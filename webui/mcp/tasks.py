@@ -46,7 +46,7 @@ from webui.files.store import FileStore
 from webui.interactions.owner import OverrideRequired
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding, current_binding
-from webui.mcp.questions import elicit_request, party
+from webui.mcp.questions import elicit_request, keyed, party
 from webui.mcp.results import final_result
 from webui.runs.following import final_update, kept_update
 from webui.runs.service import RunService
@@ -219,7 +219,11 @@ class Tasks:
         error naming it (the others given with it are kept)."""
         b, run_id = self._open(ctx, params)
         state = await self._state(b, None, run_id)
-        pending = {ia.id for ia in state.view.pending}
+        # A question is answered under the key tasks/get gives it, or under its id.
+        askable = [ia for ia in state.view.pending if not ia.blockers]
+        # An id always names its own question (it wins over a key that looks like it).
+        keys = {k: ia.id for k, ia in keyed(*askable).items()}
+        pending = keys | {ia.id: ia.id for ia in state.view.pending}
         problems: list[str] = []
         for key, raw in params.input_responses.items():
             if key not in pending:
@@ -231,7 +235,11 @@ class Tasks:
                 continue
             try:
                 await self.interactions.answer(
-                    key, action=response.action, content=response.content, channel="mcp-task", by=party(b)
+                    pending[key],
+                    action=response.action,
+                    content=response.content,
+                    channel="mcp-task",
+                    by=party(b),
                 )
             except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere first, or the run ended: tasks/get tells the rest
@@ -296,8 +304,8 @@ class _TaskState:
             task["status"] = "input_required"
             if detailed:
                 task["inputRequests"] = {
-                    ia.id: elicit_request(ia).model_dump(mode="json", by_alias=True, exclude_none=True)
-                    for ia in askable
+                    key: elicit_request(ia).model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for key, ia in keyed(*askable).items()
                 }
         elif self.view.pending:
             task["statusMessage"] = (

@@ -12,6 +12,7 @@ import contextlib
 import json
 import mimetypes
 import os
+import re
 import signal
 import socket
 import tempfile
@@ -30,6 +31,15 @@ from webui.runs.messages import (
     encode,
     mb,
 )
+
+# What a 2026-07-28 input round may call a question (`ctx.ask(key=...)`).
+INPUT_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def bad_input_key(key: Any) -> str:
+    """Why `key` is no input key (a long one shown by its start)."""
+    shown = repr(key[:80] + "…" if isinstance(key, str) and len(key) > 80 else key)[:100]
+    return f"ctx.ask() key: {shown} is not a valid input key (1-64 of A-Z a-z 0-9 _ . -)"
 
 
 class WorkflowFailure(Exception):
@@ -360,12 +370,21 @@ class Context:
         self.config: Mapping[str, Any] = MappingProxyType(dict(spec.get("config") or {}))
 
     def ask(
-        self, title: str, fields: list[dict[str, Any]] | dict[str, Any], message: str | None = None
+        self,
+        title: str,
+        fields: list[dict[str, Any]] | dict[str, Any],
+        message: str | None = None,
+        *,
+        key: str | None = None,
     ) -> dict[str, Any] | None:
         """Ask a person: `fields` is a list of params, or a JSON Schema object (the MCP
         elicitation subset: a flat object of string, number, integer, boolean and
-        multi-select array properties). The answer's content, or None if declined."""
-        answer = self._chan.rpc("ask", title=title, fields=fields, message=message)
+        multi-select array properties). The answer's content, or None if declined.
+        `key` (1-64 of A-Z a-z 0-9 _ . -): the name a 2026-07-28 input round gives the
+        question (otherwise its id), so a client can answer it ahead, in its first call."""
+        if key is not None and (not isinstance(key, str) or not INPUT_KEY_RE.fullmatch(key)):
+            raise ValueError(bad_input_key(key))
+        answer = self._chan.rpc("ask", title=title, fields=fields, message=message, key=key)
         return answer["content"] if answer["action"] == "accept" else None
 
     def approve(self, action: str, message: str | None = None, details: Any = None) -> bool:

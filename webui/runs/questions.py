@@ -15,7 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webui.blocking import run_db
+from webui.errors import ProjectError
 from webui.interactions.service import Answer
+from webui.runs.context import INPUT_KEY_RE, bad_input_key
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun
 from webui.runs.messages import reply
@@ -37,6 +39,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
+def _input_key(key: Any) -> str | None:
+    """`ctx.ask(key=...)`: the name a 2026-07-28 input round gives the question (checked
+    again here: a handler may send the request without its Context)."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not INPUT_KEY_RE.fullmatch(key):
+        raise ProjectError(bad_input_key(key))
+    return key
+
+
 def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
     """The stored form of an `ask` or `approve` request."""
     if op == "ask":
@@ -51,6 +63,7 @@ def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
             schema, summary, blockers = question_schema(params), field_summary(params), form_blockers(params)
         return {
             "kind": "form",
+            "input_key": _input_key(args.get("key")),
             "title": str(args.get("title") or "Input needed"),
             "message": str(message) if message is not None else None,
             "requested_schema": schema,

@@ -280,6 +280,9 @@ class Interaction(SQLModel, table=True):
     # The host's tool call (host_calls.id) the server was serving when it asked; None when
     # no single call of the conversation was in flight on that connection.
     host_call_id: str | None = None
+    # The input-request key the handler chose for its question (`ctx.ask(key=...)`): what a
+    # 2026-07-28 input round names it by. None: the round names it by its id.
+    input_key: str | None = None
     expires_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
     answered_at: datetime | None = None

@@ -84,3 +84,32 @@ def json_schema_2020_12_tool(ctx):
 
 def test_custom_header(ctx):
     return f"Region: {ctx.params['region']}"
+
+
+# Input rounds (SEP-2322): questions named by the handler, so the client answers by key,
+# in a retry or ahead, in its first call.
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+COLOR = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+
+
+def test_input_required_result_elicitation(ctx):
+    answer = ctx.ask("Your name", NAME, message="What is your name?", key="user_name")
+    return f"Hello, {answer['name'] if answer else 'nobody'}!"
+
+
+def test_input_required_result_request_state(ctx):
+    answer = ctx.ask("Confirm", OK, message="Please confirm", key="confirm")
+    return f"state-ok: confirmed={bool(answer and answer['ok'])}"
+
+
+def test_input_required_result_multi_round(ctx):
+    first = ctx.ask("Step 1", NAME, message="Step 1: What is your name?", key="step1")
+    second = ctx.ask("Step 2", COLOR, message="Step 2: What is your favorite color?", key="step2")
+    name = first["name"] if first else "nobody"
+    return f"{name} likes {second['color'] if second else 'no color'}"
+
+
+def test_input_required_result_tampered_state(ctx):
+    answer = ctx.ask("Confirm", OK, message="Please confirm", key="confirm")
+    return f"confirmed={bool(answer and answer['ok'])}"

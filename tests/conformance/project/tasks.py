@@ -56,3 +56,27 @@ def test_tool_with_task(ctx):
     ctx.progress(0, 1, "working")
     time.sleep(0.2)
     return f"Hello, {name}!"
+
+
+def two_keyed_questions(ctx):
+    """Two questions pending at once, named `first` and `second` by the handler (or both
+    `same` when asked so: the round names the later one by its id)."""
+    answers = {}
+    keys = ("same", "same") if ctx.params.get("same") else ("first", "second")
+
+    def ask(n):
+        answers[n] = ctx.ask(
+            f"Question {n}", [{"name": "name", "type": "string", "required": True}], key=keys[n]
+        )
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ", ".join(str((answers[n] or {}).get("name")) for n in (0, 1))
+
+
+def bad_key(ctx):
+    ctx.ask("Name?", [{"name": "name", "type": "string"}], key=ctx.params["key"])
+    return "asked"
