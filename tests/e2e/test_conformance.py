@@ -153,11 +153,7 @@ EXCLUDED: dict[str, str] = {
 }
 # Not passing yet: issue #22 is open while this is not empty (README, "Conformance").
 PENDING: dict[str, str] = {
-    "tools-call-sampling": "ctx.sample (sampling/createMessage)",
-    "input-required-result-basic-sampling": "ctx.sample in an input round",
-    "input-required-result-basic-list-roots": "ctx.roots in an input round",
     "input-required-result-multiple-input-requests": "several kinds of input requests in one round",
-    "input-required-result-capability-check": "ctx.sample in an input round",
 }
 # The suite itself skips it: it says it needs subscriptions/listen (SEP-2575), and sends nothing.
 SKIPPED_BY_THE_SUITE = {"tasks-status-notifications"}

@@ -1,7 +1,8 @@
-"""Hostile input keys (`ctx.ask(key=...)`, 2026-07-28 input rounds): workflow code that sends
-the ask request itself with a key the Context would refuse, a key shaped like another
-question's id, a first call carrying thousands of answers ahead, and another account's
-sealed round state used with keys of the victim's question.
+"""Hostile input keys (`ctx.ask(key=...)`, 2026-07-28 input rounds) and client requests
+(`ctx.sample`, `ctx.roots`): workflow code that sends the request itself with a key or
+sampling params the Context would refuse, a key shaped like another question's id, a first
+call carrying thousands of answers ahead, another account's sealed round state used with keys
+of the victim's question, and another account answering the victim's sampling request.
 
 Each is refused or ignored exactly, and no question is answered by anyone but its owner."""
 
@@ -24,6 +25,14 @@ from webui.store.models import Interaction
 HOSTILE = str(uuid.uuid4())
 
 HANDLERS = """
+import json
+
+
+def raw_sample(ctx):
+    args = json.loads(ctx.params["args"])
+    return ctx._chan.rpc("sample", **args)
+
+
 def raw_key(ctx):
     # Past the Context's own check: the request as the wire carries it.
     key = ctx.params["key"]
@@ -41,12 +50,19 @@ def _project(root: Path) -> Path:
         "projectType": "workflow",
         "entrypoints": [
             {
+                "id": "raw_sample",
+                "title": "Raw sample",
+                "handler": "h.py:raw_sample",
+                "task": "never",
+                "params": [{"name": "args", "type": "string", "required": True}],
+            },
+            {
                 "id": "raw_key",
                 "title": "Raw key",
                 "handler": "h.py:raw_key",
                 "task": "never",
                 "params": [{"name": "key", "type": "string", "required": True}],
-            }
+            },
         ],
     }
     (root / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
@@ -154,3 +170,57 @@ def test_another_accounts_round_state_cannot_answer_her_keyed_question(
         )
     )
     assert done["content"][0]["text"] == "Hello, Alice!"
+
+
+TEXT = {"role": "user", "content": {"type": "text", "text": "hi"}}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"prompt": "", "max_tokens": 10},
+        {"prompt": None, "max_tokens": 10},
+        {"prompt": "hi", "max_tokens": 0},
+        {"prompt": "hi", "max_tokens": True},
+        {"prompt": "hi", "max_tokens": 10**12},
+        {"messages": [TEXT] * 101, "max_tokens": 10},
+        {"messages": "not a list", "max_tokens": 10},
+        {"messages": [{"role": "system", "content": "x"}], "max_tokens": 10},
+        {"messages": [TEXT], "max_tokens": 10, "key": "../bad"},
+    ],
+    ids=lambda a: json.dumps(a)[:40],
+)
+def test_a_sampling_request_the_context_would_refuse_fails_the_run_and_asks_nothing(
+    server: LiveServer, alice: str, args: dict[str, Any]
+) -> None:
+    rpc = Rpc(server, alice, tasks=False, project=HOSTILE)
+    rpc.caps = {"sampling": {}}
+    result = rpc.result(rpc.call("raw_sample", {"args": json.dumps(args)}))
+    assert result["isError"] is True and result["structuredContent"]["status"] == "failed", result
+    run_id = result["structuredContent"]["runId"]
+    assert server.query("SELECT id FROM interactions WHERE run_id = :r", r=run_id) == []
+    logged = server.query("SELECT text FROM run_events WHERE run_id = :r AND kind = 'stderr'", r=run_id)
+    assert "RuntimeError: ctx.sample()" in "".join(e["text"] or "" for e in logged)
+
+
+def test_another_account_cannot_answer_a_tasks_sampling_request(
+    server: LiveServer, alice: str, mallory: str
+) -> None:
+    victim = Rpc(server, alice)
+    victim.caps = {"sampling": {}, "extensions": victim.caps["extensions"]}
+    task_id = victim.result(victim.call("sample_task", {"prompt": "secret"}))["taskId"]
+    [iid] = victim.until(task_id, "input_required")["inputRequests"]
+    thief = Rpc(server, mallory)
+    thief.caps = dict(victim.caps)
+    answer = {
+        "role": "assistant",
+        "content": {"type": "text", "text": "x"},
+        "model": "m",
+        "stopReason": "endTurn",
+    }
+    stolen = thief.task("tasks/update", task_id, inputResponses={iid: answer})
+    assert stolen["error"] == {"code": -32602, "message": "Unknown task"}, stolen
+    assert thief.task("tasks/get", task_id)["error"]["message"] == "Unknown task"
+    [row] = server.query("SELECT status FROM interactions WHERE id = :i", i=iid)
+    assert row["status"] == "pending"
+    victim.task("tasks/cancel", task_id)

@@ -25,6 +25,7 @@ from webui.audit.log import AuditLog
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InteractionExpired, InvalidAnswer, NotFound
 from webui.events import EventHub
+from webui.interactions.client_requests import client_content, is_client_request
 from webui.interactions.owner import Party, check_answer
 from webui.store import files as file_store
 from webui.store import interactions as interaction_store
@@ -115,10 +116,12 @@ class InteractionService:
         status: str = "pending",
         close_reason: str | None = None,
         input_key: str | None = None,
+        client_request: dict[str, Any] | None = None,
     ) -> Interaction:
         row = Interaction(
             id=new_interaction_id(),
             input_key=input_key,
+            client_request=client_request,
             run_id=run_id,
             origin=origin,
             kind=kind,
@@ -254,6 +257,8 @@ class InteractionService:
             raise InvalidAnswer(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         if action != "accept":
             return None
+        if is_client_request(row.kind):
+            return client_content(row.kind, content)
         content = {} if content is None else content
         if not isinstance(content, dict):
             raise InvalidAnswer("an accepted answer must be an object of field values")
@@ -314,6 +319,10 @@ class InteractionService:
                 if by is not None
                 else False
             )
+            if is_client_request(row.kind) and not channel.startswith("mcp"):
+                raise InvalidAnswer(
+                    f"a {row.kind} request is answered by the MCP client that follows the run"
+                )
             clean = self._validate(row, action, content)
             check_files(s, row, clean, project_id)
             digest = answer_digest(action, clean)

@@ -39,6 +39,14 @@ def _declared_now(ctx: ServerRequestContext[Any, Any]) -> Mapping[str, Any] | No
     return caps if isinstance(caps, Mapping) else None
 
 
+def declares(ctx: ServerRequestContext[Any, Any], name: str) -> bool:
+    """Whether this request's client declared the capability `name` (sampling, roots, ...)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return isinstance((_declared_now(ctx) or {}).get(name), Mapping)
+    declared = ctx.session.client_capabilities
+    return declared is not None and getattr(declared, name, None) is not None
+
+
 def missing_capabilities(ctx: ServerRequestContext[Any, Any], ep: Entrypoint) -> tuple[str, ...]:
     """The capabilities `ep` requires that this request's client did not declare, in the
     entrypoint's order."""

@@ -10,6 +10,7 @@ The best channel the client has:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -17,14 +18,24 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
+from webui.interactions.client_requests import (
+    CLIENT_KINDS,
+    UNDECLARED_CHANNEL,
+    client_response,
+    is_client_request,
+)
+from webui.interactions.client_requests import input_request as client_input_request
 from webui.interactions.owner import OverrideRequired, Party
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding
+from webui.mcp.capabilities import declares
 from webui.mcp.results import interaction_required_result
 from webui.runs.service import RunService
 from webui.store import runs as run_store
@@ -62,6 +73,8 @@ class Questions:
             if b.answer_hint
             else None
         )
+        if is_client_request(ia.kind):
+            return await self._deliver_client_request(ctx, b, run_id, ia, ahead)
         if ia.blockers:
             return interaction_required_result(
                 run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=hint
@@ -72,7 +85,7 @@ class Questions:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             if ahead and await self._answer_ahead(b, ia, ahead):
                 return None
-            return await self._input_required(run_id, ia)
+            return await self._input_required(run_id, ia, ctx)
         message = _elicit_message(ia)
         for _ in range(MAX_INLINE_ATTEMPTS):
             result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
@@ -94,6 +107,82 @@ class Questions:
         return interaction_required_result(
             run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=hint
         )
+
+    async def _deliver_client_request(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        run_id: str,
+        ia: Interaction,
+        ahead: dict[str, Any] | None,
+    ) -> types.InputRequiredResult | None:
+        """A request only the client answers (sampling, roots): never sent to a client that
+        did not declare the capability (the handler's call raises, naming it); in a round at
+        2026-07-28; inline on this call's stream on a 2025 session."""
+        if not declares(ctx, CLIENT_KINDS[ia.kind]):
+            await self._record(b, ia, "decline", None, UNDECLARED_CHANNEL)
+            return None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if ahead and await self._answer_ahead(b, ia, ahead):
+                return None
+            return await self._input_required(run_id, ia, ctx)
+        got = await self._send_unless_answered_elsewhere(ctx, ia)
+        if got is None:
+            return None  # the run ended, or the request was answered through another call
+        action, content = got
+        try:
+            await self.interactions.answer(
+                ia.id, action=action, content=content, channel=f"mcp-{ia.kind}", by=party(b)
+            )
+        except InvalidAnswer:
+            # A result that is not one (a broken client): the handler's call raises.
+            await self._record(b, ia, "decline", None, f"mcp-{ia.kind}")
+        except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
+            pass
+        return None
+
+    async def _record(self, b: Binding, ia: Interaction, action: str, content: Any, channel: str) -> None:
+        # Answered or ended meanwhile: the run's own outcome tells the rest.
+        with contextlib.suppress(
+            InteractionClosed, InteractionConflict, NotFound, OverrideRequired, InvalidAnswer
+        ):
+            await self.interactions.answer(
+                ia.id, action=action, content=content, channel=channel, by=party(b)
+            )
+
+    async def _send_unless_answered_elsewhere(
+        self, ctx: ServerRequestContext[Any, Any], ia: Interaction
+    ) -> tuple[str, Any] | None:
+        """The request sent to the client on this call (related to it), while the stored
+        row is watched, as `_elicit_unless_answered_elsewhere` does for a form. A JSON-RPC
+        error from the client is its refusal."""
+        outcome: list[tuple[str, Any]] = []
+        request = client_input_request(ia.kind, ia.client_request or {})
+        result_type = types.CreateMessageResult if ia.kind == "sampling" else types.ListRootsResult
+        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        with self.interactions.hub.subscribe("interactions") as events:
+            if (await run_db(self.interactions.get, ia.id)).status != "pending":
+                return None
+            async with anyio.create_task_group() as tg:
+
+                async def send() -> None:
+                    try:
+                        result = await ctx.session.send_request(request, result_type, metadata=metadata)
+                    except MCPError:
+                        outcome.append(("decline", None))
+                    else:
+                        outcome.append(("accept", result))
+                    tg.cancel_scope.cancel()
+
+                async def watch() -> None:
+                    async for event in events:
+                        if event.data.get("interactionId") == ia.id and event.kind in ("answered", "closed"):
+                            tg.cancel_scope.cancel()
+                            return
+
+                tg.start_soon(send)
+                tg.start_soon(watch)
+        return outcome[0] if outcome else None
 
     async def _elicit_unless_answered_elsewhere(
         self, ctx: ServerRequestContext[Any, Any], ia: Interaction, message: str
@@ -129,15 +218,12 @@ class Questions:
         """Answer `ia` with the answer sent ahead under its key, if any fits: True when the
         run goes on. One that does not fit is dropped, and the question is asked."""
         response = ahead.pop(input_key(ia), None)
-        if not isinstance(response, types.ElicitResult):
+        if response is None:
             return False
         try:
+            action, content = answer_of(ia, response)
             await self.interactions.answer(
-                ia.id,
-                action=response.action,
-                content=response.content,
-                channel="mcp-input-required",
-                by=party(b),
+                ia.id, action=action, content=content, channel="mcp-input-required", by=party(b)
             )
         except InvalidAnswer:
             return False
@@ -145,15 +231,20 @@ class Questions:
             pass  # answered elsewhere first, or the run ended: follow the run
         return True
 
-    async def _input_required(self, run_id: str, ia: Interaction) -> types.InputRequiredResult:
-        """One input round: this question and every other question of the run (and of the
-        child runs it waits on) that a form can carry, each under its key; the sealed state
-        names the run and, for each key, its question."""
+    async def _input_required(
+        self, run_id: str, ia: Interaction, ctx: ServerRequestContext[Any, Any]
+    ) -> types.InputRequiredResult:
+        """One input round: this request and every other one of the run (and of the child
+        runs it waits on) that this client can answer (a form it can carry, a sampling or
+        roots request it declared), each under its key; the sealed state names the run
+        and, for each key, its question."""
         view = await run_db(run_store.task_view, self.runs.engine, run_id=run_id)
-        others = [q for q in (view.pending if view is not None else []) if q.id != ia.id and not q.blockers]
+        others = [
+            q for q in (view.pending if view is not None else []) if q.id != ia.id and _answerable_by(ctx, q)
+        ]
         asked = keyed(ia, *others)
         return types.InputRequiredResult(
-            input_requests={key: elicit_request(q) for key, q in asked.items()},
+            input_requests={key: input_request(q) for key, q in asked.items()},
             # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
             request_state=json.dumps({"runId": run_id, "keys": {key: q.id for key, q in asked.items()}}),
         )
@@ -186,7 +277,7 @@ class Questions:
         except (ValueError, KeyError, TypeError, AttributeError):
             raise _invalid("Invalid or expired requestState") from None
         responses = params.input_responses or {}
-        answers: list[tuple[str, str, types.ElicitResult]] = []
+        answers: list[tuple[str, str, str, Any]] = []
         for key, interaction_id in keys.items():
             # Defence in depth: the state must name questions of a run this party owns.
             run, asked_here = await run_db(self._state_names, run_id, interaction_id)
@@ -198,20 +289,23 @@ class Questions:
             ):
                 raise _invalid("Invalid or expired requestState")
             response = responses.get(key)
-            if isinstance(response, types.ElicitResult):
-                try:
-                    await run_db(
-                        self.interactions.check_answer, interaction_id, response.action, response.content
-                    )
-                except InvalidAnswer as exc:
-                    raise _invalid(f"{key}: {exc.message}") from None  # nothing of the round recorded
-                answers.append((key, interaction_id, response))
-        for key, interaction_id, response in answers:
+            if response is None:
+                continue
+            try:
+                ia = await run_db(self.interactions.get, interaction_id)
+                action, content = answer_of(ia, response)
+                await run_db(self.interactions.check_answer, interaction_id, action, content)
+            except NotFound:
+                continue
+            except InvalidAnswer as exc:
+                raise _invalid(f"{key}: {exc.message}") from None  # nothing of the round recorded
+            answers.append((key, interaction_id, action, content))
+        for key, interaction_id, action, content in answers:
             try:
                 await self.interactions.answer(
                     interaction_id,
-                    action=response.action,
-                    content=response.content,
+                    action=action,
+                    content=content,
                     channel="mcp-input-required",
                     by=party(b),
                 )
@@ -245,6 +339,37 @@ def elicit_request(ia: Interaction) -> types.ElicitRequest:
             message=_elicit_message(ia), requested_schema=ia.requested_schema
         )
     )
+
+
+def input_request(
+    ia: Interaction,
+) -> types.ElicitRequest | types.CreateMessageRequest | types.ListRootsRequest:
+    """A stored question or client request as the request an input round or a task carries."""
+    if is_client_request(ia.kind):
+        return client_input_request(ia.kind, ia.client_request or {})
+    return elicit_request(ia)
+
+
+def answer_of(ia: Interaction, response: Any) -> tuple[str, Any]:
+    """An input response to `ia` as (action, content); InvalidAnswer if it is no answer to
+    it (a roots result for a form, say)."""
+    if is_client_request(ia.kind):
+        return client_response(ia.kind, response)
+    if isinstance(response, dict):
+        try:
+            response = types.ElicitResult.model_validate(response)
+        except ValidationError:
+            raise InvalidAnswer("expected an elicitation answer (action, content)") from None
+    if not isinstance(response, types.ElicitResult):
+        raise InvalidAnswer("expected an elicitation answer (action, content)")
+    return response.action, response.content
+
+
+def _answerable_by(ctx: ServerRequestContext[Any, Any], ia: Interaction) -> bool:
+    """Whether this client can be sent `ia` in a round."""
+    if is_client_request(ia.kind):
+        return declares(ctx, CLIENT_KINDS[ia.kind])
+    return not ia.blockers and _supports_form_elicitation(ctx)
 
 
 def input_key(ia: Interaction) -> str:

@@ -38,7 +38,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
@@ -46,7 +46,7 @@ from webui.files.store import FileStore
 from webui.interactions.owner import OverrideRequired
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding, current_binding
-from webui.mcp.questions import elicit_request, keyed, party
+from webui.mcp.questions import answer_of, input_request, keyed, party
 from webui.mcp.results import final_result
 from webui.runs.following import final_update, kept_update
 from webui.runs.service import RunService
@@ -225,21 +225,14 @@ class Tasks:
         keys = {k: ia.id for k, ia in keyed(*askable).items()}
         pending = keys | {ia.id: ia.id for ia in state.view.pending}
         problems: list[str] = []
+        by_id = {ia.id: ia for ia in state.view.pending}
         for key, raw in params.input_responses.items():
             if key not in pending:
                 continue
             try:
-                response = types.ElicitResult.model_validate(raw)
-            except ValidationError:
-                problems.append(f"{key}: expected an elicitation answer (action, content)")
-                continue
-            try:
+                action, content = answer_of(by_id[pending[key]], raw)
                 await self.interactions.answer(
-                    pending[key],
-                    action=response.action,
-                    content=response.content,
-                    channel="mcp-task",
-                    by=party(b),
+                    pending[key], action=action, content=content, channel="mcp-task", by=party(b)
                 )
             except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere first, or the run ended: tasks/get tells the rest
@@ -304,7 +297,7 @@ class _TaskState:
             task["status"] = "input_required"
             if detailed:
                 task["inputRequests"] = {
-                    key: elicit_request(ia).model_dump(mode="json", by_alias=True, exclude_none=True)
+                    key: input_request(ia).model_dump(mode="json", by_alias=True, exclude_none=True)
                     for key, ia in keyed(*askable).items()
                 }
         elif self.view.pending:

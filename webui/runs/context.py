@@ -36,10 +36,10 @@ from webui.runs.messages import (
 INPUT_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-def bad_input_key(key: Any) -> str:
+def bad_input_key(key: Any, op: str = "ask") -> str:
     """Why `key` is no input key (a long one shown by its start)."""
     shown = repr(key[:80] + "…" if isinstance(key, str) and len(key) > 80 else key)[:100]
-    return f"ctx.ask() key: {shown} is not a valid input key (1-64 of A-Z a-z 0-9 _ . -)"
+    return f"ctx.{op}() key: {shown} is not a valid input key (1-64 of A-Z a-z 0-9 _ . -)"
 
 
 class WorkflowFailure(Exception):
@@ -62,6 +62,11 @@ class UnknownRelatedProject(RelatedProjectError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ClientRequestRefused(RuntimeError):
+    """`ctx.sample` / `ctx.roots`: the MCP client did not give what was asked (it declined,
+    or did not declare the capability)."""
 
 
 class RelatedRunFailed(RuntimeError):
@@ -382,10 +387,44 @@ class Context:
         multi-select array properties). The answer's content, or None if declined.
         `key` (1-64 of A-Z a-z 0-9 _ . -): the name a 2026-07-28 input round gives the
         question (otherwise its id), so a client can answer it ahead, in its first call."""
-        if key is not None and (not isinstance(key, str) or not INPUT_KEY_RE.fullmatch(key)):
-            raise ValueError(bad_input_key(key))
+        self._check_key(key, "ask")
         answer = self._chan.rpc("ask", title=title, fields=fields, message=message, key=key)
         return answer["content"] if answer["action"] == "accept" else None
+
+    def sample(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: list[dict[str, Any]] | None = None,
+        max_tokens: int = 512,
+        system: str | None = None,
+        temperature: float | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Ask the MCP client's model (sampling/createMessage): `prompt`, or `messages` in
+        the protocol's shape. The client's result: {"role", "content", "model",
+        "stopReason"}. Raises ClientRequestRefused if the client declined or did not
+        declare sampling."""
+        self._check_key(key, "sample")
+        args = {"prompt": prompt, "messages": messages, "max_tokens": max_tokens, "system": system}
+        answer = self._chan.rpc("sample", **args, temperature=temperature, key=key)
+        if answer["action"] != "accept":
+            raise ClientRequestRefused(answer.get("reason") or "the MCP client declined the sampling request")
+        return answer["content"]
+
+    def roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The MCP client's roots (roots/list): [{"uri", "name"?}]. Raises
+        ClientRequestRefused like `sample`."""
+        self._check_key(key, "roots")
+        answer = self._chan.rpc("roots", key=key)
+        if answer["action"] != "accept":
+            raise ClientRequestRefused(answer.get("reason") or "the MCP client declined the roots request")
+        return list(answer["content"]["roots"])
+
+    @staticmethod
+    def _check_key(key: Any, op: str) -> None:
+        if key is not None and (not isinstance(key, str) or not INPUT_KEY_RE.fullmatch(key)):
+            raise ValueError(bad_input_key(key, op))
 
     def approve(self, action: str, message: str | None = None, details: Any = None) -> bool:
         answer = self._chan.rpc("approve", action=action, message=message, details=details)

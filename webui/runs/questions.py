@@ -16,6 +16,13 @@ from typing import Any
 
 from webui.blocking import run_db
 from webui.errors import ProjectError
+from webui.interactions.client_requests import (
+    CLIENT_KINDS,
+    UNDECLARED_CHANNEL,
+    is_client_request,
+    sampling_params,
+)
+from webui.interactions.client_requests import summary as client_request_summary
 from webui.interactions.service import Answer
 from webui.runs.context import INPUT_KEY_RE, bad_input_key
 from webui.runs.control import RunControl
@@ -39,18 +46,36 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def _input_key(key: Any) -> str | None:
+def _input_key(key: Any, op: str = "ask") -> str | None:
     """`ctx.ask(key=...)`: the name a 2026-07-28 input round gives the question (checked
     again here: a handler may send the request without its Context)."""
     if key is None:
         return None
     if not isinstance(key, str) or not INPUT_KEY_RE.fullmatch(key):
-        raise ProjectError(bad_input_key(key))
+        raise ProjectError(bad_input_key(key, op))
     return key
+
+
+def _client_request(op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The stored form of a `sample` or `roots` request (only the MCP client answers it)."""
+    kind = "sampling" if op == "sample" else "roots"
+    request = sampling_params(args) if kind == "sampling" else {}
+    return {
+        "kind": kind,
+        "input_key": _input_key(args.get("key"), op),
+        "title": "Sampling request" if kind == "sampling" else "Roots request",
+        "message": client_request_summary(kind, request),
+        "requested_schema": {"type": "object", "properties": {}},
+        "fields": [],
+        "blockers": [],
+        "client_request": request,
+    }
 
 
 def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
     """The stored form of an `ask` or `approve` request."""
+    if op in ("sample", "roots"):
+        return _client_request(op, args)
     if op == "ask":
         message = args.get("message")
         fields = args.get("fields")
@@ -109,7 +134,8 @@ class RunQuestions:
         return None
 
     async def open(self, live: LiveRun, rid: int, op: str, args: dict[str, Any]) -> None:
-        """`ask` / `approve`: record the question; the run waits for its answer."""
+        """`ask` / `approve` (a person), `sample` / `roots` (the MCP client): record the
+        question; the run waits for its answer."""
         runs = self.runs
         refusal = self.waiting_refusal(live)
         if refusal is not None:
@@ -176,12 +202,18 @@ class RunQuestions:
             if parent.waiting_on is not None and parent.waiting_on.id == row.id:
                 parent.waiting_on = None
             parent = parent.parent
-        if answer.action == "cancel":
+        if answer.action == "cancel" and not is_client_request(row.kind):
             error = {"code": "cancelled", "message": "The person cancelled the run."}
             await runs.terminate(live, RunStatus.CANCELLED, error)
             return
         # The run goes on once it has a slot again; whoever answered need not wait for that.
-        result = {"action": answer.action, "content": answer.content}
+        result: dict[str, Any] = {"action": answer.action, "content": answer.content}
+        if is_client_request(row.kind) and answer.action != "accept":
+            result["reason"] = (
+                f"the MCP client did not declare {CLIENT_KINDS[row.kind]}"
+                if row.channel == UNDECLARED_CHANNEL
+                else f"the MCP client declined the {row.kind} request"
+            )
         runs.spawn(self._reply_when_resumed(live, rid, result), name=f"resume-{live.run_id}")
 
     async def _reply_when_resumed(self, live: LiveRun, rid: int, result: dict[str, Any]) -> None:

@@ -283,6 +283,9 @@ class Interaction(SQLModel, table=True):
     # The input-request key the handler chose for its question (`ctx.ask(key=...)`): what a
     # 2026-07-28 input round names it by. None: the round names it by its id.
     input_key: str | None = None
+    # kind "sampling" / "roots": the request's params (sampling/createMessage, roots/list),
+    # which only the MCP client that follows the run can answer.
+    client_request: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     expires_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
     answered_at: datetime | None = None

@@ -23,6 +23,7 @@ from starlette.datastructures import FormData
 
 from webui.auth.ui import UiUser
 from webui.errors import NotFound
+from webui.interactions.client_requests import is_client_request
 from webui.interactions.owner import Party
 from webui.store import interactions as interaction_store
 from webui.store import runs as run_store
@@ -230,6 +231,11 @@ class Card:
     @property
     def is_approval(self) -> bool:
         return self.interaction.kind == "approval"
+
+    @property
+    def for_the_client(self) -> bool:
+        """A sampling or roots request: only the MCP client that follows the run answers."""
+        return is_client_request(self.interaction.kind)
 
     @property
     def prefix(self) -> str:

@@ -1,0 +1,44 @@
+"""Tools of the conformance fixture that ask the MCP client itself: its model
+(`ctx.sample`, sampling/createMessage) and its roots (`ctx.roots`, roots/list)."""
+
+
+def test_sampling(ctx):
+    try:
+        result = ctx.sample(ctx.params["prompt"], max_tokens=100)
+    except RuntimeError as exc:  # ClientRequestRefused: no sampling from this client
+        ctx.fail("sampling_unavailable", str(exc))
+    return f"LLM response: {result['content'].get('text', '')}"
+
+
+def test_input_required_result_sampling(ctx):
+    result = ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return f"The model says: {result['content'].get('text', '')}"
+
+
+def test_input_required_result_list_roots(ctx):
+    roots = ctx.roots(key="client_roots")
+    return "Roots: " + ", ".join(r["uri"] for r in roots)
+
+
+def test_input_required_result_capabilities(ctx):
+    """Samples, then asks a person: a client that declared only sampling is sent only the
+    sampling request."""
+    result = ctx.sample("Say hello", max_tokens=50, key="greeting")
+    answer = ctx.ask(
+        "Your name", {"type": "object", "properties": {"name": {"type": "string"}}}, key="user_name"
+    )
+    return f"{result['content'].get('text', '')} {(answer or {}).get('name', '')}".strip()
+
+
+def roots_or_refusal(ctx):
+    try:
+        return {"roots": ctx.roots()}
+    except RuntimeError as exc:
+        return {"refused": str(exc)}
+
+
+def sample_or_refusal(ctx):
+    try:
+        return {"result": ctx.sample(ctx.params.get("prompt") or "hi", max_tokens=20)}
+    except RuntimeError as exc:
+        return {"refused": str(exc)}

@@ -1,0 +1,113 @@
+"""Requests only the MCP client can answer: `ctx.sample` (sampling/createMessage) and
+`ctx.roots` (roots/list). They are stored like questions (kind "sampling" / "roots", the
+request's params in `client_request`), so a run that waits on one holds no slot, survives a
+replica, and is answered by whichever MCP channel follows the run: inline on a 2025 session,
+in a 2026-07-28 input round, or through tasks/update. No person answers them in the
+browser, and a client that did not declare the capability is never sent one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel, ValidationError
+
+from webui.errors import InvalidAnswer, ProjectError
+
+# Interaction kind -> the client capability it needs (and the method it is sent as).
+CLIENT_KINDS: dict[str, str] = {"sampling": "sampling", "roots": "roots"}
+METHODS: dict[str, str] = {"sampling": "sampling/createMessage", "roots": "roots/list"}
+# The channel of the decline the server records for a client that did not declare the
+# capability (the handler's call raises, naming it).
+UNDECLARED_CHANNEL = "mcp-undeclared"
+MAX_TOKENS_LIMIT = 1_000_000
+MAX_MESSAGES = 100
+
+
+def is_client_request(kind: str) -> bool:
+    return kind in CLIENT_KINDS
+
+
+def sampling_params(args: dict[str, Any]) -> dict[str, Any]:
+    """`ctx.sample(...)`'s request as sampling/createMessage params (JSON), or ProjectError."""
+    prompt, messages = args.get("prompt"), args.get("messages")
+    if messages is None:
+        if not isinstance(prompt, str) or not prompt:
+            raise ProjectError("ctx.sample(): give a prompt (a non-empty string) or messages")
+        messages = [{"role": "user", "content": {"type": "text", "text": prompt}}]
+    if not isinstance(messages, list) or not messages or len(messages) > MAX_MESSAGES:
+        raise ProjectError(f"ctx.sample() messages: a list of 1 to {MAX_MESSAGES} messages")
+    max_tokens = args.get("max_tokens")
+    if (
+        isinstance(max_tokens, bool)
+        or not isinstance(max_tokens, int)
+        or not 0 < max_tokens <= MAX_TOKENS_LIMIT
+    ):
+        raise ProjectError(f"ctx.sample() max_tokens: an integer from 1 to {MAX_TOKENS_LIMIT}")
+    raw: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
+    if args.get("system") is not None:
+        raw["systemPrompt"] = args["system"]
+    if args.get("temperature") is not None:
+        raw["temperature"] = args["temperature"]
+    try:
+        params = types.CreateMessageRequestParams.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
+        )
+        raise ProjectError(f"ctx.sample(): not a valid sampling request: {problems}") from None
+    if params.tools or params.tool_choice:
+        raise ProjectError("ctx.sample(): tools in a sampling request are not supported")
+    return params.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def summary(kind: str, request: dict[str, Any]) -> str:
+    """What the request is, for the timeline and the conversation page (plain text)."""
+    if kind == "roots":
+        return "The workflow asks the MCP client for its roots (roots/list)."
+    texts = [
+        str(m.get("content", {}).get("text", ""))
+        for m in request.get("messages", [])
+        if isinstance(m, dict) and isinstance(m.get("content"), dict)
+    ]
+    first = next((t for t in texts if t), "")
+    shown = first if len(first) <= 200 else first[:200] + "…"
+    return f"The workflow asks the MCP client's model (sampling/createMessage): {shown}"
+
+
+def input_request(kind: str, request: dict[str, Any]) -> types.CreateMessageRequest | types.ListRootsRequest:
+    if kind == "sampling":
+        return types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(request))
+    return types.ListRootsRequest()
+
+
+def _result_model(kind: str) -> type[BaseModel]:
+    return types.CreateMessageResult if kind == "sampling" else types.ListRootsResult
+
+
+def client_content(kind: str, content: Any) -> dict[str, Any]:
+    """An accepted answer's content: the client's result, checked (InvalidAnswer)."""
+    if isinstance(content, BaseModel):
+        content = content.model_dump(mode="json", by_alias=True, exclude_none=True)
+    try:
+        result = _result_model(kind).model_validate(content)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidAnswer(
+            f"not a {METHODS[kind]} result: {where + ': ' if where else ''}{first['msg']}"
+        ) from None
+    dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    dumped.pop("_meta", None)
+    dumped.pop("resultType", None)
+    return dumped
+
+
+def client_response(kind: str, raw: Any) -> tuple[str, dict[str, Any] | None]:
+    """An input response (a round's retry, tasks/update, an answer ahead) as (action,
+    content): the client's result, or an explicit decline/cancel of the request."""
+    if isinstance(raw, BaseModel):
+        raw = raw.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(raw, dict) and raw.get("action") in ("decline", "cancel") and len(raw) <= 2:
+        return "decline", None  # the client refused: the handler's call raises; the run goes on
+    return "accept", client_content(kind, raw)
