@@ -152,9 +152,7 @@ EXCLUDED: dict[str, str] = {
     "input-required-result-non-tool-request": "its input round is on prompts/get: " + _PROMPTS,
 }
 # Not passing yet: issue #22 is open while this is not empty (README, "Conformance").
-PENDING: dict[str, str] = {
-    "input-required-result-multiple-input-requests": "several kinds of input requests in one round",
-}
+PENDING: dict[str, str] = {}
 # The suite itself skips it: it says it needs subscriptions/listen (SEP-2575), and sends nothing.
 SKIPPED_BY_THE_SUITE = {"tasks-status-notifications"}
 

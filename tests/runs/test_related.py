@@ -311,14 +311,14 @@ async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiti
         svc, live = line.svc, line.live
         recording = anyio.Event()
         release = threading.Event()
-        create = svc.runs.interactions.create
+        create = svc.runs.interactions.create_round
 
         def slow_create(**fields: Any) -> Any:
             anyio.from_thread.run_sync(recording.set)
             release.wait(WAIT)
             return create(**fields)
 
-        svc.runs.interactions.create = slow_create  # type: ignore[method-assign]
+        svc.runs.interactions.create_round = slow_create  # type: ignore[method-assign]
         line.ask_second()
         with anyio.fail_after(WAIT):
             await recording.wait()  # the second question's record waits until the slot freed

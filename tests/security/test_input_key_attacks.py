@@ -1,8 +1,9 @@
-"""Hostile input keys (`ctx.ask(key=...)`, 2026-07-28 input rounds) and client requests
-(`ctx.sample`, `ctx.roots`): workflow code that sends the request itself with a key or
-sampling params the Context would refuse, a key shaped like another question's id, a first
-call carrying thousands of answers ahead, another account's sealed round state used with keys
-of the victim's question, and another account answering the victim's sampling request.
+"""Hostile input keys (`ctx.ask(key=...)`, 2026-07-28 input rounds), client requests
+(`ctx.sample`, `ctx.roots`) and rounds (`ctx.together()`): workflow code that sends the
+request itself with a key, sampling params or a round the Context would refuse, a key shaped
+like another question's id, a first call carrying thousands of answers ahead, another
+account's sealed round state used with keys of the victim's question, and another account
+answering the victim's sampling request or any question of her round.
 
 Each is refused or ignored exactly, and no question is answered by anyone but its owner."""
 
@@ -33,6 +34,10 @@ def raw_sample(ctx):
     return ctx._chan.rpc("sample", **args)
 
 
+def raw_together(ctx):
+    return ctx._chan.rpc("together", **json.loads(ctx.params["args"]))
+
+
 def raw_key(ctx):
     # Past the Context's own check: the request as the wire carries it.
     key = ctx.params["key"]
@@ -53,6 +58,13 @@ def _project(root: Path) -> Path:
                 "id": "raw_sample",
                 "title": "Raw sample",
                 "handler": "h.py:raw_sample",
+                "task": "never",
+                "params": [{"name": "args", "type": "string", "required": True}],
+            },
+            {
+                "id": "raw_together",
+                "title": "Raw together",
+                "handler": "h.py:raw_together",
                 "task": "never",
                 "params": [{"name": "args", "type": "string", "required": True}],
             },
@@ -224,3 +236,67 @@ def test_another_account_cannot_answer_a_tasks_sampling_request(
     [row] = server.query("SELECT status FROM interactions WHERE id = :i", i=iid)
     assert row["status"] == "pending"
     victim.task("tasks/cancel", task_id)
+
+
+ASK = {"op": "ask", "args": {"title": "t", "fields": [{"name": "v", "type": "string"}]}}
+
+
+def _keyed(op: dict[str, Any], key: str) -> dict[str, Any]:
+    return {"op": op["op"], "args": {**op["args"], "key": key}}
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ({}, "at least one question"),
+        ({"requests": []}, "at least one question"),
+        ({"requests": "ask"}, "at least one question"),
+        ({"requests": [ASK] * 17}, "at most 16 questions"),
+        ({"requests": [ASK] * 5_000}, "at most 16 questions"),
+        ({"requests": [{"op": "kv.get", "args": {"key": "k"}}]}, "a round's requests are"),
+        ({"requests": [{"op": "together", "args": {"requests": [ASK]}}]}, "a round's requests are"),
+        ({"requests": [{"op": "ask", "args": "x"}]}, "a round's requests are"),
+        ({"requests": ["ask"]}, "a round's requests are"),
+        ({"requests": [_keyed(ASK, "a"), {"op": "roots", "args": {"key": "a"}}]}, "given twice"),
+        ({"requests": [ASK, _keyed(ASK, "../x")]}, "is not a valid input key"),
+        ({"requests": [ASK, {"op": "sample", "args": {"prompt": ""}}]}, "ctx.sample()"),
+    ],
+    ids=lambda a: json.dumps(a)[:40] if isinstance(a, dict) else None,
+)
+def test_a_round_the_context_would_refuse_fails_the_run_and_asks_nothing(
+    server: LiveServer, alice: str, args: dict[str, Any], why: str
+) -> None:
+    rpc = Rpc(server, alice, tasks=False, project=HOSTILE)
+    rpc.caps = {"elicitation": {}, "sampling": {}, "roots": {}}
+    result = rpc.result(rpc.call("raw_together", {"args": json.dumps(args)}))
+    assert result["isError"] is True and result["structuredContent"]["status"] == "failed", result
+    run_id = result["structuredContent"]["runId"]
+    # Nothing of the round was stored: a bad question anywhere refuses the whole round.
+    assert server.query("SELECT id FROM interactions WHERE run_id = :r", r=run_id) == []
+    logged = server.query("SELECT text FROM run_events WHERE run_id = :r AND kind = 'stderr'", r=run_id)
+    text = "".join(e["text"] or "" for e in logged)
+    assert why in text and len(text) < 10_000, text[:300]
+
+
+def test_another_account_cannot_answer_any_question_of_her_round(
+    server: LiveServer, alice: str, mallory: str
+) -> None:
+    tool = "together_or_refusal"
+    victim = Rpc(server, alice, tasks=False)
+    victim.caps = {"elicitation": {}, "sampling": {}, "roots": {}}
+    asked = victim.result(victim.call(tool))
+    assert set(asked["inputRequests"]) == {"user_name", "greeting", "client_roots"}
+    thief = Rpc(server, mallory, tasks=False)
+    thief.caps = dict(victim.caps)
+    stolen = thief.call(
+        tool,
+        inputResponses={"client_roots": {"roots": [{"uri": "file:///evil"}]}},
+        requestState=asked["requestState"],
+    )
+    assert stolen["error"]["code"] == -32602, stolen
+    rows = server.query(
+        "SELECT i.status FROM interactions i JOIN runs r ON r.id = i.run_id"
+        " WHERE r.entrypoint_id = :e AND r.status = 'waiting_for_input'",
+        e=tool,
+    )
+    assert [r["status"] for r in rows] == ["pending"] * 3

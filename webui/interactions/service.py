@@ -138,37 +138,60 @@ class InteractionService:
             status=status,
             close_reason=close_reason,
         )
-
-        def audit(s: Session) -> None:
-            self.audit.record(
-                s,
-                AuditName.INTERACTION_REQUESTED,
-                project_id=project_id,
-                run_id=run_id,
-                actor=actor,
-                outcome=status,
-                source="mcp" if origin == "run" else "host",
-                details={
-                    "interactionId": row.id,
-                    "kind": kind,
-                    "serverId": server_id,
-                    "conversationId": conversation_id,
-                    "callId": host_call_id,
-                    "reason": close_reason,
-                },
-            )
-
-        interaction_store.add_interaction(self.engine, row=row, audit=audit)
-        if status == "pending":
-            self.hub.publish(
-                "interactions",
-                "pending",
-                interactionId=row.id,
-                runId=run_id,
-                projectId=project_id,
-                conversationId=conversation_id,
-            )
+        self._add([row], project_id=project_id, actor=actor)
         return row
+
+    def create_round(
+        self,
+        *,
+        run_id: str,
+        questions: list[dict[str, Any]],
+        project_id: str | None,
+        actor: str | None,
+        expires_at: datetime | None,
+    ) -> list[Interaction]:
+        """A run's questions asked together (`ctx.together()`), stored in one transaction:
+        a reader (another replica, an input round) finds all of them or none. Each of
+        `questions` holds `create`'s fields of one question."""
+        rows = [
+            Interaction(id=new_interaction_id(), run_id=run_id, origin="run", expires_at=expires_at, **q)
+            for q in questions
+        ]
+        self._add(rows, project_id=project_id, actor=actor)
+        return rows
+
+    def _add(self, rows: list[Interaction], *, project_id: str | None, actor: str | None) -> None:
+        def audit(s: Session) -> None:
+            for row in rows:
+                self.audit.record(
+                    s,
+                    AuditName.INTERACTION_REQUESTED,
+                    project_id=project_id,
+                    run_id=row.run_id,
+                    actor=actor,
+                    outcome=row.status,
+                    source="mcp" if row.origin == "run" else "host",
+                    details={
+                        "interactionId": row.id,
+                        "kind": row.kind,
+                        "serverId": row.server_id,
+                        "conversationId": row.conversation_id,
+                        "callId": row.host_call_id,
+                        "reason": row.close_reason,
+                    },
+                )
+
+        interaction_store.add_interactions(self.engine, rows=rows, audit=audit)
+        for row in rows:
+            if row.status == "pending":
+                self.hub.publish(
+                    "interactions",
+                    "pending",
+                    interactionId=row.id,
+                    runId=row.run_id,
+                    projectId=project_id,
+                    conversationId=row.conversation_id,
+                )
 
     def close(self, interaction_id: str, reason: str) -> bool:
         """End an unanswered interaction (expired, connection closed, shutdown)."""

@@ -13,6 +13,12 @@ from webui.runs.types import DEFAULT_TIMEOUT_SECONDS, RunStatus, RunUpdate
 from webui.store.models import Interaction
 
 
+@dataclass
+class QuestionRound:
+    questions: list[Interaction]
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 @dataclass(eq=False)
 class LiveRun:
     request: RunRequest
@@ -21,6 +27,9 @@ class LiveRun:
     worker: Worker | None = None
     # interaction id -> the worker's rpc id blocked on it
     pending: dict[str, int] = field(default_factory=dict)
+    # A `ctx.together()` round: its rpc id -> its questions in order, and the answers so far
+    # (the worker is answered once, when the last one is).
+    rounds: dict[int, QuestionRound] = field(default_factory=dict)
     waiting_on: Interaction | None = None
     watchers: set[asyncio.Queue[RunUpdate]] = field(default_factory=set)
     terminating: tuple[RunStatus, dict[str, Any]] | None = None

@@ -30,14 +30,15 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 LOG_TEXT_LIMIT = 1024 * 1024
 PROGRESS_MESSAGE_LIMIT = 4096
 
-# ask/approve: a question to a person, sample/roots: a request to the MCP client (the run
-# waits); related.run: a child run; the others
+# ask/approve: a question to a person, sample/roots: a request to the MCP client, together:
+# a round of those (the run waits); related.run: a child run; the others
 # are answered at once from the project's stores (related.*.get: a related project's, read-only).
 RPC_OPS = (
     "ask",
     "approve",
     "sample",
     "roots",
+    "together",
     "related.run",
     "files.create",
     "kv.get",

@@ -26,7 +26,7 @@ from webui.interactions.client_requests import summary as client_request_summary
 from webui.interactions.service import Answer
 from webui.runs.context import INPUT_KEY_RE, bad_input_key
 from webui.runs.control import RunControl
-from webui.runs.live import LiveRun
+from webui.runs.live import LiveRun, QuestionRound
 from webui.runs.messages import reply
 from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
 from webui.store import runs as run_store
@@ -72,6 +72,38 @@ def _client_request(op: str, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+QUESTION_OPS = ("ask", "approve", "sample", "roots")
+# How many questions one `ctx.together()` round may ask.
+MAX_ROUND_QUESTIONS = 16
+
+
+def _round(args: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stored forms of a `together` request's questions, in order (checked again here:
+    a handler may send the request without its Context)."""
+    requests = args.get("requests")
+    if not isinstance(requests, list) or not requests:
+        raise ProjectError("ctx.together(): a round asks at least one question")
+    if len(requests) > MAX_ROUND_QUESTIONS:
+        raise ProjectError(
+            f"ctx.together(): a round asks at most {MAX_ROUND_QUESTIONS} questions, not {len(requests)}"
+        )
+    questions: list[dict[str, Any]] = []
+    keys: set[str] = set()
+    for request in requests:
+        op = request.get("op") if isinstance(request, dict) else None
+        sub = request.get("args") if isinstance(request, dict) else None
+        if op not in QUESTION_OPS or not isinstance(sub, dict):
+            raise ProjectError(f"ctx.together(): a round's requests are {', '.join(QUESTION_OPS)}")
+        question = _question(str(op), sub)
+        key = question.get("input_key")
+        if key is not None:
+            if key in keys:
+                raise ProjectError(f"ctx.together(): the key {key!r} is given twice in one round")
+            keys.add(key)
+        questions.append(question)
+    return questions
+
+
 def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
     """The stored form of an `ask` or `approve` request."""
     if op in ("sample", "roots"):
@@ -103,6 +135,7 @@ def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
         parts.append(f"Details: {json.dumps(args['details'], ensure_ascii=False, default=str)}")
     return {
         "kind": "approval",
+        "input_key": _input_key(args.get("key"), "approve"),
         "title": f"Approve: {action}",
         "message": "\n".join(parts),
         "requested_schema": {"type": "object", "properties": {}},
@@ -134,39 +167,41 @@ class RunQuestions:
         return None
 
     async def open(self, live: LiveRun, rid: int, op: str, args: dict[str, Any]) -> None:
-        """`ask` / `approve` (a person), `sample` / `roots` (the MCP client): record the
-        question; the run waits for its answer."""
+        """`ask` / `approve` (a person), `sample` / `roots` (the MCP client), or `together`
+        (a round of those): record the questions; the run waits for their answers."""
         runs = self.runs
         refusal = self.waiting_refusal(live)
         if refusal is not None:
             error = {"code": "too_many_waiting", "message": refusal}
             runs.spawn(runs.terminate(live, RunStatus.FAILED, error), name=f"refuse-{live.run_id}")
             return
-        question = _question(op, args)
+        together = op == "together"
+        questions = _round(args) if together else [_question(op, args)]
         expires_at = utcnow() + timedelta(seconds=runs.question_timeout_seconds)
+        req = live.request
 
-        def record() -> Interaction:
-            # The run reads `waiting_for_input` before its question exists, never the other
-            # way round: a reader that finds the question finds the run waiting on it.
+        def record() -> list[Interaction]:
+            # The run reads `waiting_for_input` before its questions exist, never the other
+            # way round: a reader that finds a question finds the run waiting on it.
             run_store.update_run(
                 runs.engine,
                 run_id=live.run_id,
                 status=RunStatus.WAITING_FOR_INPUT.value,
                 event_text="waiting_for_input",
-                source=live.request.source,
+                source=req.source,
             )
-            return runs.interactions.create(
+            return runs.interactions.create_round(
                 run_id=live.run_id,
-                **question,
-                project_id=live.request.project.id,
-                actor=live.request.actor,
+                questions=questions,
+                project_id=req.project.id,
+                actor=req.actor,
                 expires_at=expires_at,
             )
 
         runs.stop_timer(live)  # a person thinking is not the handler running
         live.asking += 1  # a resumption meanwhile sees that the run waits again
         try:
-            row = await runs.write(live, record)
+            rows = await runs.write(live, record)
         except BaseException:
             live.asking -= 1
             if live.slot:
@@ -174,11 +209,20 @@ class RunQuestions:
             raise
         live.asking -= 1
         runs.release_slot(live)
-        self._schedule_expiry(live, row.id, expires_at)
-        live.pending[row.id] = rid
-        live.waiting_on = row
+        for row in rows:
+            self._schedule_expiry(live, row.id, expires_at)
+            live.pending[row.id] = rid
+        if together:
+            live.rounds[rid] = QuestionRound(rows)
         live.asked = True
         runs.enter(live, RunStatus.WAITING_FOR_INPUT)
+        # The first question is shown; the others follow it as it is answered (an input
+        # round at 2026-07-28 carries every one the client can answer at once).
+        self._show(live, rows[0])
+
+    @staticmethod
+    def _show(live: LiveRun, row: Interaction) -> None:
+        live.waiting_on = row
         live.publish(RunUpdate("waiting", live.run_id, live.status, interaction=row))
         # A child run's question reaches whoever follows its parents (the same person).
         parent = live.parent
@@ -206,7 +250,6 @@ class RunQuestions:
             error = {"code": "cancelled", "message": "The person cancelled the run."}
             await runs.terminate(live, RunStatus.CANCELLED, error)
             return
-        # The run goes on once it has a slot again; whoever answered need not wait for that.
         result: dict[str, Any] = {"action": answer.action, "content": answer.content}
         if is_client_request(row.kind) and answer.action != "accept":
             result["reason"] = (
@@ -214,6 +257,16 @@ class RunQuestions:
                 if row.channel == UNDECLARED_CHANNEL
                 else f"the MCP client declined the {row.kind} request"
             )
+        together = live.rounds.get(rid)
+        if together is not None:
+            together.results[row.id] = result
+            unanswered = [q for q in together.questions if q.id in live.pending]
+            if unanswered:
+                self._show(live, unanswered[0])
+                return
+            del live.rounds[rid]
+            result = {"results": [together.results[q.id] for q in together.questions]}
+        # The run goes on once it has a slot again; whoever answered need not wait for that.
         runs.spawn(self._reply_when_resumed(live, rid, result), name=f"resume-{live.run_id}")
 
     async def _reply_when_resumed(self, live: LiveRun, rid: int, result: dict[str, Any]) -> None:

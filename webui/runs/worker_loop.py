@@ -151,7 +151,7 @@ class WorkerLoop:
         op = str(msg.get("op"))
         args = msg.get("args") or {}
         try:
-            if op in ("ask", "approve", "sample", "roots"):
+            if op in ("ask", "approve", "sample", "roots", "together"):
                 await self.questions.open(live, rid, op, args)
                 return
             if op == "related.run":

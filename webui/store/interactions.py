@@ -20,7 +20,7 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
-from webui.store.db import AuditWrite, add_row, get_row, storable_text
+from webui.store.db import AuditWrite, get_row, storable_text
 from webui.store.models import HostCall, HostConversation, Interaction, ProjectRecord, Run, utcnow
 
 PENDING_LIMIT = 200
@@ -65,9 +65,23 @@ class OwnedInteraction:
 
 def add_interaction(engine: Engine, *, row: Interaction, audit: AuditWrite | None = None) -> Interaction:
     """The new interaction and its audit event, in one transaction."""
-    row.title = storable_text(engine, row.title) or ""
-    row.message = storable_text(engine, row.message)
-    return add_row(engine, row, audit=audit)
+    return add_interactions(engine, rows=[row], audit=audit)[0]
+
+
+def add_interactions(
+    engine: Engine, *, rows: list[Interaction], audit: AuditWrite | None = None
+) -> list[Interaction]:
+    """New interactions (one round of questions) and their audit events, in one
+    transaction: a reader sees all of them or none."""
+    with Session(engine, expire_on_commit=False) as s:
+        for row in rows:
+            row.title = storable_text(engine, row.title) or ""
+            row.message = storable_text(engine, row.message)
+            s.add(row)
+        if audit is not None:
+            audit(s)
+        s.commit()
+    return rows
 
 
 def get_interaction(engine: Engine, *, interaction_id: str) -> Interaction | None:

@@ -42,3 +42,34 @@ def sample_or_refusal(ctx):
         return {"result": ctx.sample(ctx.params.get("prompt") or "hi", max_tokens=20)}
     except RuntimeError as exc:
         return {"refused": str(exc)}
+
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+GREETING = [{"role": "user", "content": {"type": "text", "text": "Generate a greeting"}}]
+
+
+def test_input_required_result_multiple_inputs(ctx):
+    """Three kinds of requests in one round (`ctx.together()`)."""
+    with ctx.together() as round:
+        name = round.ask("What is your name?", NAME_SCHEMA, key="user_name")
+        greeting = round.sample(messages=GREETING, max_tokens=50, key="greeting")
+        roots = round.roots(key="client_roots")
+    text = greeting.result()["content"].get("text", "")
+    return f"{text} {name.result()['name']} ({len(roots.result())} roots)"
+
+
+def together_or_refusal(ctx):
+    """What each request of a round gave, or why it gave nothing."""
+    with ctx.together() as round:
+        asked = {
+            "name": round.ask("What is your name?", NAME_SCHEMA, key="user_name"),
+            "greeting": round.sample(messages=GREETING, max_tokens=50, key="greeting"),
+            "roots": round.roots(key="client_roots"),
+        }
+    out = {}
+    for what, one in asked.items():
+        try:
+            out[what] = one.result()
+        except RuntimeError as exc:
+            out[what] = {"refused": str(exc)}
+    return out
