@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -43,6 +44,7 @@ from webui.store.models import Interaction, Run
 from webui.workflows.project import Entrypoint
 
 MAX_INLINE_ATTEMPTS = 3
+T = TypeVar("T")
 
 
 def _invalid(message: str) -> MCPError:
@@ -154,54 +156,43 @@ class Questions:
         self, ctx: ServerRequestContext[Any, Any], ia: Interaction
     ) -> tuple[str, Any] | None:
         """The request sent to the client on this call (related to it), while the stored
-        row is watched, as `_elicit_unless_answered_elsewhere` does for a form. A JSON-RPC
-        error from the client is its refusal."""
-        outcome: list[tuple[str, Any]] = []
+        row is watched, as for a form. A JSON-RPC error from the client is its refusal."""
         request = client_input_request(ia.kind, ia.client_request or {})
         result_type = types.CreateMessageResult if ia.kind == "sampling" else types.ListRootsResult
         metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
-        with self.interactions.hub.subscribe("interactions") as events:
-            if (await run_db(self.interactions.get, ia.id)).status != "pending":
-                return None
-            async with anyio.create_task_group() as tg:
 
-                async def send() -> None:
-                    try:
-                        result = await ctx.session.send_request(request, result_type, metadata=metadata)
-                    except MCPError:
-                        outcome.append(("decline", None))
-                    else:
-                        outcome.append(("accept", result))
-                    tg.cancel_scope.cancel()
+        async def send() -> tuple[str, Any]:
+            try:
+                return "accept", await ctx.session.send_request(request, result_type, metadata=metadata)
+            except MCPError:
+                return "decline", None
 
-                async def watch() -> None:
-                    async for event in events:
-                        if event.data.get("interactionId") == ia.id and event.kind in ("answered", "closed"):
-                            tg.cancel_scope.cancel()
-                            return
-
-                tg.start_soon(send)
-                tg.start_soon(watch)
-        return outcome[0] if outcome else None
+        return await self._unless_answered_elsewhere(ia, send)
 
     async def _elicit_unless_answered_elsewhere(
         self, ctx: ServerRequestContext[Any, Any], ia: Interaction, message: str
     ) -> types.ElicitResult | None:
-        """Ask the client inline while watching the stored interaction: the first answer,
-        from any channel, wins; if another channel answers first, the client's request is
-        cancelled."""
-        outcome: list[types.ElicitResult] = []
+        """Ask the client inline while watching the stored interaction."""
+
+        async def ask() -> types.ElicitResult:
+            return await ctx.session.elicit_form(
+                message, ia.requested_schema, related_request_id=ctx.request_id
+            )
+
+        return await self._unless_answered_elsewhere(ia, ask)
+
+    async def _unless_answered_elsewhere(self, ia: Interaction, ask: Callable[[], Awaitable[T]]) -> T | None:
+        """`ask` the client while watching the stored question: the first answer, from any
+        channel, wins; None when another channel answered first (then the client's request
+        is cancelled) or the question is no longer pending."""
+        outcome: list[T] = []
         with self.interactions.hub.subscribe("interactions") as events:
             if (await run_db(self.interactions.get, ia.id)).status != "pending":
                 return None
             async with anyio.create_task_group() as tg:
 
-                async def ask() -> None:
-                    outcome.append(
-                        await ctx.session.elicit_form(
-                            message, ia.requested_schema, related_request_id=ctx.request_id
-                        )
-                    )
+                async def client() -> None:
+                    outcome.append(await ask())
                     tg.cancel_scope.cancel()
 
                 async def watch() -> None:
@@ -210,7 +201,7 @@ class Questions:
                             tg.cancel_scope.cancel()
                             return
 
-                tg.start_soon(ask)
+                tg.start_soon(client)
                 tg.start_soon(watch)
         return outcome[0] if outcome else None
 
