@@ -44,10 +44,12 @@ from webui.mcp.event_store import BoundedEventStore
 from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
 from webui.mcp.server import build_server
+from webui.observability.metrics import METRICS, Held
 from webui.projects.registry import ProjectRegistry
 from webui.replicas import replica_id_for
 from webui.runs.env import server_base_env
 from webui.runs.isolation import worker_user
+from webui.runs.service import RunService
 from webui.services import open_services, persistent_secret, request_state_key
 from webui.settings import Settings
 from webui.shutdown import drain
@@ -67,6 +69,7 @@ from webui.web import (
     knowledge_api,
     knowledge_page,
     mcp_page,
+    metrics_route,
     projects,
     runs_pages,
 )
@@ -173,6 +176,10 @@ async def page_calls(app: FastAPI, engine: Engine, audit: AuditLog, host: HostSe
                 await run_db(try_it.revoke_keys)
 
 
+def _held(runs: RunService, gateway: McpGateway) -> Held:
+    return runs.held(sessions=gateway.sessions.by_protocol_version())
+
+
 def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     """`warm_pool`: start the worker pool in the background at start-up (`serve`: the first
     tool call then does not wait for the zygote); else at the first run (tests, short uses)."""
@@ -275,7 +282,9 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 ),
             )
             app.state.host = host
-            async with manager.run(), host.running(), anyio.create_task_group() as tg:
+            # What this replica holds, read at each scrape (webui.observability.metrics).
+            held = functools.partial(_held, services.runs, gateway)
+            async with METRICS.holding(held), manager.run(), host.running(), anyio.create_task_group() as tg:
                 gateway.sessions.run_background(tg)
                 try:
                     async with page_calls(app, services.engine, services.audit, host):
@@ -328,6 +337,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.include_router(runs_pages.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
+    app.include_router(metrics_route.router)
     app.include_router(admin_sessions.router)
     app.include_router(audit_pages.router)
     app.include_router(host_pages.router)
@@ -335,6 +345,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
 
     @app.exception_handler(SteamharnessError)
     async def _known_error(request: Request, exc: SteamharnessError) -> Response:
+        if isinstance(exc, StoreUnavailable):
+            METRICS.db_busy.labels("request").inc()
         if not request.url.path.startswith("/api/"):
             response = page(
                 request,

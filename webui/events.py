@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from webui.observability.metrics import METRICS
+
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 256
@@ -62,6 +64,7 @@ class Subscription:
         if self.lagged:
             return
         self.lagged = True
+        METRICS.hub_lagged.inc()
         with contextlib.suppress(asyncio.QueueEmpty):
             while self.queue.full():
                 self.queue.get_nowait()

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     )
 
     server_admin_key: SecretStr | None = None
+    # `/metrics` (Prometheus) answers a scrape bearing this token (or the admin key); with
+    # neither set it answers nobody (404).
+    metrics_token: SecretStr | None = None
     # One secret for every replica of a server: the cookie, request-state, API-key
     # fingerprint and configuration-secret keys derive from it (webui/secret_keys.py).
     # Unset: each data dir keeps its own random key files under keys/.
@@ -215,6 +218,16 @@ class Settings(BaseSettings):
                 "STEAMHARNESS_SERVER_ADMIN_KEY is too weak: use at least 24 random characters"
                 " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
             )
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _refuse_weak_metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        raw = value.get_secret_value()
+        if len(raw) < 24 or raw.lower() in PLACEHOLDER_SECRETS:
+            raise ValueError("STEAMHARNESS_METRICS_TOKEN is too weak: use at least 24 random characters")
         return value
 
     @field_validator("secret_key")

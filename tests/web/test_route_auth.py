@@ -24,6 +24,10 @@ PUBLIC = {
         "a load balancer's health check: says only that the server and database answer, and which"
         " replica answered (a random id)"
     ),
+    "/metrics": (
+        "Prometheus scrapes it with its own bearer token, never a login; without the token it is"
+        " 401 (404 when none is configured): tests/security/test_metrics_attacks.py"
+    ),
 }
 # One app for the whole matrix: these tests only read (every write is refused).
 pytestmark = pytest.mark.shares_app

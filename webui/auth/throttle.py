@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from webui.observability.metrics import METRICS
 from webui.settings import Settings
 
 Clock = Callable[[], float]
@@ -106,9 +107,13 @@ class AuthThrottle:
             )
             if w is not None
         ]
-        return max(waits) if waits else None
+        if not waits:
+            return None
+        METRICS.throttled.labels("login").inc()
+        return max(waits)
 
     def login_failed(self, account: str, address: str) -> None:
+        METRICS.auth_failures.labels("login").inc()
         self.login_account.failed(_account(account))
         self.login_address.failed(address)
 
@@ -122,7 +127,10 @@ class AuthThrottle:
         None (refuse it with 401)."""
         wait = self.bearer_address.retry_after(address)
         if wait is None:
+            METRICS.auth_failures.labels("bearer").inc()
             self.bearer_address.failed(address)
+        else:
+            METRICS.throttled.labels("bearer").inc()
         return wait
 
 

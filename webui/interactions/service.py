@@ -27,6 +27,7 @@ from webui.errors import InteractionClosed, InteractionConflict, InteractionExpi
 from webui.events import EventHub
 from webui.interactions.client_requests import client_content, is_client_request
 from webui.interactions.owner import Party, check_answer
+from webui.observability.metrics import METRICS
 from webui.store import files as file_store
 from webui.store import interactions as interaction_store
 from webui.store.db import unit_of_work
@@ -315,6 +316,10 @@ class InteractionService:
         )
         if result.repeated:
             return result
+        if row.origin == "run":
+            METRICS.questions_answered.labels(row.kind, action, channel).inc()
+            waited = (utcnow() - as_utc(row.created_at)).total_seconds()
+            METRICS.question_wait.labels(row.kind).observe(max(waited, 0.0))
         self.hub.publish(
             "interactions", "answered", interactionId=row.id, runId=row.run_id, action=action, channel=channel
         )

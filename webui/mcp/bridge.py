@@ -230,6 +230,7 @@ class CallBridge:
         """The call ends with a task: the run goes on, followed by the client's tasks/get."""
         assert self.tasks is not None
         run.call_ended()
+        self.runs.mark_task(run.run_id)
         await self._audit(ctx, b, AuditName.TOOL_TASK_CREATED, ep, run.run_id, "task")
         await self.runs.note(
             run.run_id, "task", text="The MCP call became a task: its client follows the run with tasks/get."

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.types import Message, Send
 
 from webui.errors import StoreUnavailable
+from webui.observability.metrics import METRICS
 
 JSONRPC_AUTH_ERROR = -32001
 ERROR_TEXT_MAX = 200  # of the SDK's plain-text error kept in the JSON-RPC error document
@@ -89,4 +90,6 @@ async def reply(
 
 
 def retry_after(exc: StoreUnavailable) -> dict[str, str]:
+    """The headers of a 503 (database busy or full) MCP answer, counted."""
+    METRICS.db_busy.labels("request").inc()
     return {"retry-after": str(exc.retry_after)} if exc.retry_after else {}

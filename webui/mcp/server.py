@@ -18,6 +18,7 @@ from webui.mcp.binding import current_binding
 from webui.mcp.bridge import CallBridge, CallResult
 from webui.mcp.catalog import server_name
 from webui.mcp.logs import set_level
+from webui.mcp.metering import OperationMetrics
 from webui.mcp.results import error_result
 from webui.mcp.tasks import TASKS_EXTENSION, TaskParams, Tasks, TaskUpdateParams
 
@@ -167,6 +168,7 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
     def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return current_binding.get().principal
 
+    server.middleware.append(OperationMetrics())
     server.middleware.append(
         RequestStateBoundary(
             RequestStateSecurity(keys=[state_key], ttl=state_ttl, bind_principal=principal),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
@@ -56,6 +57,8 @@ class SessionEntry:
     target: str  # as requested: `latest` stays `latest` even when it resolved to 1.2.3
     resolved: Resolved
     config: str | None  # `&config=NAME` as requested; None: the account's active one at each call
+    # The protocol version the client asked for at initialize (the metrics' era).
+    protocol_version: str | None = None
     in_flight: int = 0
     calls: int = 0  # requests under way other than the GET stream: the console's active calls
     last_active: float = field(default_factory=time.monotonic)
@@ -137,6 +140,16 @@ class HeldSessions:
     def get(self, sid: str) -> SessionEntry | None:
         return self._entries.get(sid)
 
+    def by_protocol_version(self) -> dict[str, int]:
+        """How many sessions this process holds per protocol version (one the server does not
+        speak counts as `_other`: the label stays bounded whatever clients send)."""
+        counts: dict[str, int] = {}
+        for entry in list(self._entries.values()):
+            version = entry.protocol_version
+            label = version if version in HANDSHAKE_PROTOCOL_VERSIONS else "_other"
+            counts[label] = counts.get(label, 0) + 1
+        return counts
+
     def __contains__(self, sid: object) -> bool:
         return sid in self._entries
 
@@ -189,6 +202,7 @@ class HeldSessions:
             target=target.label,
             resolved=resolved,
             config=config,
+            protocol_version=client[2],
         )
         row = McpSession(
             id=sid,

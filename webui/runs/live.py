@@ -4,6 +4,7 @@ until its outcome is recorded."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,11 @@ class LiveRun:
     # (the worker is answered once, when the last one is).
     rounds: dict[int, QuestionRound] = field(default_factory=dict)
     waiting_on: Interaction | None = None
+    # When each pending question was asked (monotonic), for the metrics' oldest question.
+    asked_at: dict[str, float] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.monotonic)
+    # Its call became an MCP task: a client follows it with tasks/get.
+    followed_as_task: bool = False
     watchers: set[asyncio.Queue[RunUpdate]] = field(default_factory=set)
     terminating: tuple[RunStatus, dict[str, Any]] | None = None
     remaining: float = DEFAULT_TIMEOUT_SECONDS

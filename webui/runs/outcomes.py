@@ -42,6 +42,7 @@ from webui.blocking import run_db, unavailable
 from webui.errors import StoreUnavailable
 from webui.events import EventHub
 from webui.interactions.service import InteractionService
+from webui.observability.metrics import METRICS
 from webui.store import runs as run_store
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ class RunRecordBacklog:
             self._finals[record.run_id] = record
         self._push(record)
         if reason is not None:
+            METRICS.db_busy.labels("run_record").inc()
             log.warning(
                 "run %s: its %s record is kept in memory until the database takes it (%s)",
                 record.run_id,
@@ -292,6 +294,7 @@ class RunRecordBacklog:
                     continue
                 attempt += 1
                 self.totals.failed_attempts += 1
+                METRICS.db_busy.labels("retry").inc()
                 log.warning(
                     "run %s: the database is still unavailable (%s); %d records kept, retrying (attempt %d)",
                     record.run_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,7 @@ from webui.interactions.client_requests import (
 )
 from webui.interactions.client_requests import summary as client_request_summary
 from webui.interactions.service import Answer
+from webui.observability.metrics import METRICS
 from webui.runs.context import INPUT_KEY_RE, bad_input_key
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun, QuestionRound
@@ -209,9 +211,12 @@ class RunQuestions:
             raise
         live.asking -= 1
         runs.release_slot(live)
+        asked_at = time.monotonic()
         for row in rows:
             self._schedule_expiry(live, row.id, expires_at)
             live.pending[row.id] = rid
+            live.asked_at[row.id] = asked_at
+            METRICS.questions_asked.labels(row.kind).inc()
         if together:
             live.rounds[rid] = QuestionRound(rows)
         live.asked = True
@@ -237,6 +242,7 @@ class RunQuestions:
             return
         runs = self.runs
         rid = live.pending.pop(row.id)
+        live.asked_at.pop(row.id, None)
         timer = live.expiry.pop(row.id, None)
         if timer is not None:
             timer.cancel()

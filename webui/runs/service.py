@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,6 +35,7 @@ from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import Answer, InteractionService
 from webui.knowledge.service import KnowledgeService
+from webui.observability.metrics import METRICS, Held
 from webui.runs import resuming
 from webui.runs.admission import Admission
 from webui.runs.children import ChildRuns
@@ -230,6 +232,7 @@ class RunService:
             creating.add_done_callback(functools.partial(self._created_unfollowed, live))
             raise
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
+        METRICS.runs_started.labels(request.project.id).inc()
         return RunHandle(run_id, self, started=live)
 
     def _created_unfollowed(self, live: LiveRun, creating: asyncio.Task[None]) -> None:
@@ -245,6 +248,29 @@ class RunService:
     def live_runs_of_session(self, session_id: str) -> list[str]:
         """Ids of the live runs an MCP session started."""
         return [run_id for run_id, live in self._live.items() if live.request.session_id == session_id]
+
+    def mark_task(self, run_id: str) -> None:
+        """The run's call became an MCP task (the metrics count the tasks followed)."""
+        live = self._live.get(run_id)
+        if live is not None:
+            live.followed_as_task = True
+
+    def held(self, *, sessions: dict[str, int] | None = None) -> Held:
+        """What this process holds now, for the metrics: its queue, its slots, the runs
+        waiting and their questions, the tasks followed (and `sessions`, by the caller)."""
+        held = Held(slots_total=self.max_concurrent_runs, sessions=dict(sessions or {}))
+        now = time.monotonic()
+        oldest = now
+        for live in list(self._live.values()):
+            held.queued += live.status == RunStatus.QUEUED
+            held.slots_busy += live.slot
+            held.waiting_for_input += live.status == RunStatus.WAITING_FOR_INPUT
+            held.waiting_for_child += live.status == RunStatus.WAITING_FOR_CHILD
+            held.questions += len(live.pending)
+            held.tasks += live.followed_as_task
+            oldest = min(oldest, *live.asked_at.values()) if live.asked_at else oldest
+        held.oldest_question_seconds = now - oldest
+        return held
 
     def is_live(self, run_id: str) -> bool:
         return run_id in self._live
@@ -394,7 +420,9 @@ class RunService:
             log.exception("run %s: its outcome (%s) could not be recorded", live.run_id, status)
         self.enter(live, status)
         live.waiting_on = None
+        live.asked_at.clear()
         live.outcome = (status, output, error)
+        METRICS.run_ended(req.project.id, req.entrypoint.id, status.value, time.monotonic() - live.started_at)
         for child_id in list(live.children):  # a child never outlives the run waiting on it
             self.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
         live.publish(

@@ -1,0 +1,69 @@
+"""`/metrics` against strangers: a server with neither a metrics token nor an admin key
+exposes nothing (404, whatever is sent); an account's own API key is no metrics token;
+guessing the token is throttled like guessing an API key (429 with Retry-After, the right
+token refused too while throttled); a weak token stops the server from starting."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx2
+import pytest
+from pydantic import ValidationError
+
+from tests.e2e.server import LiveServer, running_server
+from tests.helpers import WAIT
+from webui.settings import Settings
+
+TOKEN = "metrics-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    base = tmp_path_factory.mktemp("metrics-attacks")
+    with running_server(
+        base, STEAMHARNESS_METRICS_TOKEN=TOKEN, STEAMHARNESS_BEARER_FAILURES_PER_ADDRESS="5"
+    ) as live:
+        yield live
+
+
+def _get(server: LiveServer, authorization: str | None) -> httpx2.Response:
+    headers = {} if authorization is None else {"Authorization": authorization}
+    return httpx2.get(f"{server.base_url}/metrics", headers=headers, timeout=WAIT)
+
+
+def test_a_server_without_a_token_or_admin_key_exposes_nothing(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    base = tmp_path_factory.mktemp("metrics-off")
+    with running_server(base, STEAMHARNESS_SERVER_ADMIN_KEY="", STEAMHARNESS_METRICS_TOKEN="") as live:
+        for authorization in (None, "Bearer", "Bearer x", f"Bearer {TOKEN}", "Bearer " + "a" * 8000):
+            r = _get(live, authorization)
+            assert r.status_code == 404, (authorization, r.status_code)
+            assert "steamharness_" not in r.text and "mcp_server" not in r.text
+
+
+def test_an_accounts_api_key_is_no_metrics_token(server: LiveServer) -> None:
+    key = server.create_key("not-an-operator")
+    r = _get(server, f"Bearer {key}")
+    assert r.status_code == 401 and "steamharness_" not in r.text
+
+
+def test_guessing_the_token_is_throttled(server: LiveServer) -> None:
+    statuses = []
+    while 429 not in statuses:
+        statuses.append(_get(server, f"Bearer guess-{len(statuses)}").status_code)
+        assert len(statuses) <= 6, statuses  # 5 failures per address here
+    assert set(statuses[:-1]) == {401}, statuses
+    throttled = _get(server, f"Bearer {TOKEN}")  # the address is throttled: not even checked
+    assert throttled.status_code in (200, 429)
+    refused = _get(server, "Bearer guess-again")
+    assert refused.status_code == 429 and refused.headers["Retry-After"].isdigit()
+    assert "steamharness_" not in refused.text
+
+
+@pytest.mark.parametrize("weak", ["short", "changeme", "x" * 23])
+def test_a_weak_metrics_token_is_refused(weak: str) -> None:
+    with pytest.raises(ValidationError, match="STEAMHARNESS_METRICS_TOKEN is too weak"):
+        Settings(metrics_token=weak)

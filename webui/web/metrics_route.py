@@ -1,0 +1,67 @@
+"""`GET /metrics`: this replica's Prometheus metrics (webui.observability.metrics).
+
+Only for a scraper bearing the metrics token (`STEAMHARNESS_METRICS_TOKEN`) or the admin
+key, as `Authorization: Bearer …`; with neither configured the route answers 404, so no
+server exposes its numbers by accident. A wrong token counts as a failed credential of its
+address, like a wrong API key (429 once throttled)."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from webui.auth.throttle import AuthThrottle
+from webui.observability.metrics import METRICS
+from webui.settings import Settings
+from webui.web.refusals import client_address
+
+router = APIRouter()
+
+
+def _tokens(settings: Settings) -> list[bytes]:
+    return [
+        secret.get_secret_value().encode()
+        for secret in (settings.metrics_token, settings.server_admin_key)
+        if secret is not None
+    ]
+
+
+def _refusal(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    settings: Settings = request.app.state.settings
+    tokens = _tokens(settings)
+    if not tokens:
+        return _refusal(404, "not_found", "metrics are off: set STEAMHARNESS_METRICS_TOKEN to scrape them")
+    authorization = request.headers.get("authorization") or ""
+    scheme, _, given = authorization.partition(" ")
+    offered = given.strip().encode()
+    ok = False
+    for token in tokens:  # every one compared, in constant time
+        ok |= scheme.lower() == "bearer" and hmac.compare_digest(offered, token)
+    if not ok:
+        throttle: AuthThrottle = request.app.state.auth_throttle
+        wait = throttle.bearer_failed(client_address(request.scope))
+        if wait is not None:
+            await throttle.hold(wait)
+            return _refusal(
+                429,
+                "throttled",
+                f"too many failed credentials from this address; retry in {wait} seconds",
+                {"Retry-After": str(wait)},
+            )
+        return _refusal(
+            401,
+            "unauthorized",
+            "a metrics scrape needs Authorization: Bearer <metrics token>",
+            {"WWW-Authenticate": 'Bearer realm="steamharness-metrics"'},
+        )
+    return Response(
+        METRICS.exposition(), media_type=CONTENT_TYPE_LATEST, headers={"Cache-Control": "no-store"}
+    )
