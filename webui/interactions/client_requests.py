@@ -7,6 +7,8 @@ browser, and a client that did not declare the capability is never sent one."""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import mcp_types as types
@@ -22,6 +24,8 @@ METHODS: dict[str, str] = {"sampling": "sampling/createMessage", "roots": "roots
 UNDECLARED_CHANNEL = "mcp-undeclared"
 MAX_TOKENS_LIMIT = 1_000_000
 MAX_MESSAGES = 100
+# A sampling request as JSON, at most: it is stored, and sent on every round and poll.
+MAX_REQUEST_CHARS = 1024 * 1024
 
 
 def is_client_request(kind: str) -> bool:
@@ -47,8 +51,15 @@ def sampling_params(args: dict[str, Any]) -> dict[str, Any]:
     raw: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
     if args.get("system") is not None:
         raw["systemPrompt"] = args["system"]
-    if args.get("temperature") is not None:
-        raw["temperature"] = args["temperature"]
+    temperature = args.get("temperature")
+    if temperature is not None:
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not math.isfinite(temperature)
+        ):
+            raise ProjectError("ctx.sample() temperature: a finite number")
+        raw["temperature"] = temperature
     try:
         params = types.CreateMessageRequestParams.model_validate(raw)
     except ValidationError as exc:
@@ -58,7 +69,14 @@ def sampling_params(args: dict[str, Any]) -> dict[str, Any]:
         raise ProjectError(f"ctx.sample(): not a valid sampling request: {problems}") from None
     if params.tools or params.tool_choice:
         raise ProjectError("ctx.sample(): tools in a sampling request are not supported")
-    return params.model_dump(mode="json", by_alias=True, exclude_none=True)
+    request = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+    size = len(json.dumps(request, ensure_ascii=False))
+    if size > MAX_REQUEST_CHARS:
+        raise ProjectError(
+            f"ctx.sample(): the request is {size:,} characters as JSON,"
+            f" over the {MAX_REQUEST_CHARS:,} it may be"
+        )
+    return request
 
 
 def summary(kind: str, request: dict[str, Any]) -> str:

@@ -33,6 +33,12 @@ REPLENISH_DELAY_SECONDS = 0.25
 STREAM_LIMIT = MAX_FRAME_BYTES
 
 
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON: a worker message holding one is malformed (the
+    worker's own encoder never writes them; a handler writing frames itself might)."""
+    raise ValueError(f"{name} is not JSON")
+
+
 class WorkerProtocolError(Exception):
     """The worker sent something the run service cannot take: the run fails with `code`."""
 
@@ -90,7 +96,7 @@ class Worker:
         if not line.endswith(b"\n"):
             return None  # end of stream, possibly mid-message: the worker is gone
         try:
-            msg = json.loads(line)
+            msg = json.loads(line, parse_constant=_no_constant)
         except (ValueError, RecursionError):  # nested past the parser's stack: malformed too
             msg = None
         if not isinstance(msg, dict):

@@ -75,8 +75,33 @@ def _client_request(op: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 QUESTION_OPS = ("ask", "approve", "sample", "roots")
-# How many questions one `ctx.together()` round may ask.
+# How many questions one `ctx.together()` round may ask, and how many one run may have
+# waiting at once (its handler's threads, its rounds): each is a row, a timer and a form.
 MAX_ROUND_QUESTIONS = 16
+MAX_PENDING_PER_RUN = 16
+# A question's title and message as a person reads them (characters), and the whole stored
+# question as JSON: it is sent again on every round and every tasks/get.
+MAX_TITLE_CHARS = 1024
+MAX_MESSAGE_CHARS = 64 * 1024
+MAX_QUESTION_CHARS = 1024 * 1024
+
+
+def _bounded(question: dict[str, Any], op: str) -> dict[str, Any]:
+    """`question`, or ProjectError if its title, message or whole is over its limit."""
+    for field, limit in (("title", MAX_TITLE_CHARS), ("message", MAX_MESSAGE_CHARS)):
+        text = question.get(field) or ""
+        if len(text) > limit:
+            raise ProjectError(
+                f"ctx.{op}(): the question's {field} is {len(text):,} characters,"
+                f" over the {limit:,} it may be"
+            )
+    size = len(json.dumps(question, ensure_ascii=False, default=str))
+    if size > MAX_QUESTION_CHARS:
+        raise ProjectError(
+            f"ctx.{op}(): the question is {size:,} characters as JSON,"
+            f" over the {MAX_QUESTION_CHARS:,} it may be"
+        )
+    return question
 
 
 def _round(args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,7 +121,7 @@ def _round(args: dict[str, Any]) -> list[dict[str, Any]]:
         sub = request.get("args") if isinstance(request, dict) else None
         if op not in QUESTION_OPS or not isinstance(sub, dict):
             raise ProjectError(f"ctx.together(): a round's requests are {', '.join(QUESTION_OPS)}")
-        question = _question(str(op), sub)
+        question = _bounded(_question(str(op), sub), str(op))
         key = question.get("input_key")
         if key is not None:
             if key in keys:
@@ -178,7 +203,15 @@ class RunQuestions:
             runs.spawn(runs.terminate(live, RunStatus.FAILED, error), name=f"refuse-{live.run_id}")
             return
         together = op == "together"
-        questions = _round(args) if together else [_question(op, args)]
+        if rid in live.rounds or rid in live.pending.values():
+            raise ProjectError(f"ctx.{op}(): request {rid} is already waiting for an answer")
+        questions = _round(args) if together else [_bounded(_question(op, args), op)]
+        waiting = len(live.pending) + live.asking
+        if waiting + len(questions) > MAX_PENDING_PER_RUN:
+            raise ProjectError(
+                f"ctx.{op}(): this run already has {waiting} questions waiting; a run may have at most"
+                f" {MAX_PENDING_PER_RUN} waiting at once"
+            )
         expires_at = utcnow() + timedelta(seconds=runs.question_timeout_seconds)
         req = live.request
 
@@ -201,15 +234,15 @@ class RunQuestions:
             )
 
         runs.stop_timer(live)  # a person thinking is not the handler running
-        live.asking += 1  # a resumption meanwhile sees that the run waits again
+        live.asking += len(questions)  # a resumption meanwhile sees that the run waits again
         try:
             rows = await runs.write(live, record)
         except BaseException:
-            live.asking -= 1
+            live.asking -= len(questions)
             if live.slot:
                 runs.start_timer(live)
             raise
-        live.asking -= 1
+        live.asking -= len(questions)
         runs.release_slot(live)
         asked_at = time.monotonic()
         for row in rows:
