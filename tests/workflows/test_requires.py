@@ -168,3 +168,26 @@ def test_the_mcp_page_shows_what_a_tool_requires_next_to_it_escaped() -> None:
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
     plain = _rendered(ToolView(**{**view.__dict__, "requires": ()}))
     assert "Requires a client" not in plain
+
+
+@pytest.mark.parametrize(
+    ("task", "said"),
+    [
+        ("required", 'always (<code>"task": "required"</code>)'),
+        ("never", 'never (<code>"task": "never"</code>)'),
+        ("optional", "declares the tasks extension and the run neither ends nor asks first"),
+    ],
+)
+def test_the_mcp_page_says_when_a_tools_call_becomes_a_task(task: str, said: str) -> None:
+    view = ToolView(
+        dom="t1",
+        name="t",
+        title=None,
+        description=None,
+        params=[],
+        schema={},
+        schema_json="{}",
+        fields=[],
+        task=task,
+    )
+    assert said in _rendered(view)

@@ -46,6 +46,8 @@ class ToolView:
     own_schema: bool = False
     # The client capabilities a caller must declare (`"requires"`), e.g. ("sampling",).
     requires: tuple[str, ...] = ()
+    # `"task"`: "never", "optional" or "required" (MCP tasks, webui.mcp.tasks).
+    task: str = "optional"
 
     @property
     def prefix(self) -> str:
@@ -86,6 +88,7 @@ def catalog_view(resolved: Resolved) -> list[ToolView]:
                 fields=forms.fields(schema),
                 own_schema=ep is not None and ep.input_schema is not None,
                 requires=ep.requires if ep is not None else (),
+                task=ep.task if ep is not None else "optional",
             )
         )
     return views
