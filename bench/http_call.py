@@ -20,6 +20,10 @@ Three parts, each with its baseline measured in the same run, on loopback only:
   `/upload` (streams the body to a temp file). Fresh processes for both; MiB/s (median) and the
   server process's memory: VmRSS sampled every 2 ms during each upload, and VmHWM before/after.
   Targets: throughput >= 0.5x raw, peak RSS growth <= 16 MiB.
+- `observability` (not in the default parts): the same `steamharness serve` with metrics
+  off (`STEAMHARNESS_METRICS_ENABLED=false`, the baseline) and on, ABBA: one client's p50,
+  and the time per call under load (16 clients, the inverse of calls/s). Target:
+  metrics cost <= 5 % per call.
 - `memory` (not in the default parts): the steamharness server's VmRSS while `--memory-calls`
   (10,000) echo calls go through 16 concurrent sessions: idle (after one call per session, so
   what is imported lazily is counted), every quarter, after the last call, and after the
@@ -175,6 +179,7 @@ class ServerProc:
     port: int = field(default_factory=_free_port)
     proc: subprocess.Popen[bytes] | None = None
     procs: _common.ProcMap = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -191,7 +196,7 @@ class ServerProc:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self.ws.env,
+                env={**self.ws.env, **self.extra_env},
                 cwd=self.ws.root,  # not the checkout: a PYTHONPATH snapshot must win
             )
         self.procs[self.proc.pid] = _start_ticks(self.proc.pid)
@@ -240,9 +245,9 @@ def _start_ticks(pid: int) -> int:
     return int(raw[raw.rindex(")") + 2 :].split()[19])
 
 
-def steamharness_server(ws: Workspace) -> ServerProc:
+def steamharness_server(ws: Workspace, label: str = "steamharness serve", **env: str) -> ServerProc:
     argv = [str(STEAMHARNESS), "serve", "--data-dir", str(ws.data_dir)]
-    return ServerProc("steamharness serve", argv, "/openapi.json", ws)
+    return ServerProc(label, argv, "/openapi.json", ws, extra_env=env)
 
 
 def bare_server(ws: Workspace) -> ServerProc:
@@ -474,6 +479,81 @@ def report_repeats(summaries: list[CallSummary]) -> None:
         f"(target >= {THROUGHPUT_TARGET:g}x: {'met' if rate >= THROUGHPUT_TARGET else 'NOT met'}); "
         f"CPU per call {med([s.sh_cpu_ms for s in summaries]):.2f} ms vs "
         f"{med([s.bare_cpu_ms for s in summaries]):.2f} ms bare ({cpu:.1f}x)"
+    )
+
+
+# --------------------------------------------------------------------------- part: observability
+OBSERVABILITY_TARGETS = {"metrics": 0.05}
+
+
+async def part_observability(ws: Workspace, calls: int, rounds: int, round_calls: int) -> dict[str, float]:
+    """The same server with metrics off (the baseline) and on: p50 of one client, ABBA,
+    and calls/s with CLIENTS concurrent clients, ABBA rounds. Both share the data dir (one
+    at a time writes; both are idle between the rounds of the other)."""
+    off = steamharness_server(ws, "metrics off", STEAMHARNESS_METRICS_ENABLED="false")
+    on = steamharness_server(ws, "metrics on", STEAMHARNESS_METRICS_ENABLED="true")
+    servers = [off, on]
+    try:
+        for s in servers:
+            await s.start()
+        targets = [
+            Target(
+                s.label,
+                f"{s.base_url}/api/workflows/{HELLO_ID}/mcp?target=latest",
+                {"Authorization": f"Bearer {ws.key}"},
+                _hello_ok,
+            )
+            for s in servers
+        ]
+        async with AsyncExitStack() as stack:
+            clients = [await _open(stack, t) for t in targets]
+            for t, c in zip(targets, clients, strict=True):
+                for _ in range(calls):
+                    await _call(t, c)
+            done, order = 0, list(zip(targets, clients, strict=True))
+            while done < calls:
+                n = min(BLOCK, calls - done)
+                for t, c in order:
+                    for _ in range(n):
+                        t.latency.append(await _call(t, c))
+                order, done = order[::-1], done + n
+        async with AsyncExitStack() as stack:
+            pools = [[await _open(stack, t) for _ in range(CLIENTS)] for t in targets]
+            for t, pool in zip(targets, pools, strict=True):
+                await _round(t, pool, round_calls)
+            order = list(zip(targets, pools, strict=True))
+            for _ in range(rounds):
+                for t, pool in order:
+                    rate, _lat = await _round(t, pool, round_calls)
+                    t.throughput.append(rate)
+                order = order[::-1]
+    finally:
+        for s in servers:
+            s.stop()
+    base, metered = targets
+    p50 = _common.percentile(metered.latency, 50) / _common.percentile(base.latency, 50)
+    rate = _common.percentile(base.throughput, 50) / _common.percentile(metered.throughput, 50)
+    for t in targets:
+        print(
+            f"  {t.label:<12} p50 {_common.ms(_common.percentile(t.latency, 50))}  "
+            f"{_common.percentile(t.throughput, 50):8.1f} calls/s median"
+        )
+    return {"p50": p50, "per_call": rate}
+
+
+def report_observability(results: list[dict[str, float]]) -> None:
+    def med(values: list[float]) -> float:
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+    p50 = med([r["p50"] for r in results])
+    cost = med([r["per_call"] for r in results])
+    goal = OBSERVABILITY_TARGETS["metrics"]
+    print(f"\n[observability] medians of {len(results)} repetitions:")
+    print(
+        f"  metrics on/off: one client p50 {p50:.3f}x; time per call under load {cost:.3f}x"
+        f" (target <= {1 + goal:.2f}x: {'met' if cost <= 1 + goal else 'NOT met'})"
     )
 
 
@@ -822,7 +902,9 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--parts", default="call,auth,upload", help="comma-separated: call, auth, upload, memory"
+        "--parts",
+        default="call,auth,upload",
+        help="comma-separated: call, auth, upload, memory, observability",
     )
     parser.add_argument(
         "--calls", type=int, default=300, help="latency: warm-up and measured calls (1..5000)"
@@ -860,7 +942,7 @@ async def main() -> None:
         os.sched_setaffinity(0, set(cpus) - SERVER_CPUS)  # the clients stay off the servers' core
     parts = args.parts.split(",")
     for p in parts:
-        if p not in ("call", "auth", "upload", "memory"):
+        if p not in ("call", "auth", "upload", "memory", "observability"):
             parser.error(f"unknown part {p!r}")
     calls = max(1, min(args.calls, 5000))
     rounds = max(1, min(args.rounds, 50))
@@ -888,6 +970,12 @@ async def main() -> None:
                 _print_logs(ws)
             if len(summaries) > 1:
                 report_repeats(summaries)
+        if "observability" in parts:
+            results: list[dict[str, float]] = []
+            for i in range(repeat):
+                print(f"\n[observability] repetition {i + 1} of {repeat}: metrics off vs on")
+                results.append(await part_observability(ws, calls, rounds, round_calls))
+            report_observability(results)
         if "auth" in parts:
             part_auth(ws, iterations, call_p50, args.profile_auth)
             try:

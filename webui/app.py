@@ -222,6 +222,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 bridge=bridge,
                 state_key=request_state_key(settings),
                 state_ttl=settings.request_state_ttl_seconds,
+                metrics=settings.metrics_enabled,
             )
             manager = StreamableHTTPSessionManager(
                 app=server,

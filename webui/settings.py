@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -42,6 +43,12 @@ class Settings(BaseSettings):
     # `/metrics` (Prometheus) answers a scrape bearing this token (or the admin key); with
     # neither set it answers nobody (404).
     metrics_token: SecretStr | None = None
+    # Off: MCP requests are not timed and `/metrics` answers 404 (runs, questions and
+    # credentials are still counted: a few increments per run).
+    metrics_enabled: bool = True
+    # The server's log lines: `text` (level, logger, message) or `json` (one object a line,
+    # with the run, MCP session and trace it is about).
+    log_format: Literal["text", "json"] = "text"
     # One secret for every replica of a server: the cookie, request-state, API-key
     # fingerprint and configuration-secret keys derive from it (webui/secret_keys.py).
     # Unset: each data dir keeps its own random key files under keys/.

@@ -143,6 +143,7 @@ def serve_command(
     from uvicorn.config import STARTUP_FAILURE
 
     from webui.shutdown import GracefulServer
+    from webui.web.logging import install_format
 
     web_app = create_app(settings, warm_pool=True)  # a long-lived server: the first call waits for no fork
     # Every failed login verifies a password hash, a name that exists or not: the one for
@@ -166,6 +167,7 @@ def serve_command(
         limit_concurrency=settings.max_connections + HEALTH_RESERVE,
         proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
     )
+    install_format(settings.log_format)  # uvicorn's handlers exist now (its Config made them)
     server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()

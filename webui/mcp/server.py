@@ -88,7 +88,11 @@ class WorkflowServer(Server[Any]):
         return self.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> Server[Any]:
+def build_server(
+    *, bridge: CallBridge, state_key: bytes, state_ttl: float, metrics: bool = False
+) -> Server[Any]:
+    """`metrics`: time every request for `/metrics` (`serve`; stdio has no endpoint)."""
+
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -168,7 +172,8 @@ def build_server(*, bridge: CallBridge, state_key: bytes, state_ttl: float) -> S
     def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return current_binding.get().principal
 
-    server.middleware.append(OperationMetrics())
+    if metrics:
+        server.middleware.append(OperationMetrics())
     server.middleware.append(
         RequestStateBoundary(
             RequestStateSecurity(keys=[state_key], ttl=state_ttl, bind_principal=principal),

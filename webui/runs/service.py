@@ -35,6 +35,7 @@ from webui.events import EventHub
 from webui.files.store import FileStore
 from webui.interactions.service import Answer, InteractionService
 from webui.knowledge.service import KnowledgeService
+from webui.observability.log_context import current_run_id
 from webui.observability.metrics import METRICS, Held
 from webui.runs import resuming
 from webui.runs.admission import Admission
@@ -364,6 +365,7 @@ class RunService:
         await self._keep(live, Record(STATUS, live.run_id, fields))
 
     async def _drive(self, live: LiveRun) -> None:
+        current_run_id.set(live.run_id)  # this task's log lines name the run
         try:
             if live.terminating is None and (live.slot or await self.admission.take_slot(live)):
                 self.enter(live, RunStatus.RUNNING, announce=False)  # holds its slot; recorded once forked

@@ -6,20 +6,31 @@ of credential-named query parameters are redacted;
 MCP session ids (32 hex digits) are shortened to their first 8, enough to correlate
 lines without handing out a usable id.
 
+`STEAMHARNESS_LOG_FORMAT=json` (`install_format`): one JSON object per line, with the time,
+level, logger and event (the redacted message), the exception if any, and what the line is
+about: the run (the task driving it), the MCP session (shortened like above) and the
+current trace and span.
+
 The filter sits on the handlers (the root's and uvicorn's), so it sees records from
 every logger that reaches them; tracebacks are formatted and redacted too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from opentelemetry import trace
+
 from webui.configs.redaction import LOG_SECRETS
+from webui.mcp.binding import current_binding
 from webui.mcp.http import QUERY_CREDENTIALS
+from webui.observability.log_context import current_run_id
 
 REDACTED = "[redacted]"
 # No word boundary: a key may follow an escaped character (`%3Dshk_…`).
@@ -89,3 +100,43 @@ def install_redaction(*, admin_key: str | None) -> None:
         for old in [f for f in handler.filters if isinstance(f, RedactCredentials)]:
             handler.removeFilter(old)
         handler.addFilter(RedactCredentials(Redactor([admin_key] if admin_key else [])))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record (after the redaction filter, which already redacted the
+    message, its arguments and the formatted exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        run_id = current_run_id.get()
+        if run_id is not None:
+            line["run_id"] = run_id
+        binding = current_binding.get(None)
+        if binding is not None and binding.session_id:
+            line["session_id"] = _SESSION_ID.sub(r"\1…", binding.session_id)
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            line["trace_id"] = format(span.trace_id, "032x")
+            line["span_id"] = format(span.span_id, "016x")
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exception"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = record.stack_info
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def install_format(log_format: str) -> None:
+    """`json`: every handler the server's loggers write through formats records as
+    `JsonFormatter` does; `text` leaves them as they are."""
+    if log_format != "json":
+        return
+    handlers = {h for name in LOGGERS for h in logging.getLogger(name).handlers}
+    for handler in handlers:
+        handler.setFormatter(JsonFormatter())

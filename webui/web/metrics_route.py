@@ -37,6 +37,8 @@ def _refusal(status: int, code: str, message: str, headers: dict[str, str] | Non
 async def metrics(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     tokens = _tokens(settings)
+    if not settings.metrics_enabled:
+        return _refusal(404, "not_found", "metrics are off (STEAMHARNESS_METRICS_ENABLED=false)")
     if not tokens:
         return _refusal(404, "not_found", "metrics are off: set STEAMHARNESS_METRICS_TOKEN to scrape them")
     authorization = request.headers.get("authorization") or ""
