@@ -60,6 +60,7 @@ class Rpc:
             caps["extensions"] = {TASKS: {}}
         self.caps = caps
         self.next_id = 0
+        self.extra_meta: dict[str, Any] = {}  # more `_meta` for every request (a traceparent, say)
 
     def post(
         self, method: str, params: dict[str, Any], *, name: str | None = None, **headers: str
@@ -69,6 +70,7 @@ class Rpc:
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": self.caps,
+            **self.extra_meta,
         }
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": {**params, "_meta": meta}}
         sent = {

@@ -142,9 +142,11 @@ def serve_command(
     harden_process()
     from uvicorn.config import STARTUP_FAILURE
 
+    from webui.observability.tracing import configure_tracing
     from webui.shutdown import GracefulServer
     from webui.web.logging import install_format
 
+    tracing = configure_tracing()  # off unless the OTEL_* variables ask for traces
     web_app = create_app(settings, warm_pool=True)  # a long-lived server: the first call waits for no fork
     # Every failed login verifies a password hash, a name that exists or not: the one for
     # unknown names is made now, so that the first such login is no slower than the next.
@@ -171,6 +173,8 @@ def serve_command(
     server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
+    if tracing is not None:
+        tracing.shutdown()  # the spans still queued are sent
     if not server.started:
         sys.exit(STARTUP_FAILURE)
 

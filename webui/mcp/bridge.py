@@ -55,6 +55,7 @@ from webui.mcp.tasks import (
     declares_tasks,
     tasks_required,
 )
+from webui.observability.tracing import TRACER
 from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
@@ -201,7 +202,9 @@ class CallBridge:
                 return await self._became_task(ctx, b, ep, run)
         else:
             try:
-                worker_params, stored, limits, config = await run_db(self._prepare, b, ep, params.arguments)
+                with TRACER.start_as_current_span("steamharness.preflight"):
+                    prepared = await run_db(self._prepare, b, ep, params.arguments)
+                worker_params, stored, limits, config = prepared
                 run = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except InvalidArguments as exc:
                 raise _invalid(exc.message) from None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs
@@ -28,6 +29,9 @@ from urllib.parse import parse_qs
 import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.types import Message, Receive, Scope, Send
 
 from webui import strict_json
@@ -64,6 +68,9 @@ CLIENT_INFO_MAX_BYTES = 65536
 CLIENT_FIELD_MAX = 200
 
 
+TRACE_CONTEXT = TraceContextTextMapPropagator()
+
+
 def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
     """(client name, client version, protocol version) from an `initialize` request body;
     Nones for what it does not say (or a body that is not one)."""
@@ -82,6 +89,22 @@ def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
         return value[:CLIENT_FIELD_MAX] if isinstance(value, str) and value else None
 
     return text(info.get("name")), text(info.get("version")), text(params.get("protocolVersion"))
+
+
+def _attach_trace_headers(scope: Scope) -> Token[otel_context.Context] | None:
+    """The trace context of the request's `traceparent` / `tracestate` headers made current
+    (a token to detach), or None when there is none (or tracing is off: nothing to continue)."""
+    carrier = {
+        name.decode("latin-1").lower(): value.decode("latin-1")
+        for name, value in scope.get("headers", [])
+        if name.lower() in (b"traceparent", b"tracestate")
+    }
+    if "traceparent" not in carrier:
+        return None
+    extracted = TRACE_CONTEXT.extract(carrier)
+    if not trace.get_current_span(extracted).get_span_context().is_valid:
+        return None
+    return otel_context.attach(extracted)
 
 
 def _is_json(scope: Scope) -> bool:
@@ -476,6 +499,9 @@ class McpGateway:
         owner_token = stream_owner.set(owner) if owner is not None else None
         left = anyio.Event()
         left_token = client_left.set(left)
+        # A W3C `traceparent` header continues the client's trace (a traceparent in the
+        # request's `_meta` wins: the SDK's span reads it first).
+        trace_token = _attach_trace_headers(scope)
         counted = scope.get("method") != "GET"
         if counted:
             self._calls += 1
@@ -495,6 +521,8 @@ class McpGateway:
             if owner_token is not None:
                 stream_owner.reset(owner_token)
             client_left.reset(left_token)
+            if trace_token is not None:
+                otel_context.detach(trace_token)
             if not completed and not returned:
                 left.set()  # failed or cancelled mid-response: its call ends now
         if not completed:

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import INVALID_SPAN, Span
+
 from webui.runs.pool import Worker
 from webui.runs.request import RunRequest
 from webui.runs.types import DEFAULT_TIMEOUT_SECONDS, RunStatus, RunUpdate
@@ -37,6 +39,9 @@ class LiveRun:
     started_at: float = field(default_factory=time.monotonic)
     # Its call became an MCP task: a client follows it with tasks/get.
     followed_as_task: bool = False
+    # Its `steamharness.run` span and its open questions' spans (a no-op when tracing is off).
+    span: Span = field(default_factory=lambda: INVALID_SPAN)
+    question_spans: dict[str, Span] = field(default_factory=dict)
     watchers: set[asyncio.Queue[RunUpdate]] = field(default_factory=set)
     terminating: tuple[RunStatus, dict[str, Any]] | None = None
     remaining: float = DEFAULT_TIMEOUT_SECONDS

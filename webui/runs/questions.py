@@ -26,6 +26,7 @@ from webui.interactions.client_requests import (
 from webui.interactions.client_requests import summary as client_request_summary
 from webui.interactions.service import Answer
 from webui.observability.metrics import METRICS
+from webui.observability.tracing import TRACER
 from webui.runs.context import INPUT_KEY_RE, bad_input_key
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun, QuestionRound
@@ -250,6 +251,10 @@ class RunQuestions:
             live.pending[row.id] = rid
             live.asked_at[row.id] = asked_at
             METRICS.questions_asked.labels(row.kind).inc()
+            live.question_spans[row.id] = TRACER.start_span(
+                "steamharness.question",
+                attributes={"steamharness.question.id": row.id, "steamharness.question.kind": row.kind},
+            )
         if together:
             live.rounds[rid] = QuestionRound(rows)
         live.asked = True
@@ -276,6 +281,10 @@ class RunQuestions:
         runs = self.runs
         rid = live.pending.pop(row.id)
         live.asked_at.pop(row.id, None)
+        span = live.question_spans.pop(row.id, None)
+        if span is not None:
+            span.set_attribute("steamharness.question.outcome", answer.action)
+            span.end()
         timer = live.expiry.pop(row.id, None)
         if timer is not None:
             timer.cancel()

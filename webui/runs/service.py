@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
 from sqlalchemy.engine import Engine
 
 from webui.audit.events import AuditName
@@ -37,6 +40,8 @@ from webui.interactions.service import Answer, InteractionService
 from webui.knowledge.service import KnowledgeService
 from webui.observability.log_context import current_run_id
 from webui.observability.metrics import METRICS, Held
+from webui.observability.tracing import TRACER
+from webui.observability.tracing import ids as span_ids
 from webui.runs import resuming
 from webui.runs.admission import Admission
 from webui.runs.children import ChildRuns
@@ -209,15 +214,31 @@ class RunService:
         run_id = new_run_id()
         ep = request.entrypoint
         run = request.run_row(run_id, owner=self.owner, replica_id=self.replica_id)
+        # Its span: a child of the request's (the SDK's tools/call span) or of the parent
+        # run's handler span; ended with the outcome.
+        span = TRACER.start_span(
+            "steamharness.run",
+            attributes={
+                "steamharness.run.id": run_id,
+                "steamharness.project.id": request.project.id,
+                "gen_ai.tool.name": ep.id,
+                "steamharness.run.source": request.source,
+            },
+        )
+        traced = span_ids(span)
+        if traced is not None:
+            run.trace_id, run.span_id = traced["traceId"], traced["spanId"]
 
         def audit(s: Any) -> None:
-            self.audit.record(s, AuditName.RUN_CREATED, **request.audit_fields(run_id), outcome="queued")
+            self.audit.record(
+                s, AuditName.RUN_CREATED, **request.audit_fields(run_id), outcome="queued", details=traced
+            )
             if request.created_audit is not None:
                 event, fields = request.created_audit
                 self.audit.record(s, event, **{**fields, "run_id": run_id})
 
         live = LiveRun(
-            request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+            request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, span=span
         )
         live.call_following = request.finished_audit is not None
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
@@ -231,6 +252,11 @@ class RunService:
             # thread, so the run, once created, is driven to a cancelled outcome at once
             # (with the call's end), not left `running` with nobody driving it.
             creating.add_done_callback(functools.partial(self._created_unfollowed, live))
+            raise
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, "the run was not created")
+            span.end()
             raise
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
         METRICS.runs_started.labels(request.project.id).inc()
@@ -366,8 +392,9 @@ class RunService:
 
     async def _drive(self, live: LiveRun) -> None:
         current_run_id.set(live.run_id)  # this task's log lines name the run
+        otel_context.attach(trace.set_span_in_context(live.span))  # this task's spans are the run's
         try:
-            if live.terminating is None and (live.slot or await self.admission.take_slot(live)):
+            if live.terminating is None and (live.slot or await self._queued(live)):
                 self.enter(live, RunStatus.RUNNING, announce=False)  # holds its slot; recorded once forked
                 await self.worker_loop.run(live)
         except Exception:
@@ -379,6 +406,10 @@ class RunService:
                 )
         finally:
             await self._finish(live)
+
+    async def _queued(self, live: LiveRun) -> bool:
+        with TRACER.start_as_current_span("steamharness.queue"):
+            return await self.admission.take_slot(live)
 
     async def _finish(self, live: LiveRun) -> None:
         if live.done.is_set():
@@ -425,6 +456,14 @@ class RunService:
         live.asked_at.clear()
         live.outcome = (status, output, error)
         METRICS.run_ended(req.project.id, req.entrypoint.id, status.value, time.monotonic() - live.started_at)
+        for question in live.question_spans.values():
+            question.set_attribute("steamharness.question.outcome", "closed")
+            question.end()
+        live.question_spans.clear()
+        live.span.set_attribute("steamharness.run.status", status.value)
+        if status != RunStatus.SUCCESS:
+            live.span.set_status(StatusCode.ERROR, str((error or {}).get("code") or status.value))
+        live.span.end()
         for child_id in list(live.children):  # a child never outlives the run waiting on it
             self.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
         live.publish(

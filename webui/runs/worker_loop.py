@@ -9,6 +9,7 @@ import logging
 from typing import Any, TextIO
 
 from webui.errors import SteamharnessError
+from webui.observability.tracing import TRACER
 from webui.runs.children import ChildRuns
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun
@@ -78,7 +79,8 @@ class WorkerLoop:
     async def run(self, live: LiveRun) -> None:
         """Hand the run to a worker and serve its messages until it is done."""
         runs = self.runs
-        worker = await self.pool.spawn(self._spec(live))
+        with TRACER.start_as_current_span("steamharness.worker.start"):
+            worker = await self.pool.spawn(self._spec(live))
         live.worker = worker
         if live.terminating is not None:  # cancelled while the fork was under way
             worker.kill()
@@ -88,29 +90,32 @@ class WorkerLoop:
         else:
             # Recorded while the worker already runs: the write is off the run's critical path.
             await runs.set_status(live, RunStatus.RUNNING, started_at=utcnow())
-        while True:
-            try:
-                msg = await worker.recv()
-            except WorkerProtocolError as exc:
-                live.terminating = live.terminating or (
-                    RunStatus.FAILED,
-                    {"code": exc.code, "message": exc.message},
-                )
-                worker.kill()  # it may be blocked writing the rest; nothing it says counts now
-                break
-            if msg is None:
-                break
-            kind = msg.get("type")
-            if kind == "output":
-                await self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
-            elif kind == "log":
-                await self._on_log(live, str(msg.get("text", "")))
-            elif kind == "progress":
-                await self._on_progress(live, msg)
-            elif kind == "rpc":
-                await self._on_rpc(live, worker, msg)
-            elif (outcome := _outcome_of(msg)) is not None:
-                live.terminating = live.terminating or outcome
+        # The handler's span is current while its messages are served: its questions and
+        # child runs are its children.
+        with TRACER.start_as_current_span("steamharness.handler"):
+            while True:
+                try:
+                    msg = await worker.recv()
+                except WorkerProtocolError as exc:
+                    live.terminating = live.terminating or (
+                        RunStatus.FAILED,
+                        {"code": exc.code, "message": exc.message},
+                    )
+                    worker.kill()  # it may be blocked writing the rest; nothing it says counts now
+                    break
+                if msg is None:
+                    break
+                kind = msg.get("type")
+                if kind == "output":
+                    await self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
+                elif kind == "log":
+                    await self._on_log(live, str(msg.get("text", "")))
+                elif kind == "progress":
+                    await self._on_progress(live, msg)
+                elif kind == "rpc":
+                    await self._on_rpc(live, worker, msg)
+                elif (outcome := _outcome_of(msg)) is not None:
+                    live.terminating = live.terminating or outcome
         runs.stop_timer(live)
         if live.terminating is None or live.terminating[0] != RunStatus.SUCCESS:
             # No clean outcome, or we killed it: know it is gone (and why) before finishing.

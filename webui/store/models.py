@@ -218,6 +218,9 @@ class Run(SQLModel, table=True):
     config_name: str | None = None
     config_revision: int | None = None
     config_values: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    # Its `steamharness.run` span, when tracing was on (webui.observability.tracing).
+    trace_id: str | None = None
+    span_id: str | None = None
 
 
 class Replica(SQLModel, table=True):

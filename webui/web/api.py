@@ -116,6 +116,8 @@ def run_json(
         "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
         "params": run.params,
         "parentRunId": run.parent_run_id,
+        # Its OpenTelemetry span, when tracing was on.
+        "trace": {"traceId": run.trace_id, "spanId": run.span_id} if run.trace_id else None,
         # The configuration the run started with: name and revision, never its values.
         "configuration": (
             {"name": run.config_name, "revision": run.config_revision}
