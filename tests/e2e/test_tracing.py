@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tests.e2e.server import LiveServer, free_port, running_server
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from tests.related_projects import HELPER, MAIN, write_projects
 
 PROJECT = str(uuid.uuid4())
 SECRET_ARGUMENT = "argument-" + uuid.uuid4().hex
@@ -146,6 +147,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iter
         OTEL_BSP_SCHEDULE_DELAY="50",
     ) as live:
         live.add_project(_project(base / "traced"), PROJECT)
+        related = write_projects(base / "related", main_related=[{"alias": "helper", "id": HELPER}])
+        live.register(related["helper"])
+        live.register(related["main"])
+        live.publish(HELPER)
+        live.publish(MAIN)
         yield live
 
 
@@ -260,3 +266,39 @@ def test_without_the_variables_nothing_is_exported_and_no_ids_are_kept(
         assert got.json()["data"]["trace"] is None
     with receiver.lock:
         assert not [s for s in receiver.spans.values() if s["trace"] == trace_id]
+
+
+def test_a_child_runs_span_is_under_the_handler_that_started_it(
+    server: LiveServer, key: str, receiver: Receiver
+) -> None:
+    trace_id, _parent, header = _traceparent()
+    rpc = Rpc(server, key, tasks=False, elicitation=False, project=MAIN)
+    rpc.extra_meta = {"traceparent": header}
+    waiting = rpc.result(rpc.call("delegate", {"name": "Bo"}))
+    assert waiting["structuredContent"]["status"] == "waiting_for_input", waiting
+    [row] = server.query(
+        "SELECT id FROM interactions WHERE status = 'pending' AND title = 'Confirm the greeting'"
+    )
+    answered = httpx2.post(
+        f"{server.base_url}/api/interactions/{row['id']}/answer",
+        json={"action": "accept", "content": {"greeting": "Hola"}},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=WAIT,
+    )
+    assert answered.status_code == 200, answered.text
+    deadline = time.monotonic() + WAIT
+    while True:
+        with receiver.lock:
+            mine = [{**v, "id": k} for k, v in receiver.spans.items() if v["trace"] == trace_id]
+        runs = [s for s in mine if s["name"] == "steamharness.run"]
+        if len(runs) == 2 and all("steamharness.run.status" in r["attributes"] for r in runs):
+            break
+        assert time.monotonic() < deadline, sorted(s["name"] for s in mine)
+        time.sleep(0.05)
+    by_id = {s["id"]: s for s in mine}
+    child = next(r for r in runs if r["attributes"]["gen_ai.tool.name"] == "greet")
+    parent = next(r for r in runs if r["attributes"]["gen_ai.tool.name"] == "delegate")
+    handler = by_id[child["parent"]]
+    assert handler["name"] == "steamharness.handler" and handler["parent"] == parent["id"]
+    questions = [s for s in mine if s["name"] == "steamharness.question"]
+    assert [by_id[q["parent"]]["parent"] for q in questions] == [child["id"]]
