@@ -21,9 +21,10 @@ Three parts, each with its baseline measured in the same run, on loopback only:
   server process's memory: VmRSS sampled every 2 ms during each upload, and VmHWM before/after.
   Targets: throughput >= 0.5x raw, peak RSS growth <= 16 MiB.
 - `observability` (not in the default parts): the same `steamharness serve` with metrics
-  off (`STEAMHARNESS_METRICS_ENABLED=false`, the baseline) and on, ABBA: one client's p50,
-  and the time per call under load (16 clients, the inverse of calls/s). Target:
-  metrics cost <= 5 % per call.
+  off (`STEAMHARNESS_METRICS_ENABLED=false`, the baseline), on, and on with traces exported
+  over OTLP/HTTP to a sink on loopback, in rotating order: one client's p50, and the time
+  per call under load (16 clients, the inverse of calls/s). Targets: metrics <= 5 % per
+  call, tracing with an exporter <= 10 % over metrics on.
 - `memory` (not in the default parts): the steamharness server's VmRSS while `--memory-calls`
   (10,000) echo calls go through 16 concurrent sessions: idle (after one call per session, so
   what is imported lazily is counted), every quarter, after the last call, and after the
@@ -483,16 +484,57 @@ def report_repeats(summaries: list[CallSummary]) -> None:
 
 
 # --------------------------------------------------------------------------- part: observability
-OBSERVABILITY_TARGETS = {"metrics": 0.05}
+OBSERVABILITY_TARGETS = {"metrics": 0.05, "tracing": 0.10}
+
+
+class _Sink:
+    """An OTLP/HTTP receiver that takes every export and keeps nothing (loopback)."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", _free_port()), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 async def part_observability(ws: Workspace, calls: int, rounds: int, round_calls: int) -> dict[str, float]:
-    """The same server with metrics off (the baseline) and on: p50 of one client, ABBA,
-    and calls/s with CLIENTS concurrent clients, ABBA rounds. Both share the data dir (one
-    at a time writes; both are idle between the rounds of the other)."""
-    off = steamharness_server(ws, "metrics off", STEAMHARNESS_METRICS_ENABLED="false")
-    on = steamharness_server(ws, "metrics on", STEAMHARNESS_METRICS_ENABLED="true")
-    servers = [off, on]
+    """The same server three ways: metrics off (the baseline), metrics on, and metrics on
+    with traces exported over OTLP/HTTP to a sink on loopback. One client's p50 (blocks in
+    rotating order), then calls/s with CLIENTS concurrent clients (rounds in rotating
+    order), each on a data dir of its own."""
+    sink = _Sink()
+    # One data dir each (a data dir is served by one process at a time).
+    spaces = [ws, Workspace.create(), Workspace.create()]
+    servers = [
+        steamharness_server(spaces[0], "metrics off", STEAMHARNESS_METRICS_ENABLED="false"),
+        steamharness_server(spaces[1], "metrics on", STEAMHARNESS_METRICS_ENABLED="true"),
+        steamharness_server(
+            spaces[2],
+            "+ tracing",
+            STEAMHARNESS_METRICS_ENABLED="true",
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=sink.url,
+        ),
+    ]
     try:
         for s in servers:
             await s.start()
@@ -500,7 +542,7 @@ async def part_observability(ws: Workspace, calls: int, rounds: int, round_calls
             Target(
                 s.label,
                 f"{s.base_url}/api/workflows/{HELLO_ID}/mcp?target=latest",
-                {"Authorization": f"Bearer {ws.key}"},
+                {"Authorization": f"Bearer {s.ws.key}"},
                 _hello_ok,
             )
             for s in servers
@@ -516,7 +558,7 @@ async def part_observability(ws: Workspace, calls: int, rounds: int, round_calls
                 for t, c in order:
                     for _ in range(n):
                         t.latency.append(await _call(t, c))
-                order, done = order[::-1], done + n
+                order, done = order[1:] + order[:1], done + n
         async with AsyncExitStack() as stack:
             pools = [[await _open(stack, t) for _ in range(CLIENTS)] for t in targets]
             for t, pool in zip(targets, pools, strict=True):
@@ -526,19 +568,32 @@ async def part_observability(ws: Workspace, calls: int, rounds: int, round_calls
                 for t, pool in order:
                     rate, _lat = await _round(t, pool, round_calls)
                     t.throughput.append(rate)
-                order = order[::-1]
+                order = order[1:] + order[:1]
     finally:
         for s in servers:
             s.stop()
-    base, metered = targets
-    p50 = _common.percentile(metered.latency, 50) / _common.percentile(base.latency, 50)
-    rate = _common.percentile(base.throughput, 50) / _common.percentile(metered.throughput, 50)
+        sink.close()
+        for extra in spaces[1:]:
+            shutil.rmtree(extra.root, ignore_errors=True)
     for t in targets:
         print(
             f"  {t.label:<12} p50 {_common.ms(_common.percentile(t.latency, 50))}  "
             f"{_common.percentile(t.throughput, 50):8.1f} calls/s median"
         )
-    return {"p50": p50, "per_call": rate}
+    off, metered, traced = targets
+
+    def per_call(a: Target, b: Target) -> float:  # time per call of a over b, under load
+        return _common.percentile(b.throughput, 50) / _common.percentile(a.throughput, 50)
+
+    def p50(a: Target, b: Target) -> float:
+        return _common.percentile(a.latency, 50) / _common.percentile(b.latency, 50)
+
+    return {
+        "metrics_p50": p50(metered, off),
+        "metrics_per_call": per_call(metered, off),
+        "tracing_p50": p50(traced, metered),
+        "tracing_per_call": per_call(traced, metered),
+    }
 
 
 def report_observability(results: list[dict[str, float]]) -> None:
@@ -547,14 +602,15 @@ def report_observability(results: list[dict[str, float]]) -> None:
         mid = len(ordered) // 2
         return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
-    p50 = med([r["p50"] for r in results])
-    cost = med([r["per_call"] for r in results])
-    goal = OBSERVABILITY_TARGETS["metrics"]
     print(f"\n[observability] medians of {len(results)} repetitions:")
-    print(
-        f"  metrics on/off: one client p50 {p50:.3f}x; time per call under load {cost:.3f}x"
-        f" (target <= {1 + goal:.2f}x: {'met' if cost <= 1 + goal else 'NOT met'})"
-    )
+    for what, against in (("metrics", "metrics off"), ("tracing", "metrics on, no exporter")):
+        p50 = med([r[f"{what}_p50"] for r in results])
+        cost = med([r[f"{what}_per_call"] for r in results])
+        goal = OBSERVABILITY_TARGETS[what]
+        print(
+            f"  {what} on / {against}: one client p50 {p50:.3f}x; time per call under load {cost:.3f}x"
+            f" (target <= {1 + goal:.2f}x: {'met' if cost <= 1 + goal else 'NOT met'})"
+        )
 
 
 # --------------------------------------------------------------------------- part 4: memory
@@ -973,7 +1029,7 @@ async def main() -> None:
         if "observability" in parts:
             results: list[dict[str, float]] = []
             for i in range(repeat):
-                print(f"\n[observability] repetition {i + 1} of {repeat}: metrics off vs on")
+                print(f"\n[observability] repetition {i + 1} of {repeat}: metrics off, on, + tracing")
                 results.append(await part_observability(ws, calls, rounds, round_calls))
             report_observability(results)
         if "auth" in parts:
