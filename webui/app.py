@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import inspect
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -176,6 +177,15 @@ async def page_calls(app: FastAPI, engine: Engine, audit: AuditLog, host: HostSe
                 await run_db(try_it.revoke_keys)
 
 
+def _no_framework_telemetry() -> dict[str, Any]:
+    """FastAPI's own OpenTelemetry spans off (the versions that have them): they would
+    carry a request's query string unredacted (`?key=…`) and a client's whole tracestate;
+    the MCP SDK's request spans and the run's (webui.observability.tracing) are the trace."""
+    if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+
+
 def _held(runs: RunService, gateway: McpGateway) -> Held:
     return runs.held(sessions=gateway.sessions.by_protocol_version())
 
@@ -304,6 +314,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         summary="Workflow projects served as MCP servers",
         version="0.1.0",
         lifespan=lifespan,
+        **_no_framework_telemetry(),
     )
     app.state.settings = settings
     app.state.templates = make_templates(settings.max_file_bytes)

@@ -7,6 +7,7 @@ tests construct their own with temporary directories.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -17,6 +18,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from webui.secret_keys import check_secret
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "admin", "test"})
+
+
+def _sequence(raw: str) -> bool:
+    """Whether `raw` is mostly a run of consecutive characters (`abcdef…`, `0123…`)."""
+    steps = sum(1 for a, b in itertools.pairwise(raw) if abs(ord(b) - ord(a)) == 1)
+    return steps >= len(raw) // 2
 
 
 def default_data_dir() -> Path:
@@ -233,8 +240,11 @@ class Settings(BaseSettings):
         if value is None or not value.get_secret_value():
             return None
         raw = value.get_secret_value()
-        if len(raw) < 24 or raw.lower() in PLACEHOLDER_SECRETS:
-            raise ValueError("STEAMHARNESS_METRICS_TOKEN is too weak: use at least 24 random characters")
+        if len(raw) < 24 or raw.lower() in PLACEHOLDER_SECRETS or len(set(raw)) < 12 or _sequence(raw):
+            raise ValueError(
+                "STEAMHARNESS_METRICS_TOKEN is too weak: use at least 24 random characters"
+                " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
         return value
 
     @field_validator("secret_key")

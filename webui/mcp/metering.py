@@ -19,7 +19,7 @@ from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from webui.mcp.binding import current_binding
-from webui.observability.metrics import METRICS, OTHER, method_label
+from webui.observability.metrics import METRICS, OTHER, error_code_label, method_label
 
 
 def _tool(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -39,7 +39,7 @@ class OperationMetrics(ServerMiddleware[Any]):
         try:
             result = await call_next(ctx)
         except MCPError as exc:
-            error_type = str(exc.error.code)
+            error_type = error_code_label(exc.error.code)
             raise
         except ValidationError:
             error_type = str(INVALID_PARAMS)

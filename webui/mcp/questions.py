@@ -93,6 +93,11 @@ class Questions:
             result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
             if result is None:
                 return None  # answered in another channel (the browser): the run goes on
+            if isinstance(result, MCPError):
+                # The client refused the form: the question stays open for the browser (its
+                # words are not repeated anywhere).
+                reason = "the client refused the elicitation request"
+                return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
             try:
                 await self.interactions.answer(
                     ia.id,
@@ -171,13 +176,17 @@ class Questions:
 
     async def _elicit_unless_answered_elsewhere(
         self, ctx: ServerRequestContext[Any, Any], ia: Interaction, message: str
-    ) -> types.ElicitResult | None:
-        """Ask the client inline while watching the stored interaction."""
+    ) -> types.ElicitResult | MCPError | None:
+        """Ask the client inline while watching the stored interaction. A JSON-RPC error
+        from the client (it would not or could not show the form) is returned, not raised."""
 
-        async def ask() -> types.ElicitResult:
-            return await ctx.session.elicit_form(
-                message, ia.requested_schema, related_request_id=ctx.request_id
-            )
+        async def ask() -> types.ElicitResult | MCPError:
+            try:
+                return await ctx.session.elicit_form(
+                    message, ia.requested_schema, related_request_id=ctx.request_id
+                )
+            except MCPError as exc:
+                return exc
 
         return await self._unless_answered_elsewhere(ia, ask)
 

@@ -253,6 +253,17 @@ def method_label(method: str) -> str:
     return method if method in MCP_METHODS else OTHER
 
 
+# The JSON-RPC and MCP error codes the server answers with; any other (a client's, say) is
+# `_other`, so the label stays bounded.
+KNOWN_ERROR_CODES = frozenset(
+    {-32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32020, -32021, -32042}
+)
+
+
+def error_code_label(code: int) -> str:
+    return str(code) if code in KNOWN_ERROR_CODES else OTHER
+
+
 def monotonic() -> float:
     return time.monotonic()
 

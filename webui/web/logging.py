@@ -119,17 +119,19 @@ class JsonFormatter(logging.Formatter):
         binding = current_binding.get(None)
         if binding is not None and binding.session_id:
             line["session_id"] = _SESSION_ID.sub(r"\1…", binding.session_id)
-        span = trace.get_current_span().get_span_context()
-        if span.is_valid:
-            line["trace_id"] = format(span.trace_id, "032x")
-            line["span_id"] = format(span.span_id, "016x")
+        span = trace.get_current_span()
+        context = span.get_span_context()
+        if span.is_recording() and context.is_valid:  # not a client's context merely carried
+            line["trace_id"] = format(context.trace_id, "032x")
+            line["span_id"] = format(context.span_id, "016x")
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             line["exception"] = record.exc_text
         if record.stack_info:
             line["stack"] = record.stack_info
-        return json.dumps(line, ensure_ascii=False, default=str)
+        # ASCII only: U+2028, U+2029 and U+0085 would split the line for some readers.
+        return json.dumps(line, ensure_ascii=True, default=str)
 
 
 def install_format(log_format: str) -> None:

@@ -33,6 +33,11 @@ def _refusal(status: int, code: str, message: str, headers: dict[str, str] | Non
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
+def _throttled(wait: int) -> Response:
+    message = f"too many failed credentials from this address; retry in {wait} seconds"
+    return _refusal(429, "throttled", message, {"Retry-After": str(wait)})
+
+
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     settings: Settings = request.app.state.settings
@@ -41,6 +46,14 @@ async def metrics(request: Request) -> Response:
         return _refusal(404, "not_found", "metrics are off (STEAMHARNESS_METRICS_ENABLED=false)")
     if not tokens:
         return _refusal(404, "not_found", "metrics are off: set STEAMHARNESS_METRICS_TOKEN to scrape them")
+    throttle: AuthThrottle = request.app.state.auth_throttle
+    address = client_address(request.scope)
+    # A throttled address is refused before its token is checked (the token is an operator's
+    # choice, like a password: guessing must slow down for the right guess too).
+    wait = throttle.bearer_address.retry_after(address)
+    if wait is not None:
+        await throttle.hold(wait)
+        return _throttled(wait)
     authorization = request.headers.get("authorization") or ""
     scheme, _, given = authorization.partition(" ")
     offered = given.strip().encode()
@@ -48,16 +61,10 @@ async def metrics(request: Request) -> Response:
     for token in tokens:  # every one compared, in constant time
         ok |= scheme.lower() == "bearer" and hmac.compare_digest(offered, token)
     if not ok:
-        throttle: AuthThrottle = request.app.state.auth_throttle
-        wait = throttle.bearer_failed(client_address(request.scope))
+        wait = throttle.bearer_failed(address)
         if wait is not None:
             await throttle.hold(wait)
-            return _refusal(
-                429,
-                "throttled",
-                f"too many failed credentials from this address; retry in {wait} seconds",
-                {"Retry-After": str(wait)},
-            )
+            return _throttled(wait)
         return _refusal(
             401,
             "unauthorized",
