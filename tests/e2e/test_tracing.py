@@ -10,24 +10,21 @@ Every wait polls what it asserts, bounded by WAIT."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import secrets
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.e2e.server import LiveServer, free_port, running_server
+from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from tests.otlp_receiver import Receiver, running_receiver
 from tests.related_projects import HELPER, MAIN, write_projects
 
 PROJECT = str(uuid.uuid4())
@@ -43,73 +40,10 @@ def asks(ctx):
 """
 
 
-class Receiver:
-    """An OTLP/HTTP trace receiver: every span it was sent, by span id (hex)."""
-
-    def __init__(self) -> None:
-        self.spans: dict[str, dict[str, Any]] = {}
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                with receiver.lock:
-                    for resource in request.resource_spans:
-                        service = {a.key: a.value.string_value for a in resource.resource.attributes}
-                        for scope in resource.scope_spans:
-                            for span in scope.spans:
-                                receiver.spans[span.span_id.hex()] = {
-                                    "name": span.name,
-                                    "trace": span.trace_id.hex(),
-                                    "parent": span.parent_span_id.hex(),
-                                    "attributes": {a.key: _value(a.value) for a in span.attributes},
-                                    "service": service.get("service.name"),
-                                }
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def until(self, trace_id: str, *names: str) -> dict[str, dict[str, Any]]:
-        """The spans of `trace_id` by name, once every one of `names` arrived."""
-        deadline = time.monotonic() + WAIT
-        while True:
-            with self.lock:
-                found = {
-                    s["name"]: {**s, "id": sid} for sid, s in self.spans.items() if s["trace"] == trace_id
-                }
-            if set(names) <= set(found):
-                return found
-            assert time.monotonic() < deadline, f"spans of {trace_id}: {sorted(found)}, not all of {names}"
-            time.sleep(0.05)
-
-
-def _value(value: Any) -> Any:
-    return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.thread.start()
-    try:
+    with running_receiver() as r:
         yield r
-    finally:
-        r.server.shutdown()
-        r.server.server_close()
 
 
 def _project(root: Path) -> Path:

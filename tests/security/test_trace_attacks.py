@@ -8,11 +8,9 @@ Every wait is bounded by WAIT."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import secrets
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,11 +19,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.e2e.server import LiveServer, free_port, running_server
+from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from tests.otlp_receiver import Receiver, running_receiver
 
 PROJECT = str(uuid.uuid4())
 SECRET = "s3cr3t-" + uuid.uuid4().hex
@@ -44,74 +42,10 @@ def pin(ctx):
 """
 
 
-class Receiver:
-    def __init__(self) -> None:
-        self.spans: dict[str, dict[str, Any]] = {}
-        self.raw: list[bytes] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                with receiver.lock:
-                    receiver.raw.append(body)
-                    for resource in request.resource_spans:
-                        for scope in resource.scope_spans:
-                            for span in scope.spans:
-                                receiver.spans[span.span_id.hex()] = {
-                                    "name": span.name,
-                                    "trace": span.trace_id.hex(),
-                                    "parent": span.parent_span_id.hex(),
-                                    "trace_state": span.trace_state,
-                                    "attributes": {a.key: str(a.value) for a in span.attributes},
-                                    "status": span.status.message,
-                                    "events": [
-                                        {e.name: {a.key: str(a.value) for a in e.attributes}}
-                                        for e in span.events
-                                    ],
-                                }
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def of(self, trace_id: str, *names: str) -> dict[str, dict[str, Any]]:
-        deadline = time.monotonic() + WAIT
-        while True:
-            with self.lock:
-                found = {s["name"]: s for s in self.spans.values() if s["trace"] == trace_id}
-            if set(names) <= set(found):
-                return found
-            assert time.monotonic() < deadline, f"spans of {trace_id}: {sorted(found)}, not all of {names}"
-            time.sleep(0.05)
-
-    def everything(self) -> str:
-        with self.lock:
-            return json.dumps(list(self.spans.values()))
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.thread.start()
-    try:
+    with running_receiver() as r:
         yield r
-    finally:
-        r.server.shutdown()
-        r.server.server_close()
 
 
 def _project(root: Path) -> Path:
