@@ -355,6 +355,40 @@ class CallSummary:
     bare_cpu_ms: float
 
 
+async def _latency(targets: list[Target], calls: int) -> None:
+    """One session per target: `calls` warm-up calls each, then `calls` measured ones in
+    blocks of BLOCK, the targets' order rotating every block (ABBA for two)."""
+    async with AsyncExitStack() as stack:
+        clients = [await _open(stack, t) for t in targets]
+        for t, c in zip(targets, clients, strict=True):
+            for _ in range(calls):
+                await _call(t, c)
+        done, order = 0, list(zip(targets, clients, strict=True))
+        while done < calls:
+            n = min(BLOCK, calls - done)
+            for t, c in order:
+                for _ in range(n):
+                    t.latency.append(await _call(t, c))
+            order, done = order[1:] + order[:1], done + n
+
+
+async def _throughput(targets: list[Target], rounds: int, round_calls: int) -> None:
+    """CLIENTS sessions per target: one warm-up round each, then `rounds` measured rounds,
+    the targets' order rotating every round (ABBA for two)."""
+    async with AsyncExitStack() as stack:
+        pools = [[await _open(stack, t) for _ in range(CLIENTS)] for t in targets]
+        for t, pool in zip(targets, pools, strict=True):
+            await _round(t, pool, round_calls)
+            t.cpu.clear()
+        order = list(zip(targets, pools, strict=True))
+        for _ in range(rounds):
+            for t, pool in order:
+                rate, lat = await _round(t, pool, round_calls)
+                t.throughput.append(rate)
+                t.loaded.extend(lat)
+            order = order[1:] + order[:1]
+
+
 async def part_call(ws: Workspace, calls: int, rounds: int, round_calls: int) -> CallSummary:
     """Latency then throughput against both servers (fresh processes each time)."""
     sh, bare = steamharness_server(ws), bare_server(ws)
@@ -373,36 +407,14 @@ async def part_call(ws: Workspace, calls: int, rounds: int, round_calls: int) ->
         assert bare.proc is not None and sh.proc is not None
         targets[0].pid, targets[1].pid = bare.proc.pid, sh.proc.pid
         print(f"\n[call] latency: one session per server, {calls} warm-up + {calls} measured calls each")
-        async with AsyncExitStack() as stack:
-            clients = [await _open(stack, t) for t in targets]
-            for t, c in zip(targets, clients, strict=True):
-                for _ in range(calls):
-                    await _call(t, c)
-            done, order = 0, list(zip(targets, clients, strict=True))
-            while done < calls:
-                n = min(BLOCK, calls - done)
-                for t, c in order:
-                    for _ in range(n):
-                        t.latency.append(await _call(t, c))
-                order, done = order[::-1], done + n
-            sh.record_children()
+        await _latency(targets, calls)
+        sh.record_children()
         print(
             f"[call] throughput: {CLIENTS} concurrent clients (one session each) per server, "
             f"{round_calls} calls per round, 1 warm-up + {rounds} measured rounds each, ABBA"
         )
-        async with AsyncExitStack() as stack:
-            pools = [[await _open(stack, t) for _ in range(CLIENTS)] for t in targets]
-            for t, pool in zip(targets, pools, strict=True):
-                await _round(t, pool, round_calls)
-                t.cpu.clear()
-            order = list(zip(targets, pools, strict=True))
-            for _ in range(rounds):
-                for t, pool in order:
-                    rate, lat = await _round(t, pool, round_calls)
-                    t.throughput.append(rate)
-                    t.loaded.extend(lat)
-                order = order[::-1]
-            sh.record_children()
+        await _throughput(targets, rounds, round_calls)
+        sh.record_children()
     finally:
         sh.stop()
         bare.stop()
@@ -547,28 +559,8 @@ async def part_observability(ws: Workspace, calls: int, rounds: int, round_calls
             )
             for s in servers
         ]
-        async with AsyncExitStack() as stack:
-            clients = [await _open(stack, t) for t in targets]
-            for t, c in zip(targets, clients, strict=True):
-                for _ in range(calls):
-                    await _call(t, c)
-            done, order = 0, list(zip(targets, clients, strict=True))
-            while done < calls:
-                n = min(BLOCK, calls - done)
-                for t, c in order:
-                    for _ in range(n):
-                        t.latency.append(await _call(t, c))
-                order, done = order[1:] + order[:1], done + n
-        async with AsyncExitStack() as stack:
-            pools = [[await _open(stack, t) for _ in range(CLIENTS)] for t in targets]
-            for t, pool in zip(targets, pools, strict=True):
-                await _round(t, pool, round_calls)
-            order = list(zip(targets, pools, strict=True))
-            for _ in range(rounds):
-                for t, pool in order:
-                    rate, _lat = await _round(t, pool, round_calls)
-                    t.throughput.append(rate)
-                order = order[1:] + order[:1]
+        await _latency(targets, calls)
+        await _throughput(targets, rounds, round_calls)
     finally:
         for s in servers:
             s.stop()
