@@ -44,6 +44,17 @@ def test_a_server_without_a_token_or_admin_key_exposes_nothing(
             assert "steamharness_" not in r.text and "mcp_server" not in r.text
 
 
+def test_metrics_turned_off_expose_nothing_even_to_the_token(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    base = tmp_path_factory.mktemp("metrics-disabled")
+    with running_server(base, STEAMHARNESS_METRICS_TOKEN=TOKEN, STEAMHARNESS_METRICS_ENABLED="false") as live:
+        for authorization in (f"Bearer {TOKEN}", f"Bearer {live.admin_key}"):
+            r = _get(live, authorization)
+            assert r.status_code == 404 and "STEAMHARNESS_METRICS_ENABLED" in r.text, r.text
+            assert "steamharness_" not in r.text.replace("STEAMHARNESS_", "")
+
+
 def test_an_accounts_api_key_is_no_metrics_token(server: LiveServer) -> None:
     key = server.create_key("not-an-operator")
     r = _get(server, f"Bearer {key}")
