@@ -111,6 +111,10 @@ def mcp_command(
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="steamharness: %(levelname)s %(message)s"
     )
+    if settings.log_format == "json":  # imported only then: the text format keeps start-up lean
+        from webui.web.logging import install_format
+
+        install_format("json")
     harden_process()
     try:
         anyio.run(serve_stdio, settings, project, related, config)
