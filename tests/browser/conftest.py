@@ -17,6 +17,7 @@ from playwright.sync_api import (
     Error,
     Page,
     Playwright,
+    expect,
     sync_playwright,
 )
 
@@ -32,6 +33,9 @@ CHROMIUM_FLAGS = [
     "--disable-dev-shm-usage",
 ]
 DEFAULT_TIMEOUT_MS = 15_000
+# Assertions wait as long as actions do (Playwright's own default is 5 s, which a loaded
+# 2-core machine running four test workers can exceed for one htmx swap).
+expect.set_options(timeout=DEFAULT_TIMEOUT_MS)
 
 
 # Module scope, not session: Playwright's sync API keeps an event loop running in this
