@@ -269,12 +269,10 @@ class InteractionService:
                 "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
             )
 
-    def check_answer(self, interaction_id: str, action: str, content: Any) -> None:
-        """Blocking: raise InvalidAnswer if this answer would be refused by its schema (a
+    def check_answer(self, row: Interaction, action: str, content: Any) -> None:
+        """Raise InvalidAnswer if this answer to `row` would be refused by its schema (a
         round of several answers is checked whole before any is recorded)."""
-        row = interaction_store.get_interaction(self.engine, interaction_id=interaction_id)
-        if row is not None:
-            self._validate(row, action, content)
+        self._validate(row, action, content)
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         if action not in ACTIONS:

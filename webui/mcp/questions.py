@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 import anyio
@@ -249,17 +249,25 @@ class Questions:
             request_state=json.dumps({"runId": run_id, "keys": {key: q.id for key, q in asked.items()}}),
         )
 
-    def _state_names(self, run_id: str, interaction_id: str) -> tuple[Run | None, bool]:
-        """Blocking: the run a request state names, and whether the question it names was
-        asked in that run (or in a child run it waits on, started through ctx.related)."""
-        run = run_store.get_run(self.runs.engine, run_id=run_id)
-        try:
-            asked_in = self.interactions.get(interaction_id).run_id
-        except NotFound:
-            return run, False
-        return run, asked_in is not None and run_store.is_descendant_or_self(
-            self.runs.engine, run_id=asked_in, ancestor=run_id
-        )
+    def _asked_in(self, run_id: str, ids: Collection[str]) -> tuple[Run | None, dict[str, Interaction]]:
+        """Blocking, in one thread hop: the run a request state names, and those of the
+        questions it names that were asked in that run (or in a child run it waits on,
+        started through ctx.related)."""
+        engine = self.runs.engine
+        run = run_store.get_run(engine, run_id=run_id)
+        asked: dict[str, Interaction] = {}
+        if run is None:
+            return None, asked
+        for interaction_id in set(ids):
+            try:
+                ia = self.interactions.get(interaction_id)
+            except NotFound:
+                continue
+            if ia.run_id is not None and run_store.is_descendant_or_self(
+                engine, run_id=ia.run_id, ancestor=run_id
+            ):
+                asked[interaction_id] = ia
+        return run, asked
 
     async def resume_from_state(self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
         """A 2026-07-28 retry: the state was unsealed by the boundary, which also checked it
@@ -276,27 +284,24 @@ class Questions:
             keys = {str(k): str(v) for k, v in keys.items()}
         except (ValueError, KeyError, TypeError, AttributeError):
             raise _invalid("Invalid or expired requestState") from None
+        run, asked = await run_db(self._asked_in, run_id, list(keys.values()))
+        # Defence in depth: the state must name questions of a run this party owns.
+        if (
+            run is None
+            or any(interaction_id not in asked for interaction_id in keys.values())
+            or run.project_id != b.catalog.project.id
+            or not party(b).owns(run.account_id)
+        ):
+            raise _invalid("Invalid or expired requestState")
         responses = params.input_responses or {}
         answers: list[tuple[str, str, str, Any]] = []
         for key, interaction_id in keys.items():
-            # Defence in depth: the state must name questions of a run this party owns.
-            run, asked_here = await run_db(self._state_names, run_id, interaction_id)
-            if (
-                run is None
-                or not asked_here
-                or run.project_id != b.catalog.project.id
-                or not party(b).owns(run.account_id)
-            ):
-                raise _invalid("Invalid or expired requestState")
             response = responses.get(key)
             if response is None:
                 continue
             try:
-                ia = await run_db(self.interactions.get, interaction_id)
-                action, content = answer_of(ia, response)
-                await run_db(self.interactions.check_answer, interaction_id, action, content)
-            except NotFound:
-                continue
+                action, content = answer_of(asked[interaction_id], response)
+                self.interactions.check_answer(asked[interaction_id], action, content)
             except InvalidAnswer as exc:
                 raise _invalid(f"{key}: {exc.message}") from None  # nothing of the round recorded
             answers.append((key, interaction_id, action, content))
