@@ -245,7 +245,7 @@ def _gauge(text: str, name: str) -> float:
 
 def test_a_cancelled_question_leaves_no_pending_gauge_or_age_behind(server: LiveServer, key: str) -> None:
     """The run's question is cancelled (the run ends while it waits): it leaves the pending
-    count (asked_at and the question span are freed)."""
+    count (its open question, time and span, is freed)."""
     rpc = Rpc(server, key, tasks=False, elicitation=False, project=PROJECT)
     waiting = rpc.result(rpc.call("asks"))
     run_id = waiting["structuredContent"]["runId"]

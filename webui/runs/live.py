@@ -17,6 +17,15 @@ from webui.store.models import Interaction
 
 
 @dataclass
+class OpenQuestion:
+    """A pending question as the process follows it: when it was asked (monotonic, for the
+    metrics' oldest question) and its span (a no-op when tracing is off)."""
+
+    asked_at: float
+    span: Span
+
+
+@dataclass
 class QuestionRound:
     questions: list[Interaction]
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -34,14 +43,13 @@ class LiveRun:
     # (the worker is answered once, when the last one is).
     rounds: dict[int, QuestionRound] = field(default_factory=dict)
     waiting_on: Interaction | None = None
-    # When each pending question was asked (monotonic), for the metrics' oldest question.
-    asked_at: dict[str, float] = field(default_factory=dict)
+    # Each pending question's asking time and span, by interaction id.
+    open_questions: dict[str, OpenQuestion] = field(default_factory=dict)
     started_at: float = field(default_factory=time.monotonic)
     # Its call became an MCP task: a client follows it with tasks/get.
     followed_as_task: bool = False
-    # Its `steamharness.run` span and its open questions' spans (a no-op when tracing is off).
+    # Its `steamharness.run` span (a no-op when tracing is off).
     span: Span = field(default_factory=lambda: INVALID_SPAN)
-    question_spans: dict[str, Span] = field(default_factory=dict)
     watchers: set[asyncio.Queue[RunUpdate]] = field(default_factory=set)
     terminating: tuple[RunStatus, dict[str, Any]] | None = None
     remaining: float = DEFAULT_TIMEOUT_SECONDS

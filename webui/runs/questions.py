@@ -29,7 +29,7 @@ from webui.observability.metrics import METRICS
 from webui.observability.tracing import TRACER
 from webui.runs.context import INPUT_KEY_RE, bad_input_key
 from webui.runs.control import RunControl
-from webui.runs.live import LiveRun, QuestionRound
+from webui.runs.live import LiveRun, OpenQuestion, QuestionRound
 from webui.runs.messages import reply
 from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
 from webui.store import runs as run_store
@@ -249,12 +249,12 @@ class RunQuestions:
         for row in rows:
             self._schedule_expiry(live, row.id, expires_at)
             live.pending[row.id] = rid
-            live.asked_at[row.id] = asked_at
             METRICS.questions_asked.labels(row.kind).inc()
-            live.question_spans[row.id] = TRACER.start_span(
+            span = TRACER.start_span(
                 "steamharness.question",
                 attributes={"steamharness.question.id": row.id, "steamharness.question.kind": row.kind},
             )
+            live.open_questions[row.id] = OpenQuestion(asked_at, span)
         if together:
             live.rounds[rid] = QuestionRound(rows)
         live.asked = True
@@ -280,11 +280,10 @@ class RunQuestions:
             return
         runs = self.runs
         rid = live.pending.pop(row.id)
-        live.asked_at.pop(row.id, None)
-        span = live.question_spans.pop(row.id, None)
-        if span is not None:
-            span.set_attribute("steamharness.question.outcome", answer.action)
-            span.end()
+        question = live.open_questions.pop(row.id, None)
+        if question is not None:
+            question.span.set_attribute("steamharness.question.outcome", answer.action)
+            question.span.end()
         timer = live.expiry.pop(row.id, None)
         if timer is not None:
             timer.cancel()

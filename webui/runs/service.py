@@ -295,7 +295,7 @@ class RunService:
             held.waiting_for_child += live.status == RunStatus.WAITING_FOR_CHILD
             held.questions += len(live.pending)
             held.tasks += live.followed_as_task
-            oldest = min(oldest, *live.asked_at.values()) if live.asked_at else oldest
+            oldest = min([oldest, *(q.asked_at for q in live.open_questions.values())])
         held.oldest_question_seconds = now - oldest
         return held
 
@@ -453,13 +453,12 @@ class RunService:
             log.exception("run %s: its outcome (%s) could not be recorded", live.run_id, status)
         self.enter(live, status)
         live.waiting_on = None
-        live.asked_at.clear()
         live.outcome = (status, output, error)
         METRICS.run_ended(req.project.id, req.entrypoint.id, status.value, time.monotonic() - live.started_at)
-        for question in live.question_spans.values():
-            question.set_attribute("steamharness.question.outcome", "closed")
-            question.end()
-        live.question_spans.clear()
+        for question in live.open_questions.values():
+            question.span.set_attribute("steamharness.question.outcome", "closed")
+            question.span.end()
+        live.open_questions.clear()
         live.span.set_attribute("steamharness.run.status", status.value)
         if status != RunStatus.SUCCESS:
             live.span.set_status(StatusCode.ERROR, str((error or {}).get("code") or status.value))
