@@ -19,7 +19,7 @@ from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from webui.mcp.binding import current_binding
-from webui.observability.metrics import METRICS, OTHER, error_code_label, method_label
+from webui.observability.metrics import METRICS, OTHER, error_code_label
 
 
 def _tool(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -33,6 +33,12 @@ def _tool(ctx: ServerRequestContext[Any, Any]) -> str:
 
 
 class OperationMetrics(ServerMiddleware[Any]):
+    """`methods`: the request methods the server serves (webui.mcp.operations); any other
+    a client sends is `_other`."""
+
+    def __init__(self, methods: frozenset[str]) -> None:
+        self.methods = methods
+
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         started = time.perf_counter()
         error_type = ""
@@ -58,4 +64,5 @@ class OperationMetrics(ServerMiddleware[Any]):
                 error_type = "tool_error"
             return result
         finally:
-            METRICS.operation(method_label(ctx.method), _tool(ctx), error_type, time.perf_counter() - started)
+            method = ctx.method if ctx.method in self.methods else OTHER
+            METRICS.operation(method, _tool(ctx), error_type, time.perf_counter() - started)

@@ -19,6 +19,7 @@ from webui.mcp.bridge import CallBridge, CallResult
 from webui.mcp.catalog import server_name
 from webui.mcp.logs import set_level
 from webui.mcp.metering import OperationMetrics
+from webui.mcp.operations import served_requests
 from webui.mcp.results import error_result
 from webui.mcp.tasks import TASKS_EXTENSION, TaskParams, Tasks, TaskUpdateParams
 
@@ -172,8 +173,6 @@ def build_server(
     def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return current_binding.get().principal
 
-    if metrics:
-        server.middleware.append(OperationMetrics())
     server.middleware.append(
         RequestStateBoundary(
             RequestStateSecurity(keys=[state_key], ttl=state_ttl, bind_principal=principal),
@@ -183,6 +182,8 @@ def build_server(
     tasks = getattr(bridge, "tasks", None)  # tests may build a server without a bridge
     if tasks is not None:
         _serve_tasks(server, tasks)
+    if metrics:  # beside the SDK's tracing middleware, outside the request-state boundary
+        server.middleware.insert(1, OperationMetrics(frozenset(served_requests(server))))
     return server
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -30,25 +29,6 @@ OTHER = "_other"
 # for a person).
 OPERATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400)
-MCP_METHODS = frozenset(
-    {
-        "initialize",
-        "ping",
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "completion/complete",
-        "logging/setLevel",
-        "tasks/get",
-        "tasks/update",
-        "tasks/cancel",
-    }
-)
 
 
 @dataclass
@@ -249,10 +229,6 @@ class _HeldCollector(Collector):
         yield sessions
 
 
-def method_label(method: str) -> str:
-    return method if method in MCP_METHODS else OTHER
-
-
 # The JSON-RPC and MCP error codes the server answers with; any other (a client's, say) is
 # `_other`, so the label stays bounded.
 KNOWN_ERROR_CODES = frozenset(
@@ -262,10 +238,6 @@ KNOWN_ERROR_CODES = frozenset(
 
 def error_code_label(code: int) -> str:
     return str(code) if code in KNOWN_ERROR_CODES else OTHER
-
-
-def monotonic() -> float:
-    return time.monotonic()
 
 
 METRICS = Metrics()
