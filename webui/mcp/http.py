@@ -69,7 +69,6 @@ CLIENT_FIELD_MAX = 200
 
 
 TRACE_CONTEXT = TraceContextTextMapPropagator()
-MAX_TRACESTATE_CHARS = 512
 
 
 def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
@@ -102,8 +101,6 @@ def _attach_trace_headers(scope: Scope) -> Token[otel_context.Context] | None:
     }
     if "traceparent" not in carrier:
         return None
-    if len(carrier.get("tracestate", "")) > MAX_TRACESTATE_CHARS:
-        del carrier["tracestate"]  # the W3C limit is 32 members; a client's bulk is not carried
     extracted = TRACE_CONTEXT.extract(carrier)
     if not trace.get_current_span(extracted).get_span_context().is_valid:
         return None

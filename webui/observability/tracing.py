@@ -106,7 +106,7 @@ class SanitizingExporter(SpanExporter):
     """Hands `inner` the spans without what may quote a person's or a client's input: status
     descriptions and exception messages are dropped (the status code, `error.type` and the
     exception's type stay), names are cut to MAX_NAME_CHARS, a tracestate over
-    MAX_TRACESTATE_CHARS and any `url.query` are dropped."""
+    MAX_TRACESTATE_CHARS (from a header or a request's `_meta`) is dropped."""
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
@@ -127,12 +127,10 @@ def clean(span: ReadableSpan) -> ReadableSpan:
     context = span.context
     state = context.trace_state if context is not None else None
     big_state = state is not None and len(state.to_header()) > MAX_TRACESTATE_CHARS
-    query = "url.query" in (span.attributes or {})
-    if not (status.description or exceptions or big_state or query or len(span.name) > MAX_NAME_CHARS):
+    if not (status.description or exceptions or big_state or len(span.name) > MAX_NAME_CHARS):
         return span
     if big_state and context is not None:
         context = SpanContext(context.trace_id, context.span_id, context.is_remote, context.trace_flags)
-    attributes = {k: v for k, v in (span.attributes or {}).items() if k != "url.query"}
     events = [
         Event(
             "exception",
@@ -148,7 +146,7 @@ def clean(span: ReadableSpan) -> ReadableSpan:
         context=context,
         parent=span.parent,
         resource=span.resource,
-        attributes=attributes,
+        attributes=span.attributes,
         events=events,
         links=span.links,
         kind=span.kind,
