@@ -8,6 +8,8 @@ nothing about another, and a key never appears in two roles.
 
 from __future__ import annotations
 
+import itertools
+
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -24,17 +26,25 @@ class WeakSecret(ValueError):
     """The secret cannot be the root of the server's keys."""
 
 
+def weakness(raw: str) -> str | None:
+    """Why `raw` cannot be a secret (a key's root, a token), or None when it may: too short,
+    too few distinct characters, or mostly a run of consecutive ones (`abcd…`, `0123…`)."""
+    if len(raw.encode()) < MIN_SECRET_BYTES:
+        return f"too short ({len(raw.encode())} bytes)"
+    if len(set(raw)) < MIN_DISTINCT_CHARS:
+        return f"not random enough (only {len(set(raw))} distinct characters)"
+    if sum(1 for a, b in itertools.pairwise(raw) if abs(ord(b) - ord(a)) == 1) >= len(raw) // 2:
+        return "not random enough (a run of consecutive characters)"
+    return None
+
+
 def check_secret(raw: str) -> str:
     """`raw` if it may serve as the secret key; `WeakSecret` saying why not otherwise."""
-    if len(raw.encode()) < MIN_SECRET_BYTES:
+    reason = weakness(raw)
+    if reason is not None:
         raise WeakSecret(
-            f"STEAMHARNESS_SECRET_KEY is too short ({len(raw.encode())} bytes): use at least"
-            f" {MIN_SECRET_BYTES} random bytes, e.g. {HOW_TO_MAKE}"
-        )
-    if len(set(raw)) < MIN_DISTINCT_CHARS:
-        raise WeakSecret(
-            f"STEAMHARNESS_SECRET_KEY is not random enough (only {len(set(raw))} distinct characters):"
-            f" use {MIN_SECRET_BYTES} random bytes, e.g. {HOW_TO_MAKE}"
+            f"STEAMHARNESS_SECRET_KEY is {reason}: use at least {MIN_SECRET_BYTES} random bytes,"
+            f" e.g. {HOW_TO_MAKE}"
         )
     return raw
 

@@ -7,7 +7,6 @@ tests construct their own with temporary directories.
 from __future__ import annotations
 
 import ipaddress
-import itertools
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -15,15 +14,9 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from webui.secret_keys import check_secret
+from webui.secret_keys import HOW_TO_MAKE, MIN_SECRET_BYTES, check_secret, weakness
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "admin", "test"})
-
-
-def _sequence(raw: str) -> bool:
-    """Whether `raw` is mostly a run of consecutive characters (`abcdef…`, `0123…`)."""
-    steps = sum(1 for a, b in itertools.pairwise(raw) if abs(ord(b) - ord(a)) == 1)
-    return steps >= len(raw) // 2
 
 
 def default_data_dir() -> Path:
@@ -239,11 +232,11 @@ class Settings(BaseSettings):
     def _refuse_weak_metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value():
             return None
-        raw = value.get_secret_value()
-        if len(raw) < 24 or raw.lower() in PLACEHOLDER_SECRETS or len(set(raw)) < 12 or _sequence(raw):
+        reason = weakness(value.get_secret_value())  # the secret key's own rule
+        if reason is not None:
             raise ValueError(
-                "STEAMHARNESS_METRICS_TOKEN is too weak: use at least 24 random characters"
-                " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+                f"STEAMHARNESS_METRICS_TOKEN is too weak ({reason}): use at least {MIN_SECRET_BYTES}"
+                f" random bytes, e.g. {HOW_TO_MAKE}"
             )
         return value
 
