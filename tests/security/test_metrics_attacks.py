@@ -55,6 +55,12 @@ def test_metrics_turned_off_expose_nothing_even_to_the_token(
             assert "steamharness_" not in r.text.replace("STEAMHARNESS_", "")
 
 
+def test_a_wrong_metrics_token_is_audited(server: LiveServer) -> None:
+    assert _get(server, "Bearer wrong-one").status_code in (401, 429)
+    rows = server.query("SELECT event, outcome, details FROM audit_events WHERE event LIKE 'auth.%'")
+    assert any("metrics" in str(r["details"]) and r["outcome"] in ("401", "429") for r in rows), rows
+
+
 def test_an_accounts_api_key_is_no_metrics_token(server: LiveServer) -> None:
     key = server.create_key("not-an-operator")
     r = _get(server, f"Bearer {key}")

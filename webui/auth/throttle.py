@@ -121,6 +121,10 @@ class AuthThrottle:
         # The address keeps its count: one known password must not wash out guesses at others.
         self.login_account.clear(_account(account))
 
+    def bearer_retry_after(self, address: str) -> int | None:
+        """The Retry-After of an address throttled for failed Bearer credentials, else None."""
+        return self.bearer_address.retry_after(address)
+
     def bearer_failed(self, address: str) -> int | None:
         """Records a failed Bearer credential from `address`. Returns the Retry-After to refuse
         it with (429) when the address is already throttled, a failure then not counted; else
