@@ -7,7 +7,7 @@ endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) 
 rest of its `OTEL_EXPORTER_OTLP_*` variables itself, the resource `OTEL_SERVICE_NAME`
 (default `steamharness`) and `OTEL_RESOURCE_ATTRIBUTES`.
 
-What leaves the process is cleaned first (`SanitizingExporter`): no status descriptions and
+What leaves the process is cleaned first (`webui.observability.span_export`): no status descriptions and
 no exception messages (an error may quote an argument or an answer: a validation error
 does), span names and attribute values cut to bounded lengths (a client chooses a tool
 name). A client's `traceparent` is followed but cannot switch the server's sampling off
@@ -27,20 +27,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import Span, SpanContext, Status
+from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
 TRACER = trace.get_tracer("steamharness")
-MAX_NAME_CHARS = 256
 MAX_VALUE_CHARS = 1024
-MAX_TRACESTATE_CHARS = 512
 
 
 def tracing_requested(environ: Mapping[str, str]) -> bool:
@@ -73,6 +69,8 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> Any | None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
+    from webui.observability.span_export import SanitizingExporter
+
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "steamharness"}
     # The SDK reads OTEL_TRACES_SAMPLER itself when no sampler is given; without it, a
     # remote parent's "not sampled" flag does not switch this server's traces off.
@@ -100,58 +98,3 @@ def ids(span: Span) -> dict[str, str] | None:
     if not span.is_recording() or not context.is_valid:
         return None
     return {"traceId": format(context.trace_id, "032x"), "spanId": format(context.span_id, "016x")}
-
-
-class SanitizingExporter(SpanExporter):
-    """Hands `inner` the spans without what may quote a person's or a client's input: status
-    descriptions and exception messages are dropped (the status code, `error.type` and the
-    exception's type stay), names are cut to MAX_NAME_CHARS, a tracestate over
-    MAX_TRACESTATE_CHARS (from a header or a request's `_meta`) is dropped."""
-
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner = inner
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self.inner.export([clean(span) for span in spans])
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
-def clean(span: ReadableSpan) -> ReadableSpan:
-    status = span.status
-    exceptions = any(event.name == "exception" for event in span.events)
-    context = span.context
-    state = context.trace_state if context is not None else None
-    big_state = state is not None and len(state.to_header()) > MAX_TRACESTATE_CHARS
-    if not (status.description or exceptions or big_state or len(span.name) > MAX_NAME_CHARS):
-        return span
-    if big_state and context is not None:
-        context = SpanContext(context.trace_id, context.span_id, context.is_remote, context.trace_flags)
-    events = [
-        Event(
-            "exception",
-            {"exception.type": str((event.attributes or {}).get("exception.type", ""))[:MAX_NAME_CHARS]},
-            event.timestamp,
-        )
-        if event.name == "exception"
-        else event
-        for event in span.events
-    ]
-    return ReadableSpan(
-        name=span.name[:MAX_NAME_CHARS],
-        context=context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=span.attributes,
-        events=events,
-        links=span.links,
-        kind=span.kind,
-        status=Status(status.status_code),
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
