@@ -110,6 +110,8 @@ async def test_a_lost_sending_connection_makes_the_others_resync(
     pair: tuple[EventHub, EventHub], pg_server: PgServer
 ) -> None:
     a, b = pair
+    # start() waits for the listening connection only; the sending one may still be connecting.
+    await until(lambda: relay_of(a).sender_pid is not None)
     sender = relay_of(a).sender_pid
     assert sender is not None
     pg_server.terminate(sender)
