@@ -40,6 +40,7 @@ from webui.auth.ui import UiAuth
 from webui.blocking import run_db, unavailable
 from webui.errors import InvalidRequest, SteamharnessError, StoreUnavailable
 from webui.host.service import HostService
+from webui.insights.sampler import PoolSampler
 from webui.mcp.bridge import CallBridge
 from webui.mcp.event_store import BoundedEventStore
 from webui.mcp.http import McpGateway
@@ -66,6 +67,7 @@ from webui.web import (
     configs_api,
     conversations,
     host_pages,
+    insights_page,
     keys,
     knowledge_api,
     knowledge_page,
@@ -297,6 +299,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
             held = functools.partial(_held, services.runs, gateway)
             async with METRICS.holding(held), manager.run(), host.running(), anyio.create_task_group() as tg:
                 gateway.sessions.run_background(tg)
+                # The worker pool per minute, for the insights page (webui.insights.sampler).
+                tg.start_soon(PoolSampler(services.engine, replica_id=replica_id, held=held).run)
                 try:
                     async with page_calls(app, services.engine, services.audit, host):
                         # Everything loaded at start-up is long-lived: keep full collections from
@@ -347,6 +351,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.include_router(config_page.router)
     app.include_router(knowledge_page.router)
     app.include_router(runs_pages.router)
+    app.include_router(insights_page.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
     app.include_router(metrics_route.router)

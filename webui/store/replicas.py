@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from webui.store import insights
 from webui.store.models import McpSession, Replica, Run, RunEvent, utcnow
 from webui.store.runs import ACTIVE_STATUSES
 
@@ -100,12 +101,17 @@ def interrupt_runs(
     another replica); None: unconditionally (the replica itself, restarting)."""
     with engine.connect() as conn:
         candidates = conn.execute(
-            select(_RUNS.c.id, _RUNS.c.project_id).where(
-                _RUNS.c.replica_id == replica_id, _RUNS.c.status.in_(ACTIVE_STATUSES)
-            )
+            select(
+                _RUNS.c.id,
+                _RUNS.c.project_id,
+                _RUNS.c.entrypoint_id,
+                _RUNS.c.entrypoint_title,
+                _RUNS.c.created_at,
+            ).where(_RUNS.c.replica_id == replica_id, _RUNS.c.status.in_(ACTIVE_STATUSES))
         ).all()
     done: list[str] = []
-    for run_id, project_id in candidates:
+    for run in candidates:
+        run_id, project_id = run.id, run.project_id
         conditions = [
             _RUNS.c.id == run_id,
             _RUNS.c.replica_id == replica_id,
@@ -113,14 +119,16 @@ def interrupt_runs(
         ]
         if lapsed_before is not None:
             conditions.append(_lease_gone(replica_id, lapsed_before))
+        finished_at = utcnow()
         with engine.begin() as conn:
             changed = conn.execute(
                 update(_RUNS)
                 .where(and_(*conditions))
-                .values(status="failed", error=error, finished_at=utcnow())
+                .values(status="failed", error=error, finished_at=finished_at)
             ).rowcount
             if not changed:
                 continue
+            insights.add_ended(conn, insights.ended_of(run, "failed", finished_at))
             conn.execute(
                 insert(_EVENTS).values(
                     run_id=run_id, kind="state", text="failed", data={"reason": "interrupted"}

@@ -13,6 +13,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
+from webui.store import insights
 from webui.store.db import storable_text
 from webui.store.models import Interaction, Run, RunEvent, utcnow
 from webui.store.statuses import (  # noqa: F401  (the queries' status sets, named here too)
@@ -125,7 +126,15 @@ def _update(
         audit(conn)
 
 
-_RUN_STATE = sa_select(_RUNS.c.status, _RUNS.c.error).where(_RUNS.c.id == bindparam("_run_id"))
+_RUN_STATE = sa_select(
+    _RUNS.c.status,
+    _RUNS.c.error,
+    _RUNS.c.project_id,
+    _RUNS.c.entrypoint_id,
+    _RUNS.c.entrypoint_title,
+    _RUNS.c.created_at,
+    _RUNS.c.finished_at,
+).where(_RUNS.c.id == bindparam("_run_id"))
 
 
 def finish_run(
@@ -140,12 +149,20 @@ def finish_run(
 ) -> bool:
     """A run's outcome: as `update_run`, in one transaction with the read of its status
     and error, written only if `may_replace(status, error)` (an outcome already recorded
-    is kept). False when the run is gone or kept its outcome."""
+    is kept). False when the run is gone or kept its outcome.
+
+    A final status is added to the run's tool's rollups (webui.store.insights) in the same
+    transaction; an outcome it replaces (an `interrupted` one) is taken out of them."""
     with engine.begin() as conn:
         row = conn.execute(_RUN_STATE, {"_run_id": run_id}).first()
         if row is None or not may_replace(str(row.status), row.error):
             return False
         _update(conn, run_id, event_text, source, audit, changes)
+        status, finished_at = str(changes.get("status", row.status)), changes.get("finished_at")
+        if status in FINAL_STATUSES and finished_at is not None:
+            if row.status in FINAL_STATUSES and row.finished_at is not None:
+                insights.add_ended(conn, insights.ended_of(row, str(row.status), row.finished_at), sign=-1)
+            insights.add_ended(conn, insights.ended_of(row, status, finished_at))
     return True
 
 
@@ -256,6 +273,7 @@ def interrupt_orphans(engine: Engine, *, alive: Callable[[str], bool] = owner_al
             run.finished_at = utcnow()
             s.add(run)
             s.add(RunEvent(run_id=run.id, kind="state", text="failed", data={"reason": "interrupted"}))
+            insights.add_ended(s.connection(), insights.ended_of(run, "failed", run.finished_at))
             interrupted.append(run.id)
         s.commit()
     return interrupted

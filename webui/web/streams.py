@@ -75,8 +75,12 @@ class SharedWork:
 class StreamSlots:
     """Open streams per account, capped at `limit` (thread-safe: routes run in threads)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(
+        self, limit: int, *, what: str = "conversation streams", close: str = "Conversations"
+    ) -> None:
         self.limit = limit
+        self.what = what  # named in the refusal, with the page whose tabs hold them
+        self.close = close
         self._open: dict[int, int] = {}
         self._lock = threading.Lock()
 
@@ -90,8 +94,8 @@ class StreamSlots:
             count = self._open.get(account_id, 0)
             if count >= self.limit:
                 raise TooManyStreams(
-                    f"this account already has {count} live conversation streams open (the limit is"
-                    f" {self.limit}); close a tab or window showing Conversations and reload this one"
+                    f"this account already has {count} live {self.what} open (the limit is"
+                    f" {self.limit}); close a tab or window showing {self.close} and reload this one"
                 )
             self._open[account_id] = count + 1
         released = False

@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HEAD = "0007_run_trace"
+HEAD = "0008_insights"
 BASELINE = "0001_baseline"
 SCRIPT_DIR = Path(__file__).resolve().parent
