@@ -154,7 +154,11 @@ class InsightsFeed:
 
 
 def _feed(request: Request, services: Any) -> InsightsFeed:
-    state = request.app.state
+    return feed_of(request.app.state, services)
+
+
+def feed_of(state: Any, services: Any) -> InsightsFeed:
+    """The app's feed (made at first use; it holds no resources to tear down)."""
     feed: InsightsFeed | None = getattr(state, "insights_feed", None)
     if feed is None:
         env = state.templates.env

@@ -1,0 +1,279 @@
+"""Attacks on the insights page and its live stream: strangers get nothing; a member never
+sees another project's tools, questions or pool (whatever `project=` she sends); hostile
+tool, project and question titles reach the HTML escaped, in the page and in the stream's
+bodies; oversized or odd query strings are refused; a flood of hub events costs one read
+per settle interval, not one per event; a stream whose login ends or whose projects change
+follows at its next re-check; a hostile title is stored bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import Session
+
+from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, engine, prepare, rendered, running
+from webui.auth.ui import UiUser
+from webui.events import EventHub
+from webui.store import insights as insight_store
+from webui.store.insights import Ended
+from webui.store.models import RUN_ROLLUPS, Interaction, Run, utcnow
+from webui.web import insights_page
+from webui.web.insights_page import InsightsFeed, Scope, insights_stream, scope_of
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    '"><img src=x onerror=alert(1)>',
+    "{{7*7}}",
+    '<div hx-get="/api/evil" hx-trigger="load">x</div>',
+    "' hx-post='/evil",
+    "</title><svg onload=alert(1)>",
+]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[Web]:
+    with running(prepare(tmp_path / "data")) as own:
+        yield own
+
+
+def assert_inert(html: str) -> None:
+    assert "<script>alert" not in html
+    assert "<img src=x" not in html and "onerror=alert(1)>" not in html
+    assert 'hx-get="/api/evil"' not in html and "hx-post='/evil" not in html
+    assert "<svg onload" not in html and "49" not in html.split("{{7*7}}")[0][-3:]
+
+
+def ended(web: Web, project: str, tool: str, title: str, status: str = "success") -> None:
+    finished = utcnow() - timedelta(seconds=30)
+    with engine(web).begin() as conn:
+        insight_store.add_ended(
+            conn, Ended(project, tool, title, finished - timedelta(seconds=1), finished, status)
+        )
+
+
+def waiting_question(web: Web, project: str, title: str, run_title: str) -> None:
+    with Session(engine(web)) as s:
+        s.add(
+            Run(
+                id=f"r-{project}",
+                project_id=project,
+                entrypoint_id="t",
+                entrypoint_title=run_title,
+                status="waiting_for_input",
+            )
+        )
+        s.flush()  # the run before its question (the foreign key)
+        s.add(
+            Interaction(
+                id=f"q-{project}", run_id=f"r-{project}", kind="form", title=title, requested_schema={}
+            )
+        )
+        s.commit()
+
+
+def test_strangers_get_the_login_page_and_no_figures(app: Web) -> None:
+    ended(app, HELLO, "greet", "Secret tool")
+    for path in ("/insights", "/insights?window=week", "/insights/stream"):
+        r = app.client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login?next="), path
+        assert "Secret tool" not in r.text
+    r = app.client.get("/insights/stream", headers={"HX-Request": "true"}, follow_redirects=False)
+    assert r.status_code == 401 and "Secret tool" not in r.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        f"?project={LEDGER}",
+        f"?project={LEDGER}&project={HELLO}",
+        f"?project={HELLO}&project={LEDGER}",
+        "?project=%25",
+        "?project=' OR '1'='1",
+        f"?project={LEDGER.upper()}",
+        f"?project=+{LEDGER}",
+    ],
+    ids=["other", "other-then-own", "own-then-other", "like", "quote", "upper", "spaced"],
+)
+def test_a_member_never_sees_another_projects_tools_questions_or_pool(app: Web, query: str) -> None:
+    ended(app, LEDGER, "post_entry", "Ledger secret tool", "failed")
+    waiting_question(app, LEDGER, "Ledger secret question", "Ledger run")
+    app.login(*USER)  # HELLO and INTERACTIVE only
+    r = app.client.get(f"/insights{query}")
+    assert r.status_code == 200
+    insights = rendered(r).context["insights"]
+    assert all(t.project_id != LEDGER for t in insights.tools)
+    assert insights.questions == 0 and insights.pool is None
+    assert "Ledger secret" not in r.text and "insights-pool" not in r.text
+
+
+@pytest.mark.parametrize("evil", HOSTILE)
+def test_hostile_titles_are_escaped_in_the_page(app: Web, evil: str) -> None:
+    ended(app, HELLO, "evil", evil, "failed")
+    waiting_question(app, HELLO, evil, evil)
+    app.login(*ADMIN)
+    r = app.client.get("/insights")
+    html = r.text
+    assert_inert(html)
+    insights = rendered(r).context["insights"]
+    assert [t.title for t in insights.tools] == [evil]
+    assert insights.waiting[0].title == evil
+    # Nothing of it lands inside a tag: the SVG titles and table cells carry it as text.
+    assert html.count("&lt;") >= 2 or "<" not in evil
+
+
+async def _bodies(app: Web, scope: Scope, user: UiUser, count: int) -> list[str]:
+    state = app.client.app.state  # type: ignore[attr-defined]
+    feed = insights_page.feed_of(state, state.services)
+    out: list[str] = []
+    gen = insights_stream(feed, state.services.hub, user, scope, lambda: user)
+    try:
+        async for event in gen:
+            out.append(str(event.data))
+            if len(out) >= count:
+                break
+    finally:
+        await gen.aclose()
+    return out
+
+
+@pytest.mark.parametrize("evil", HOSTILE[:3])
+def test_hostile_titles_are_escaped_in_the_streams_bodies(app: Web, evil: str) -> None:
+    ended(app, HELLO, "evil", evil)
+    user = UiUser(1, ADMIN[0], True, 1, "csrf", None)
+    scope = scope_of(user, "hour", "")
+    assert app.client.portal is not None
+    [body] = app.client.portal.call(_bodies, app, scope, user, 1)
+    assert_inert(body)
+    assert "&lt;" in body or "<" not in evil
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?window=year",
+        "?window=HOUR",
+        "?window=hour%00",
+        f"?project={'x' * 101}",
+        "?window[]=hour",
+        f"?window={'w' * 10_000}",
+    ],
+    ids=["unknown", "case", "nul", "long-project", "array", "long-window"],
+)
+def test_odd_query_strings_are_refused(app: Web, query: str) -> None:
+    app.login(*ADMIN)
+    if query == "?window[]=hour":  # an unknown parameter is ignored: the default window
+        assert app.client.get(f"/insights{query}").status_code == 200
+        return
+    for path in ("/insights", "/insights/stream"):
+        r = app.client.get(f"{path}{query}")
+        assert r.status_code == 422, (path, query, r.status_code)
+
+
+def test_a_flood_of_events_costs_one_read_per_settle_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[Scope] = []
+
+    def render(scope: Scope) -> str:
+        reads.append(scope)
+        return f"<div>{len(reads)}</div>"
+
+    monkeypatch.setattr(insights_page, "SETTLE_SECONDS", 0.2)
+    user = UiUser(1, "ann", False, 1, "c", frozenset({HELLO}))
+    scope = scope_of(user, "hour", "")
+
+    async def main(events: int) -> list[str]:
+        hub = EventHub(queue_size=1000)
+        await hub.start()
+        feed = InsightsFeed(render)
+        got: list[str] = []
+        gen = insights_stream(feed, hub, user, scope, lambda: user)
+        try:
+            got.append(str((await anext(gen)).data))
+            for i in range(events):
+                hub.publish("runs", "status", runId=f"r{i}", projectId=HELLO, status="success")
+            with contextlib.suppress(StopAsyncIteration):
+                got.append(str((await asyncio.wait_for(anext(gen), 30)).data))
+        finally:
+            await gen.aclose()
+            await hub.close()
+        return got
+
+    assert len(asyncio.run(main(900))) == 2
+    assert len(reads) == 2  # the first body, then one for all 900 events
+    # More than the subscription holds: it ends as lagged (the browser reconnects), no read.
+    assert len(asyncio.run(main(5_000))) == 1
+    assert len(reads) == 3
+
+
+def test_events_of_other_projects_do_not_wake_a_members_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+    monkeypatch.setattr(insights_page, "REFRESH_SECONDS", 30.0)
+    user = UiUser(1, "ann", False, 1, "c", frozenset({HELLO}))
+    scope = scope_of(user, "hour", "")
+
+    async def main() -> bool:
+        hub = EventHub()
+        await hub.start()
+        feed = InsightsFeed(lambda s: (reads.append(1), f"<p>{len(reads)}</p>")[1])
+        gen = insights_stream(feed, hub, user, scope, lambda: user)
+        try:
+            await anext(gen)
+            for i in range(50):
+                hub.publish("runs", "status", runId=f"r{i}", projectId=LEDGER, status="failed")
+            try:
+                await asyncio.wait_for(anext(gen), 1.5)
+            except TimeoutError:
+                return False
+            return True
+        finally:
+            await gen.aclose()
+            await hub.close()
+
+    assert asyncio.run(main()) is False
+    assert reads == [1]
+
+
+def test_a_stream_ends_when_its_login_ends_and_follows_lost_projects(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(insights_page, "RECHECK_LOGIN_SECONDS", 0.0)
+    monkeypatch.setattr(insights_page, "REFRESH_SECONDS", 0.1)
+    seen: list[frozenset[str] | None] = []
+    user = UiUser(1, "ann", False, 1, "c", frozenset({HELLO, LEDGER}))
+    answers: list[UiUser | None] = [UiUser(1, "ann", False, 1, "c", frozenset({HELLO})), None]
+
+    def render(scope: Scope) -> str:
+        seen.append(scope.project_ids)
+        return f"<p>{len(seen)}</p>"
+
+    async def main() -> int:
+        hub = EventHub()
+        await hub.start()
+        sent = 0
+        try:
+            async for _ in insights_stream(
+                InsightsFeed(render), hub, user, scope_of(user, "hour", ""), answers.pop
+            ):
+                sent += 1
+                if sent > 10:
+                    break
+        finally:
+            await hub.close()
+        return sent
+
+    answers.reverse()  # pop(): first the narrowed login, then none
+    monkeypatch.setattr(insights_page, "FRESH_SECONDS", 0.0)
+    sent = asyncio.run(main())
+    assert sent <= 3
+    assert seen[0] == frozenset({HELLO, LEDGER})
+    assert seen[-1] == frozenset({HELLO})  # re-read for what she may still use, then ended
+
+
+def test_a_huge_title_is_stored_bounded(app: Web) -> None:
+    ended(app, HELLO, "big", "T" * 100_000)
+    with engine(app).connect() as conn:
+        titles = [r.title for r in conn.execute(select(RUN_ROLLUPS.c.title))]
+    assert titles and all(len(t) <= insight_store.TITLE_CHARS for t in titles)
