@@ -18,7 +18,7 @@ from sqlmodel import Session
 from webui.store import insights
 from webui.store import runs as run_store
 from webui.store.db import make_engine, sqlite_url
-from webui.store.insights import HOUR, MINUTE, Sums
+from webui.store.insights import HALF_HOUR, MINUTE, Sums
 from webui.store.models import DURATION_BOUNDS_MS, DURATION_COLUMNS, RUN_ROLLUPS, Interaction, Run, utcnow
 from webui.store.replicas import interrupt_runs
 from webui.store.schema import alembic_config
@@ -59,7 +59,7 @@ def test_an_outcome_is_summed_once_per_minute_and_hour_with_its_bucket(engine: E
     assert finish(engine, "r3", "timeout")
     assert not finish(engine, "r1", "failed")  # an outcome already recorded is kept: not counted again
     start = int(NOW.timestamp())
-    for period in (MINUTE, HOUR):
+    for period in (MINUTE, HALF_HOUR):
         by_tool = {r["entrypoint_id"]: r for r in rollups(engine, period)}
         assert set(by_tool) == {"t", "u"}
         t = by_tool["t"]
@@ -147,7 +147,7 @@ def test_old_rows_are_pruned_and_pool_samples_keep_the_minutes_highest(engine: E
         engine, replica_id="r", start_s=minute - 9 * 86_400, slots=4, busy=1, queued=0, waiting=0
     )
     assert insights.prune(engine, now_s=now_s) == 2  # the old minute row and the old sample
-    assert len(rollups(engine, MINUTE)) == 1 and len(rollups(engine, HOUR)) == 2
+    assert len(rollups(engine, MINUTE)) == 1 and len(rollups(engine, HALF_HOUR)) == 2
     [point] = insights.read_pool(engine, since_s=minute - 3600, step_s=60)
     assert (point.slots, point.busy, point.queued, point.waiting) == (4, 3, 5, 1)
     insights.add_pool_sample(engine, replica_id="s", start_s=minute, slots=2, busy=2, queued=1, waiting=0)
@@ -216,7 +216,7 @@ def test_the_migration_backfills_the_runs_that_ended_before_it(tmp_path: Path) -
     with engine.connect() as conn:
         command.upgrade(alembic_config(conn), "head")
         conn.commit()
-    minutes, hours = rollups(engine, MINUTE), rollups(engine, HOUR)
+    minutes, hours = rollups(engine, MINUTE), rollups(engine, HALF_HOUR)
     assert sum(r["calls"] for r in minutes) == 2  # the last two days
     assert sum(r["failures"] for r in minutes) == 1
     assert sum(r["calls"] for r in hours) == 3  # the last eight days

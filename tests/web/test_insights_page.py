@@ -131,3 +131,12 @@ def test_a_real_question_waiting_is_listed_with_its_run_and_a_real_outcome_is_su
     after: view.Insights = rendered(web.client.get("/insights")).context["insights"]
     assert after.questions == 0
     assert [(t.entrypoint_id, t.calls, t.failures) for t in after.tools] == [("plan_trip", 1, 0)]
+
+
+def test_a_window_covers_its_whole_span_and_a_renamed_tool_shows_its_new_title(web: Web) -> None:
+    ended(web, HELLO, "greet", "Old title", ago_s=24 * 3600 - 15 * 60)  # just inside the day
+    ended(web, HELLO, "greet", "New title", ago_s=60)
+    ended(web, HELLO, "greet", "Older", ago_s=24 * 3600 + 45 * 60)  # outside it
+    web.login(*ADMIN)
+    greet = tools_of(web.client.get("/insights?window=day"))["greet"]
+    assert greet.calls == 2 and greet.title == "New title"

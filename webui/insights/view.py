@@ -4,7 +4,7 @@ worker pool over time; and the charts' geometry (numbers only: the template draw
 and escapes every text, tool titles included).
 
 Reads are bounded by the window, never by the number of runs: the hour reads one minute
-row per tool per minute, the day 1,440 minute rows per tool, the week 168 hour rows."""
+row per tool per minute, the day 48 half-hour rows per tool, the week 336."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from webui.observability.metrics import Held
 from webui.store import insights as store
-from webui.store.insights import HOUR, MINUTE, PoolPoint, QuestionsWaiting, Sums, ToolSums
+from webui.store.insights import HALF_HOUR, MINUTE, PoolPoint, QuestionsWaiting, Sums, ToolSums
 from webui.store.models import DURATION_BOUNDS_MS
 
 
@@ -36,8 +36,8 @@ class Window:
 
 WINDOWS: dict[str, Window] = {
     "hour": Window("hour", "Last hour", MINUTE, 60, 60),
-    "day": Window("day", "Last 24 hours", MINUTE, 1800, 48),
-    "week": Window("week", "Last 7 days", HOUR, 4 * 3600, 42),
+    "day": Window("day", "Last 24 hours", HALF_HOUR, 1800, 48),
+    "week": Window("week", "Last 7 days", HALF_HOUR, 4 * 3600, 42),
 }
 CHARTED_TOOLS = 12  # tools with a chart of their own (the busiest); the table lists all
 LISTED_TOOLS = 200
@@ -235,7 +235,10 @@ def build(
     worker pool: `pool_now` is this replica's, and the pool over time is every replica's)."""
     now_s = int(time.time()) if now_s is None else now_s
     starts = point_starts(window, now_s)
-    since = starts[0]
+    # The totals cover the whole span (to a period): the oldest point's earlier part, which
+    # the charts start after, is counted too.
+    since = now_s - window.span_s
+    since -= since % window.period_s
     tools = store.read_tools(
         engine, period_s=window.period_s, since_s=since, step_s=window.step_s, project_ids=project_ids
     )

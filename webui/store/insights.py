@@ -1,13 +1,13 @@
-"""The insights page's store: runs summed per tool per minute and per hour (`run_rollups`),
+"""The insights page's store: runs summed per tool per minute and per half hour (`run_rollups`),
 each replica's worker pool per minute (`pool_samples`), and the reads over them.
 
 A run is added to its tool's rollups in the transaction that records its outcome
 (`webui.store.runs.finish_run`, and the interrupted-run sweeps), so the sums never count a
 run twice or miss one: an outcome that replaces an `interrupted` one takes the old one out
 first. Reading a window reads at most one row per tool per point (60 for the hour, 1,440
-minute rows for the day, 168 hour rows for the week), however many runs there were.
+half-hour rows for the day, 336 for the week), however many runs there were.
 
-Minute rows are kept for `KEEP_MINUTES_S`, hour rows and pool samples for `KEEP_HOURS_S`
+Minute rows are kept for `KEEP_MINUTES_S`, half-hour rows and pool samples for `KEEP_HALF_HOURS_S`
 (`prune`, from the server's background loop)."""
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from webui.store.models import (
     as_utc,
 )
 
-MINUTE, HOUR = 60, 3600
-PERIODS = (MINUTE, HOUR)
+MINUTE, HALF_HOUR = 60, 1800
+PERIODS = (MINUTE, HALF_HOUR)
 KEEP_MINUTES_S = 2 * 86_400
-KEEP_HOURS_S = 8 * 86_400
+KEEP_HALF_HOURS_S = 8 * 86_400
 FAILED = frozenset({"failed", "timeout"})
 TITLE_CHARS = 200  # a tool title kept in a rollup row
 
@@ -66,7 +66,7 @@ class Ended:
 
 
 def add_ended(conn: Connection, ended: Ended, *, sign: int = 1) -> None:
-    """Add (sign 1) or take out (-1) one ended run to its tool's minute and hour rows, in
+    """Add (sign 1) or take out (-1) one ended run to its tool's minute and half-hour rows, in
     `conn`'s transaction."""
     at = int(as_utc(ended.finished_at).timestamp())
     duration = ended.duration_ms
@@ -139,9 +139,9 @@ def prune(engine: Engine, *, now_s: int) -> int:
             RUN_ROLLUPS.delete().where(and_(r.period_s == MINUTE, r.start_s < now_s - KEEP_MINUTES_S))
         ).rowcount
         dropped += conn.execute(
-            RUN_ROLLUPS.delete().where(and_(r.period_s == HOUR, r.start_s < now_s - KEEP_HOURS_S))
+            RUN_ROLLUPS.delete().where(and_(r.period_s == HALF_HOUR, r.start_s < now_s - KEEP_HALF_HOURS_S))
         ).rowcount
-        dropped += conn.execute(POOL_SAMPLES.delete().where(p.start_s < now_s - KEEP_HOURS_S)).rowcount
+        dropped += conn.execute(POOL_SAMPLES.delete().where(p.start_s < now_s - KEEP_HALF_HOURS_S)).rowcount
     return dropped
 
 
@@ -218,6 +218,8 @@ def read_tools(
             tool = tools.get((project_id, entrypoint_id))
             if tool is None:
                 tool = tools[(project_id, entrypoint_id)] = ToolSums(project_id, entrypoint_id, str(title))
+            elif int(at) > max(tool.points):
+                tool.title = str(title)  # the newest point's: a renamed tool shows its new title
             counts = [int(n or 0) for n in buckets]
             sums = tool.points.setdefault(int(at), Sums())
             sums.add(int(calls or 0), int(failures or 0), int(duration or 0), counts)

@@ -505,7 +505,7 @@ DURATION_BOUNDS_MS = (
 )
 DURATION_COLUMNS = tuple(f"d{i}" for i in range(len(DURATION_BOUNDS_MS) + 1))
 
-# Runs that ended, summed per tool and per minute (`period_s` 60) and per hour (3600), from
+# Runs that ended, summed per tool and per minute (`period_s` 60) and per half hour (1800), from
 # creation to end (queue and waits included), written in the transaction that records each
 # outcome (webui.store.insights). The insights page reads these, never the runs themselves.
 RUN_ROLLUPS = Table(

@@ -1,4 +1,4 @@
-"""The insights page: runs summed per tool per minute and per hour (`run_rollups`), each
+"""The insights page: runs summed per tool per minute and per half hour (`run_rollups`), each
 replica's worker pool per minute (`pool_samples`); the runs that ended within the rollups'
 keeping times are summed in
 
@@ -24,7 +24,7 @@ BIG_INT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 # Frozen here as they were at this revision (webui.store.models may move on).
 BOUNDS_MS = (10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000)
 BUCKETS = tuple(f"d{i}" for i in range(len(BOUNDS_MS) + 1))
-PERIODS = ((60, 2 * 86_400), (3600, 8 * 86_400))  # (period, kept for)
+PERIODS = ((60, 2 * 86_400), (1800, 8 * 86_400))  # (period, kept for)
 FINAL = ("success", "failed", "cancelled", "timeout")
 FAILED = ("failed", "timeout")
 BATCH = 5_000
