@@ -217,6 +217,13 @@ class Insights:
     pool_now: Held | None = None
 
 
+def window_since(window: Window, now_s: int) -> int:
+    """Where a window's totals start: its whole span back from now (to a rollup period), so
+    the oldest point's earlier part, which the charts start after, is counted too."""
+    since = now_s - window.span_s
+    return since - since % window.period_s
+
+
 def point_starts(window: Window, now_s: int) -> list[int]:
     last = now_s - now_s % window.step_s
     return [last - (window.points - 1 - i) * window.step_s for i in range(window.points)]
@@ -235,10 +242,7 @@ def build(
     worker pool: `pool_now` is this replica's, and the pool over time is every replica's)."""
     now_s = int(time.time()) if now_s is None else now_s
     starts = point_starts(window, now_s)
-    # The totals cover the whole span (to a period): the oldest point's earlier part, which
-    # the charts start after, is counted too.
-    since = now_s - window.span_s
-    since -= since % window.period_s
+    since = window_since(window, now_s)
     tools = store.read_tools(
         engine, period_s=window.period_s, since_s=since, step_s=window.step_s, project_ids=project_ids
     )
