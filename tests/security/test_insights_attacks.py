@@ -270,3 +270,46 @@ def test_a_huge_title_is_stored_bounded(app: Web) -> None:
     with engine(app).connect() as conn:
         titles = [r.title for r in conn.execute(select(RUN_ROLLUPS.c.title))]
     assert titles and all(len(t) <= insight_store.TITLE_CHARS for t in titles)
+
+
+def test_odd_rows_never_break_the_page(app: Web) -> None:
+    """A rollup of a project that is not registered (shown by its id, to administrators
+    only), a run that ends before it was created (its duration is 0, never negative), and
+    2,000 tools (the table lists 200, 12 get charts): the page renders, bounded."""
+    ended(app, "gone-project", "t", "Orphan tool", "failed")
+    with Session(engine(app)) as s:
+        s.add(
+            Run(
+                id="backwards",
+                project_id=HELLO,
+                entrypoint_id="b",
+                entrypoint_title="Backwards",
+                status="running",
+                created_at=utcnow() + timedelta(minutes=5),
+            )
+        )
+        s.commit()
+    from webui.store import runs as run_store
+
+    assert run_store.finish_run(
+        engine(app), run_id="backwards", may_replace=lambda *_: True, status="success", finished_at=utcnow()
+    )
+    for i in range(2_000):
+        ended(app, HELLO, f"bulk{i}", f"Bulk {i}")
+    app.login(*ADMIN)
+    r = app.client.get("/insights?window=week")
+    assert r.status_code == 200
+    insights = rendered(r).context["insights"]
+    assert len(insights.tools) == 200 and insights.more_tools == 2_002 - 200
+    assert sum(1 for t in insights.tools if t.chart is not None) == 12
+    with engine(app).connect() as conn:
+        durations = [
+            row.duration_ms
+            for row in conn.execute(select(RUN_ROLLUPS).where(RUN_ROLLUPS.c.entrypoint_id == "b"))
+        ]
+    assert durations and all(d == 0 for d in durations)
+    assert len(r.content) < 2_000_000
+    app.client.cookies.clear()
+    app.login(*USER)
+    member = app.client.get("/insights?window=week&project=gone-project")
+    assert "Orphan tool" not in member.text and rendered(member).context["insights"].tools == []
