@@ -231,6 +231,44 @@ def test_a_tasks_questions_carry_their_keys_and_are_answered_by_key_or_id(
     assert rpc.until(task_id, "completed")["result"]["content"][0]["text"] == "K, I"
 
 
+def test_a_key_names_one_question_over_a_tasks_life_so_a_handler_asking_under_it_again_gets_its_id(
+    server: LiveServer, key: str
+) -> None:
+    rpc = Rpc(server, key)
+    task_id = rpc.result(rpc.call("same_key_twice"))["taskId"]
+    run_id = task_id.rpartition(".")[0]
+    first = rpc.until(task_id, "input_required")["inputRequests"]
+    assert list(first) == ["step"]
+    assert rpc.result(rpc.task("tasks/update", task_id, inputResponses={"step": _accept(name="one")})) == {
+        "resultType": "complete"
+    }
+    # The second question, asked under `step` too, is the task's by its id: the key was spent.
+    deadline = time.monotonic() + WAIT
+    while True:
+        pending = server.query(
+            "SELECT id, input_key FROM interactions WHERE run_id = :r AND status = 'pending'", r=run_id
+        )
+        if pending:
+            break
+        assert time.monotonic() < deadline, "the second question was never asked"
+        time.sleep(POLL)
+    [second] = pending
+    assert second["input_key"] == "step"  # stored as the handler named it (a round would use it)
+    got = rpc.until(task_id, "input_required")
+    assert list(got["inputRequests"]) == [second["id"]]
+    assert got["inputRequests"][second["id"]]["params"]["message"] == "Step 2"
+    # A response under the spent key is ignored, as the extension says: the task still waits.
+    assert rpc.result(rpc.task("tasks/update", task_id, inputResponses={"step": _accept(name="stale")})) == {
+        "resultType": "complete"
+    }
+    assert [
+        r["status"] for r in server.query("SELECT status FROM interactions WHERE id = :i", i=second["id"])
+    ] == ["pending"]
+    assert list(rpc.until(task_id, "input_required")["inputRequests"]) == [second["id"]]
+    rpc.task("tasks/update", task_id, inputResponses={second["id"]: _accept(name="two")})
+    assert rpc.until(task_id, "completed")["result"]["content"][0]["text"] == "one then two"
+
+
 @pytest.mark.parametrize("bad", ["", "has space", "x" * 65, 'quote"d', "ünï"])
 def test_an_invalid_key_fails_the_run_at_the_handlers_call_and_says_why(
     server: LiveServer, key: str, bad: str

@@ -146,3 +146,34 @@ def test_an_expired_question_is_closed_in_the_session_that_read_it(engine: Engin
         interaction_store.mark_closed(s, found.interaction, reason="expired")
     got = interaction_store.get_interaction(engine, interaction_id="i1")
     assert got is not None and (got.status, got.close_reason) == ("closed", "expired")
+
+
+def test_a_task_view_names_the_pending_questions_whose_key_an_earlier_one_of_the_run_spent(
+    engine: Engine,
+) -> None:
+    from webui.store import runs as run_store
+
+    add_run(engine, "r1")
+    add_run(engine, "r2")
+    with Session(engine) as s:
+        s.add(Run(id="child", project_id="p1", entrypoint_id="e", entrypoint_title="E", parent_run_id="r1"))
+        s.commit()
+        for ia in (
+            question("spent", run_id="r1", minutes=0, input_key="step", status="answered"),
+            question("closed", run_id="r1", minutes=1, input_key="gone", status="closed"),
+            question("again", run_id="r1", minutes=2, input_key="step"),  # reuses an answered key
+            question("again2", run_id="r1", minutes=3, input_key="gone"),  # reuses a closed one's
+            question("fresh", run_id="r1", minutes=4, input_key="new"),
+            question("plain", run_id="r1", minutes=5),
+            question("other", run_id="r2", minutes=0, input_key="new", status="answered"),  # another run
+            question("kid", run_id="child", minutes=6, input_key="step"),
+            # An answered question asked *after* a pending one does not take its key away.
+            question("later", run_id="r1", minutes=9, input_key="new", status="answered"),
+        ):
+            s.add(ia)
+        s.commit()
+    view = run_store.task_view(engine, run_id="r1")
+    assert view is not None
+    assert [ia.id for ia in view.pending] == ["again", "again2", "fresh", "plain", "kid"]
+    # A child run's question is not judged here: a task names every one by its id.
+    assert view.reused_keys == {"again", "again2"}

@@ -382,13 +382,14 @@ def input_key(ia: Interaction) -> str:
     return ia.input_key or ia.id
 
 
-def keyed(*questions: Interaction) -> dict[str, Interaction]:
+def keyed(*questions: Interaction, by_id: Collection[str] = ()) -> dict[str, Interaction]:
     """Questions by the key a round gives them: the handler's key, or the question's id
-    where there is none, an earlier question of the round took it, or it is the id of a
-    question of the round (a handler cannot shadow a question another one asked)."""
+    where there is none, it is in `by_id`, an earlier question of the round took it, or it
+    is the id of a question of the round (a handler cannot shadow a question another one
+    asked)."""
     ids = {q.id for q in questions}
     asked: dict[str, Interaction] = {}
     for question in questions:
-        key = input_key(question)
+        key = question.id if question.id in by_id else input_key(question)
         asked[key if key not in asked and (key == question.id or key not in ids) else question.id] = question
     return asked

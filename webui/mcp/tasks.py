@@ -52,7 +52,7 @@ from webui.runs.following import final_update, kept_update
 from webui.runs.service import RunService
 from webui.runs.types import RunUpdate
 from webui.store import runs as run_store
-from webui.store.models import as_utc
+from webui.store.models import Interaction, as_utc
 from webui.workflows.project import Entrypoint
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -220,9 +220,8 @@ class Tasks:
         b, run_id = self._open(ctx, params)
         state = await self._state(b, None, run_id)
         # A question is answered under the key tasks/get gives it, or under its id.
-        askable = [ia for ia in state.view.pending if not ia.blockers]
         # An id always names its own question (it wins over a key that looks like it).
-        keys = {k: ia.id for k, ia in keyed(*askable).items()}
+        keys = {k: ia.id for k, ia in state.input_requests().items()}
         pending = keys | {ia.id: ia.id for ia in state.view.pending}
         problems: list[str] = []
         by_id = {ia.id: ia for ia in state.view.pending}
@@ -271,6 +270,15 @@ class _TaskState:
         self.local = local
         self.poll_interval_ms = poll_interval_ms
 
+    def input_requests(self) -> dict[str, Interaction]:
+        """The questions an MCP client can answer, by their key on the task wire. A key names
+        one request over the task's life (the extension's rule): the handler's key only for
+        the first question of the task's own run to use it; a later one reusing it, and a
+        child run's question (its keys are its own handler's), go by their unique id."""
+        view = self.view
+        by_id = view.reused_keys | {ia.id for ia in view.pending if ia.run_id != view.run.id}
+        return keyed(*(ia for ia in view.pending if not ia.blockers), by_id=by_id)
+
     def task(self, *, detailed: bool) -> dict[str, Any]:
         run = self.view.run
         updated = [run.created_at, run.started_at, run.finished_at]
@@ -292,13 +300,13 @@ class _TaskState:
             self._ended(task, detailed)
             return task
         task["pollIntervalMs"] = self.poll_interval_ms
-        askable = [ia for ia in self.view.pending if not ia.blockers]
-        if askable:
+        asked = self.input_requests()
+        if asked:
             task["status"] = "input_required"
             if detailed:
                 task["inputRequests"] = {
                     key: input_request(ia).model_dump(mode="json", by_alias=True, exclude_none=True)
-                    for key, ia in keyed(*askable).items()
+                    for key, ia in asked.items()
                 }
         elif self.view.pending:
             task["statusMessage"] = (

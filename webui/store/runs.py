@@ -404,6 +404,9 @@ class TaskView:
     pending: list[Interaction]
     last_event: RunEvent | None
     last_progress: RunEvent | None
+    # Pending questions of the run itself whose handler's key an earlier question of the
+    # run already used (answered or closed since): a task's key names one request only.
+    reused_keys: frozenset[str] = frozenset()
 
 
 def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: int = 50) -> TaskView | None:
@@ -441,4 +444,30 @@ def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: i
         newest = select(RunEvent).where(RunEvent.run_id == run_id).order_by(col(RunEvent.id).desc()).limit(1)
         last_event = s.exec(newest).first()
         progress = s.exec(newest.where(RunEvent.kind == "progress")).first()
-        return TaskView(run, pending, last_event, progress)
+        return TaskView(run, pending, last_event, progress, _reused_keys(s, run_id, pending))
+
+
+def _reused_keys(s: Session, run_id: str, pending: list[Interaction]) -> frozenset[str]:
+    """The ids of the run's own pending questions whose key an earlier question of the run
+    (answered or closed since: the (status, run_id) index) already carried. One bounded
+    look per keyed question; a run has at most a few waiting at once."""
+    reused: set[str] = set()
+    for ia in pending:
+        if ia.run_id != run_id or ia.input_key is None:
+            continue
+        earlier = s.exec(
+            select(Interaction.id)
+            .where(
+                col(Interaction.status).in_(("answered", "closed")),
+                Interaction.run_id == run_id,
+                Interaction.input_key == ia.input_key,
+                or_(
+                    col(Interaction.created_at) < ia.created_at,
+                    and_(col(Interaction.created_at) == ia.created_at, col(Interaction.id) < ia.id),
+                ),
+            )
+            .limit(1)
+        ).first()
+        if earlier is not None:
+            reused.add(ia.id)
+    return frozenset(reused)

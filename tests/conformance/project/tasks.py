@@ -80,3 +80,11 @@ def two_keyed_questions(ctx):
 def bad_key(ctx):
     ctx.ask("Name?", [{"name": "name", "type": "string"}], key=ctx.params["key"])
     return "asked"
+
+
+def same_key_twice(ctx):
+    """Asks under the key `step` twice, one question after the other (a task must name the
+    second by its id: a key names one request over the task's life)."""
+    first = ctx.ask("Step 1", [{"name": "name", "type": "string", "required": True}], key="step")
+    second = ctx.ask("Step 2", [{"name": "name", "type": "string", "required": True}], key="step")
+    return f"{(first or {}).get('name')} then {(second or {}).get('name')}"
