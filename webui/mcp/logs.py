@@ -1,4 +1,4 @@
-"""A run's log lines (`ctx.log`) on the tools/call that follows it, as `notifications/message`.
+"""A run's log lines on the tools/call that follows it, as `notifications/message`.
 
 Who asked for them, by era:
 - 2025-11-25 (a session): `logging/setLevel` sets the session's level, kept with the SDK's
@@ -8,11 +8,14 @@ Who asked for them, by era:
   in with `_meta["io.modelcontextprotocol/logLevel"]`; absent, nothing is sent (the SDK's
   `allowed_log_levels`, which its `send_log_message` applies too).
 
-Only `ctx.log` lines are sent, at `info`; the handler's stdout and stderr (raw chunks, not
-lines, and whatever libraries print) stay in the run's timeline only. Each line is cut to
-`MESSAGE_LIMIT` characters and its control characters (but newline and tab) replaced; a call
-sends at most `MAX_MESSAGES_PER_CALL` lines, then one last message saying how many more were
-not sent (the run's timeline keeps them all).
+What is sent: `ctx.log` lines at the level the handler gave (logger: the tool's id) and the
+handler's stdout, line by line, at `info` (logger `stdout`); the worker loop makes the lines
+(webui.runs.worker_loop `WatchedLines`, `LogLine`), the run's configuration secrets redacted
+as on every page that shows log lines. stderr (tracebacks, paths) stays in the run's
+timeline only (SPEC R-RUN-4). Each line is cut to `MESSAGE_LIMIT` characters and its control
+characters (but newline and tab) replaced; a call sends at most `MAX_MESSAGES_PER_CALL`
+lines, stdout and `ctx.log` together, then one last message saying how many more were not
+sent (the run's timeline keeps them all).
 """
 
 from __future__ import annotations
@@ -26,13 +29,23 @@ from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from webui.runs.messages import LOG_LEVELS
+from webui.runs.worker_loop import WATCHED_LINE_LIMIT, WATCHED_LINES_PER_MESSAGE, LogLine
+
 log = logging.getLogger(__name__)
 
 LEVELS: Final[tuple[types.LoggingLevel, ...]] = get_args(types.LoggingLevel)  # severity ascending
-# The level of a `ctx.log` line.
+# The level of a line that names none (stdout, a note about the lines left out).
 RUN_LOG_LEVEL: Final[types.LoggingLevel] = "info"
+# The logger a stdout line is sent as (a `ctx.log` line's is the tool's id).
+STDOUT_LOGGER: Final = "stdout"
 MAX_MESSAGES_PER_CALL: Final = 100
 MESSAGE_LIMIT: Final = 4096
+# What `ctx.log` takes is what MCP sends; the worker loop hands on enough of each line and
+# enough lines of each message for these caps (so a line it only counted is one this cap
+# would have held back anyway).
+assert LOG_LEVELS == LEVELS, "webui.runs.messages.LOG_LEVELS must be MCP's LoggingLevel"
+assert MESSAGE_LIMIT <= WATCHED_LINE_LIMIT and MAX_MESSAGES_PER_CALL <= WATCHED_LINES_PER_MESSAGE
 _STATE_KEY: Final = "steamharness.log_level"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -70,10 +83,12 @@ def wanted_levels(ctx: ServerRequestContext[Any, Any]) -> frozenset[types.Loggin
     return frozenset(LEVELS[LEVELS.index(level) :]) if level is not None else frozenset()
 
 
-def clean(text: str) -> str:
-    """A line as sent: control characters replaced, cut to MESSAGE_LIMIT characters."""
-    if len(text) > MESSAGE_LIMIT:
-        more = len(text) - MESSAGE_LIMIT
+def clean(text: str, cut: int = 0) -> str:
+    """A line as sent: control characters replaced, cut to MESSAGE_LIMIT characters (`cut`:
+    characters of it left out before it got here)."""
+    text = str(text)
+    more = max(len(text) - MESSAGE_LIMIT, 0) + cut
+    if more:
         text = f"{text[:MESSAGE_LIMIT]}… ({more} characters more in the run's timeline)"
     return _CONTROL.sub("\ufffd", text)
 
@@ -92,32 +107,51 @@ class CallLogs:
         self.unsent = 0
 
     async def line(self, text: str | None, level: types.LoggingLevel = RUN_LOG_LEVEL) -> None:
-        if not text or level not in self.levels:
+        """One line of the run: a `LogLine` says its own level and stream, and how much of it
+        (and how many lines after it) the worker loop already left out."""
+        if not text:
             return
+        logger, cut, more = self.logger, 0, 0
+        if isinstance(text, LogLine):
+            level = _level(text.level)
+            logger = STDOUT_LOGGER if text.stream == "stdout" else self.logger
+            cut, more = text.cut, text.more
+        if level not in self.levels:
+            return
+        self.unsent += more
         if self.sent >= self.limit:
             self.unsent += 1
             return
         self.sent += 1
-        await self._send(level, clean(text))
+        await self._send(level, clean(text, cut), logger)
 
     async def close(self) -> None:
-        """Before the call's result: say how many lines the cap kept back (once)."""
+        """Before the call's result: say how many lines the cap kept back (once), at info or,
+        if the client asked only for more severe lines, at the least severe it asked for."""
         if self.unsent:
             unsent, self.unsent = self.unsent, 0
             note = (
                 f"{unsent} more log lines not sent (at most {self.limit} per call);"
                 " the run's timeline has them all."
             )
-            await self._send(RUN_LOG_LEVEL, note)
+            level = RUN_LOG_LEVEL if RUN_LOG_LEVEL in self.levels else min(self.levels, key=LEVELS.index)
+            await self._send(level, note, self.logger)
 
-    async def _send(self, level: types.LoggingLevel, data: str) -> None:
+    async def _send(self, level: types.LoggingLevel, data: str, logger: str) -> None:
         # What `ServerSession.send_log_message` sends, without its deprecation warning (the
         # capability is deprecated at 2026-07-28; the per-request opt-in it checks is
         # `self.levels`). On this request's stream; a client gone is not an error here.
         message = types.LoggingMessageNotification(
-            params=types.LoggingMessageNotificationParams(level=level, data=data, logger=self.logger)
+            params=types.LoggingMessageNotificationParams(level=level, data=data, logger=logger)
         )
         try:
             await self.ctx.session.send_notification(message, related_request_id=self.ctx.request_id)
         except Exception:
             log.debug("log notification not delivered", exc_info=True)
+
+
+_LEVEL_NAMED: Final[dict[str, types.LoggingLevel]] = {level: level for level in LEVELS}
+
+
+def _level(value: str) -> types.LoggingLevel:
+    return _LEVEL_NAMED.get(value, RUN_LOG_LEVEL)

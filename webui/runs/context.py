@@ -23,6 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from webui.runs.messages import (
+    DEFAULT_LOG_LEVEL,
+    LOG_LEVELS,
     LOG_TEXT_LIMIT,
     MAX_FRAME_BYTES,
     PROGRESS_MESSAGE_LIMIT,
@@ -427,8 +429,15 @@ class Context:
         raises)."""
         return QuestionRound(self._chan)
 
-    def log(self, text: Any) -> None:
-        self._chan.send({"type": "log", "text": _cut(str(text), LOG_TEXT_LIMIT)})
+    def log(self, text: Any, level: str = DEFAULT_LOG_LEVEL) -> None:
+        """A line for the run's log, at `level` (debug, info, notice, warning, error,
+        critical, alert, emergency: the levels of MCP's `notifications/message`, which
+        sends it to a client that asked for that level or a lower one). Another level
+        raises ValueError."""
+        if level not in LOG_LEVELS:
+            shown = repr(level)[:80]
+            raise ValueError(f"ctx.log() level: {shown} is not one of {', '.join(LOG_LEVELS)}")
+        self._chan.send({"type": "log", "text": _cut(str(text), LOG_TEXT_LIMIT), "level": level})
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         if message is not None:

@@ -29,6 +29,10 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 # In characters; with JSON escaping even the worst text stays far below the frame limit.
 LOG_TEXT_LIMIT = 1024 * 1024
 PROGRESS_MESSAGE_LIMIT = 4096
+# The levels of a `ctx.log` line, severity ascending: RFC 5424's, as MCP's
+# `notifications/message` names them (webui.mcp.logs checks they are the SDK's).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+DEFAULT_LOG_LEVEL = "info"
 
 # ask/approve: a question to a person, sample/roots: a request to the MCP client, together:
 # a round of those (the run waits); related.run: a child run; the others
@@ -134,6 +138,7 @@ class Output(TypedDict):
 class Log(TypedDict):
     type: Literal["log"]
     text: str
+    level: NotRequired[str]  # one of LOG_LEVELS; absent: DEFAULT_LOG_LEVEL
 
 
 class Progress(TypedDict):

@@ -1,19 +1,23 @@
 """The worker of one run: handed its run (`RunSpec`), then its messages served until its
-outcome (webui.runs.messages lists them): output and logs become timeline entries, progress
-and `ctx.log` lines go to the watchers, and each `rpc` is answered: questions
-(webui.runs.questions), child runs (webui.runs.children), the stores (webui.runs.store_calls)."""
+outcome (webui.runs.messages lists them): output and logs become timeline entries, progress,
+`ctx.log` lines and the handler's stdout lines go to the watchers (`WatchedLines`), and each
+`rpc` is answered: questions (webui.runs.questions), child runs (webui.runs.children), the
+stores (webui.runs.store_calls)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any, TextIO
 
+from webui.configs.model import ConfigSnapshot
+from webui.configs.redaction import Redaction
+from webui.configs.secrets import PREFIX as SEALED_PREFIX
 from webui.errors import SteamharnessError
 from webui.observability.tracing import TRACER
 from webui.runs.children import ChildRuns
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun
-from webui.runs.messages import LOG_TEXT_LIMIT, RunSpec, reply
+from webui.runs.messages import DEFAULT_LOG_LEVEL, LOG_LEVELS, RunSpec, reply
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
@@ -21,6 +25,130 @@ from webui.runs.types import EXIT_WAIT_SECONDS, RunStatus, RunUpdate
 from webui.store.models import utcnow
 
 log = logging.getLogger(__name__)
+
+
+# At most this much of one log line is handed to the watchers (the timeline keeps it whole):
+# an MCP client is sent at most webui.mcp.logs.MESSAGE_LIMIT characters of it, fewer.
+WATCHED_LINE_LIMIT = 16 * 1024
+# A worker message's stdout lines handed to the watchers one by one; the rest of them only
+# counted (on the last one handed): an MCP call sends at most
+# webui.mcp.logs.MAX_MESSAGES_PER_CALL lines, fewer, so none it would send is left out.
+WATCHED_LINES_PER_MESSAGE = 200
+
+
+class LogLine(str):
+    """One log line as the run's watchers get it (`RunUpdate.text` of kind `log`): its text
+    (the run's configuration secrets redacted, cut to WATCHED_LINE_LIMIT), and
+    - `level`: its RFC 5424 level (a stdout line's is `info`);
+    - `stream`: `log` (a `ctx.log` line) or `stdout`;
+    - `cut`: how many of its characters were left out before it was handed on;
+    - `more`: how many lines after it (a flood in one message) were only counted.
+    A `str`, so a watcher that wants only the text reads it as before."""
+
+    level: str
+    stream: str
+    cut: int
+    more: int
+
+    def __new__(
+        cls,
+        text: str,
+        *,
+        level: str = DEFAULT_LOG_LEVEL,
+        stream: str = "log",
+        cut: int = 0,
+        more: int = 0,
+    ) -> LogLine:
+        line = super().__new__(cls, text)
+        line.level, line.stream, line.cut, line.more = level, stream, cut, more
+        return line
+
+
+def log_level(value: Any) -> str:
+    """A `log` message's level: a worker may send the message without its Context, so an
+    unknown one is read as the default rather than trusted."""
+    return value if isinstance(value, str) and value in LOG_LEVELS else DEFAULT_LOG_LEVEL
+
+
+def _secrets(config: ConfigSnapshot | None) -> list[str]:
+    """The secret values the run started with: those recorded sealed."""
+    if config is None:
+        return []
+    return [
+        value
+        for name, value in config.values.items()
+        if isinstance(value, str)
+        and isinstance(stored := config.stored.get(name), str)
+        and stored.startswith(SEALED_PREFIX)
+    ]
+
+
+class WatchedLines:
+    """What the run's watchers get of its log: `ctx.log` lines, and the handler's stdout as
+    lines (its chunks end anywhere: the line not ended yet is kept, its start only, until it
+    ends or the run does). Log lines hide the run's configuration secrets from every viewer,
+    the run's own account too (webui.configs.redaction), so these do as well. stderr is not
+    handed on: tracebacks and paths are the run page's, never a caller's (SPEC R-RUN-4)."""
+
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+        self._redaction: Redaction | None = None
+        self._partial = ""
+        self._partial_cut = 0
+
+    def log(self, text: str, level: str) -> None:
+        if text and self.live.watchers:
+            cut = max(len(text) - WATCHED_LINE_LIMIT, 0)
+            self._publish([(text[:WATCHED_LINE_LIMIT], cut)], level=level, stream="log")
+
+    def stdout(self, chunk: str) -> None:
+        end = chunk.rfind("\n")
+        if end < 0:
+            self._extend(chunk)
+            return
+        ended: list[tuple[str, int]] = []
+        if self.live.watchers:
+            first, *rest = chunk[:end].split("\n")
+            self._extend(first)
+            ended.append(self._take())
+            ended.extend((line[:WATCHED_LINE_LIMIT], max(len(line) - WATCHED_LINE_LIMIT, 0)) for line in rest)
+        self._partial, self._partial_cut = "", 0
+        self._extend(chunk[end + 1 :])
+        self._publish_stdout(ended)
+
+    def flush(self) -> None:
+        """The run's messages are over: its last stdout line, if it did not end."""
+        if self.live.watchers:
+            self._publish_stdout([self._take()])
+
+    def _extend(self, text: str) -> None:
+        room = WATCHED_LINE_LIMIT - len(self._partial)
+        self._partial += text[:room]
+        self._partial_cut += max(len(text) - room, 0)
+
+    def _take(self) -> tuple[str, int]:
+        taken = (self._partial, self._partial_cut)
+        self._partial, self._partial_cut = "", 0
+        return taken
+
+    def _publish_stdout(self, lines: list[tuple[str, int]]) -> None:
+        # `print()`'s blank lines say nothing to a client; a CRLF line ends like the others.
+        lines = [(text.removesuffix("\r"), cut) for text, cut in lines]
+        lines = [(text, cut) for text, cut in lines if text.strip() or cut]
+        self._publish(lines, level=DEFAULT_LOG_LEVEL, stream="stdout")
+
+    def _publish(self, lines: list[tuple[str, int]], *, level: str, stream: str) -> None:
+        handed, counted = lines[:WATCHED_LINES_PER_MESSAGE], len(lines) - WATCHED_LINES_PER_MESSAGE
+        live = self.live
+        for i, (text, cut) in enumerate(handed):
+            more = counted if i == len(handed) - 1 and counted > 0 else 0
+            line = LogLine(self._redact(text), level=level, stream=stream, cut=cut, more=more)
+            live.publish(RunUpdate("log", live.run_id, live.status, text=line))
+
+    def _redact(self, text: str) -> str:
+        if self._redaction is None:
+            self._redaction = Redaction(_secrets(self.live.request.config))
+        return self._redaction.text(text)
 
 
 def _outcome_of(msg: dict[str, Any]) -> tuple[RunStatus, dict[str, Any]] | None:
@@ -90,6 +218,7 @@ class WorkerLoop:
         else:
             # Recorded while the worker already runs: the write is off the run's critical path.
             await runs.set_status(live, RunStatus.RUNNING, started_at=utcnow())
+        lines = WatchedLines(live)
         # The handler's span is current while its messages are served: its questions and
         # child runs are its children.
         with TRACER.start_as_current_span("steamharness.handler"):
@@ -107,15 +236,19 @@ class WorkerLoop:
                     break
                 kind = msg.get("type")
                 if kind == "output":
-                    await self._record_output(live, str(msg.get("stream")), str(msg.get("text", "")))
+                    stream, text = str(msg.get("stream")), str(msg.get("text", ""))
+                    if stream == "stdout":
+                        lines.stdout(text)  # watchers first, from memory
+                    await self._record_output(live, stream, text)
                 elif kind == "log":
-                    await self._on_log(live, str(msg.get("text", "")))
+                    await self._on_log(live, lines, str(msg.get("text", "")), log_level(msg.get("level")))
                 elif kind == "progress":
                     await self._on_progress(live, msg)
                 elif kind == "rpc":
                     await self._on_rpc(live, worker, msg)
                 elif (outcome := _outcome_of(msg)) is not None:
                     live.terminating = live.terminating or outcome
+            lines.flush()
         runs.stop_timer(live)
         if live.terminating is None or live.terminating[0] != RunStatus.SUCCESS:
             # No clean outcome, or we killed it: know it is gone (and why) before finishing.
@@ -128,7 +261,9 @@ class WorkerLoop:
                 )
         worker.close()
 
-    async def _record_output(self, live: LiveRun, stream: str, text: str) -> None:
+    async def _record_output(
+        self, live: LiveRun, stream: str, text: str, data: dict[str, Any] | None = None
+    ) -> None:
         if not text:
             return
         if self.echo is not None:
@@ -136,14 +271,13 @@ class WorkerLoop:
             for line in text.splitlines():
                 self.echo.write(f"[{live.run_id} {stream}] {line}\n")
             self.echo.flush()
-        await self.runs.add_event(live, stream, text=text)
+        await self.runs.add_event(live, stream, text=text, data=data)
 
-    async def _on_log(self, live: LiveRun, text: str) -> None:
+    async def _on_log(self, live: LiveRun, lines: WatchedLines, text: str, level: str) -> None:
         """A `ctx.log` line: to the watchers first (an MCP call sends it as a log message,
-        webui.mcp.logs), from memory, then to the timeline."""
-        if text and live.watchers:
-            live.publish(RunUpdate("log", live.run_id, live.status, text=text[:LOG_TEXT_LIMIT]))
-        await self._record_output(live, "log", text)
+        webui.mcp.logs), from memory, then to the timeline with its level."""
+        lines.log(text, level)
+        await self._record_output(live, "log", text, {"level": level})
 
     async def _on_progress(self, live: LiveRun, msg: dict[str, Any]) -> None:
         data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}
