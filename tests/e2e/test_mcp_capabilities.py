@@ -195,6 +195,9 @@ def test_every_declared_capability_is_served_and_nothing_else(server: LiveServer
     expected = {"tools", "prompts", "resources", "completions", "logging"}
     # A new capability needs its calls here; extensions are checked one by one below.
     assert set(capabilities) - {"extensions"} == expected, capabilities
+    # Tasks are served at 2026-07-28 only, so only its server/discover tells of them.
+    tasks = "io.modelcontextprotocol/tasks"
+    assert (tasks in (capabilities.get("extensions") or {})) == (era == MODERN), capabilities
     for name, value in capabilities.items():
         if name == "extensions":
             for extension in value:

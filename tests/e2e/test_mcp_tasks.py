@@ -8,6 +8,9 @@ sends them; every wait polls what it asserts, bounded by WAIT."""
 
 from __future__ import annotations
 
+import base64
+import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,6 +203,48 @@ def test_a_handler_error_is_completed_with_is_error_and_a_dead_worker_is_failed(
     assert failed["status"] == "failed" and "result" not in failed
     assert failed["error"]["code"] == -32603 and failed["error"]["data"] == {"code": "worker_crashed"}
     assert "exited with code 3" in failed["error"]["message"]
+    assert failed["statusMessage"] == failed["error"]["message"]  # the diagnostic, not stale progress
+
+
+def test_a_required_tool_names_every_capability_the_client_lacks_in_one_audited_refusal(
+    server: LiveServer, key: str
+) -> None:
+    plain = Rpc(server, key, tasks=False)
+    refused = plain.call("sample_task_requiring")["error"]
+    assert refused["code"] == -32021
+    assert refused["data"] == {"requiredCapabilities": {"sampling": {}, "extensions": {TASKS: {}}}}
+    assert "sampling" in refused["message"] and TASKS in refused["message"]
+    # Declaring the extension alone still leaves sampling missing.
+    tasks_only = Rpc(server, key)
+    assert tasks_only.call("sample_task_requiring")["error"]["data"] == {
+        "requiredCapabilities": {"sampling": {}}
+    }
+    audits = [e for e in _audit(server, "tool.failed") if e["tool"] == "sample_task_requiring"]
+    assert [a["outcome"] for a in audits] == ["capability_required"] * 2
+    assert [json.loads(a["details"])["requires"] for a in audits] == [["sampling", TASKS], ["sampling"]]
+    assert (
+        server.query("SELECT count(*) AS n FROM runs WHERE entrypoint_id = 'sample_task_requiring'")[0]["n"]
+        == 0
+    )
+
+
+def test_a_task_whose_tool_left_the_catalog_keeps_its_status_and_result(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE_DIR, project)
+    with running_server(tmp_path / "server") as live:
+        live.add_project(project, FIXTURE)
+        rpc = Rpc(live, live.create_key("leaver"))
+        task_id = rpc.result(rpc.call("slow_compute", {"seconds": 1, "label": "gone"}))["taskId"]
+        done = rpc.until(task_id, "completed")
+        # The draft changes: the tool is gone from the catalog a new request binds to.
+        manifest = json.loads((project / "package.json").read_text(encoding="utf-8"))
+        manifest["entrypoints"] = [e for e in manifest["entrypoints"] if e["id"] != "slow_compute"]
+        (project / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+        listed = rpc.result(rpc.post("tools/list", {}))
+        assert "slow_compute" not in {t["name"] for t in listed["tools"]}
+        again = rpc.result(rpc.task("tasks/get", task_id))
+        assert again["status"] == "completed"
+        assert again["result"]["structuredContent"] == done["result"]["structuredContent"]
 
 
 # --------------------------------------------------------------------------- questions
@@ -314,6 +359,77 @@ def test_task_methods_check_headers_then_the_extension_then_the_id(server: LiveS
             assert rpc.task("tasks/get", forged)["error"]["code"] == -32602, forged
     finally:
         rpc.task("tasks/cancel", task_id)
+
+
+def test_the_mcp_name_header_is_read_as_the_sdk_encodes_it_and_may_be_left_out(
+    server: LiveServer, key: str
+) -> None:
+    rpc = Rpc(server, key)
+    task_id = rpc.result(rpc.call("slow_compute", {"seconds": 60, "label": "names"}))["taskId"]
+    try:
+        encoded = "=?base64?" + base64.b64encode(task_id.encode()).decode() + "?="
+        assert rpc.result(rpc.post("tasks/get", {"taskId": task_id}, name=encoded))["status"] == "working"
+        for bad in ("=?base64?not base64?=", "=?base64?" + base64.b64encode(b"other").decode() + "?="):
+            assert rpc.post("tasks/get", {"taskId": task_id}, name=bad)["error"]["code"] == -32020, bad
+        # No header at all (FastMCP's task client sends none): served.
+        assert rpc.result(rpc.post("tasks/get", {"taskId": task_id}))["status"] == "working"
+    finally:
+        rpc.task("tasks/cancel", task_id)
+
+
+def test_a_task_never_sends_its_poller_a_request_it_did_not_declare(server: LiveServer, key: str) -> None:
+    # Sampling: refused as on a call (the handler hears why), never listed.
+    rpc = Rpc(server, key)  # elicitation and tasks, no sampling
+    task_id = rpc.result(rpc.call("sample_task", {"prompt": "p"}))["taskId"]
+    deadline = time.monotonic() + WAIT
+    while True:
+        got = rpc.result(rpc.task("tasks/get", task_id))
+        assert all(r["method"] != "sampling/createMessage" for r in got.get("inputRequests", {}).values()), (
+            got
+        )
+        if got["status"] == "completed":
+            break
+        assert time.monotonic() < deadline, got
+        time.sleep(POLL)
+    assert got["result"]["structuredContent"]["output"] == {
+        "refused": "the MCP client did not declare sampling"
+    }
+    [row] = server.query("SELECT channel, action FROM interactions WHERE run_id = :r", r=_run_id(task_id))
+    assert row == {"channel": "mcp-undeclared", "action": "decline"}
+
+    # A form, to a poller without elicitation: not listed; it waits for the browser.
+    formless = Rpc(server, key, elicitation=False)
+    task_id = formless.result(formless.call("confirm_delete", {"filename": "b.txt"}))["taskId"]
+    deadline = time.monotonic() + WAIT
+    while not (
+        pending := server.query(
+            "SELECT id FROM interactions WHERE run_id = :r AND status = 'pending'", r=_run_id(task_id)
+        )
+    ):
+        assert time.monotonic() < deadline, "the question was never asked"
+        time.sleep(POLL)
+    waiting = formless.result(formless.task("tasks/get", task_id))
+    assert waiting["status"] == "working" and "inputRequests" not in waiting
+    assert "answer it in the browser" in waiting["statusMessage"]
+    [question] = pending
+    ignored = formless.task(
+        "tasks/update",
+        task_id,
+        inputResponses={question["id"]: {"action": "accept", "content": {"confirm": True}}},
+    )
+    assert formless.result(ignored) == {"resultType": "complete"}
+    assert server.query("SELECT status FROM interactions WHERE id = :i", i=question["id"]) == [
+        {"status": "pending"}
+    ]
+    r = httpx2.post(
+        f"{server.base_url}/api/interactions/{question['id']}/answer",
+        json={"action": "accept", "content": {"confirm": True}},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=WAIT,
+    )
+    assert r.status_code == 200, r.text
+    done = formless.until(task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "b.txt: deleted" and "statusMessage" not in done
 
 
 def test_another_accounts_task_reads_as_unknown_to_every_method(server: LiveServer, key: str) -> None:

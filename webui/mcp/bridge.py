@@ -50,10 +50,10 @@ from webui.mcp.results import error_result, final_result
 from webui.mcp.tasks import (
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_TASK_AFTER_SECONDS,
+    TASKS_EXTENSION,
     TaskIds,
     Tasks,
     declares_tasks,
-    tasks_required,
 )
 from webui.observability.tracing import TRACER
 from webui.runs.handle import RunHandle
@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR = -32603
 CLIENT_CANCELLED = "The MCP client cancelled the tool call."
 CLIENT_LEFT = "The MCP client disconnected during the call."
+TASK_NOT_DELIVERED = "The call became a task its client could not be told of."
 # What a tool call answers: its result, an input round, or (a dict) an MCP task's CreateTaskResult.
 CallResult = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
 
@@ -162,22 +163,24 @@ class CallBridge:
         if ep is None:
             raise _invalid(f"Unknown tool: {params.name}")
         as_task = self.tasks is not None and ep.task != "never" and declares_tasks(ctx)
-        if ep.task == "required" and not as_task:
+        missing = missing_capabilities(ctx, ep)
+        needs_tasks = ep.task == "required" and not as_task
+        if missing or needs_tasks:
+            # Refused before any run: one audit event naming everything the client lacks,
+            # nothing else (webui.mcp.capabilities).
+            requires = [*missing, *([TASKS_EXTENSION] if needs_tasks else [])]
+            await self._audit(
+                ctx, b, AuditName.TOOL_FAILED, ep, None, CAPABILITY_REQUIRED, {"requires": requires}
+            )
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                raise tasks_required(f"The tool {ep.id}")
+                raise capability_error(ep, missing, (TASKS_EXTENSION,) if needs_tasks else ())
+            if not needs_tasks:
+                return error_result(None, ep, "failed", CAPABILITY_REQUIRED, capability_message(ep, missing))
             message = (
                 f"The tool {ep.id} runs only as an MCP task: call it from a client that declares"
                 " the tasks extension (protocol 2026-07-28)."
             )
             return error_result(None, ep, "failed", "task_required", message)
-        missing = missing_capabilities(ctx, ep)
-        if missing:  # refused before any run: one audit event, nothing else (webui.mcp.capabilities)
-            await self._audit(
-                ctx, b, AuditName.TOOL_FAILED, ep, None, CAPABILITY_REQUIRED, {"requires": list(missing)}
-            )
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                raise capability_error(ep, missing)
-            return error_result(None, ep, "failed", CAPABILITY_REQUIRED, capability_message(ep, missing))
         try:
             return await self._call(ctx, b, ep, params, as_task)
         except DatabaseBusy as exc:
@@ -230,15 +233,24 @@ class CallBridge:
     async def _became_task(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run: RunHandle
     ) -> dict[str, Any]:
-        """The call ends with a task: the run goes on, followed by the client's tasks/get."""
+        """The call ends with a task: the run goes on, followed by the client's tasks/get.
+        A task the client never learns of (the audit or the read failed: a busy database)
+        would run with nobody to follow or cancel it: its run is cancelled instead."""
         assert self.tasks is not None
         run.call_ended()
         self.runs.mark_task(run.run_id)
-        await self._audit(ctx, b, AuditName.TOOL_TASK_CREATED, ep, run.run_id, "task")
-        await self.runs.note(
-            run.run_id, "task", text="The MCP call became a task: its client follows the run with tasks/get."
-        )
-        return await self.tasks.created(b, ep, run.run_id)
+        try:
+            await self._audit(ctx, b, AuditName.TOOL_TASK_CREATED, ep, run.run_id, "task")
+            await self.runs.note(
+                run.run_id,
+                "task",
+                text="The MCP call became a task: its client follows the run with tasks/get.",
+            )
+            return await self.tasks.created(ctx, b, ep, run.run_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.runs.cancel_anywhere(run.run_id, reason=TASK_NOT_DELIVERED)
+            raise
 
     async def _start(
         self,

@@ -61,12 +61,19 @@ def missing_capabilities(ctx: ServerRequestContext[Any, Any], ep: Entrypoint) ->
     return tuple(name for name in ep.requires if getattr(declared, name, None) is None)
 
 
-def capability_error(ep: Entrypoint, missing: tuple[str, ...]) -> MCPError:
-    """-32021 (HTTP 400 at 2026-07-28), each missing capability named as an object."""
+def capability_error(ep: Entrypoint, missing: tuple[str, ...], extensions: tuple[str, ...] = ()) -> MCPError:
+    """-32021 (HTTP 400 at 2026-07-28), each missing capability named as an object, and each
+    missing extension (the tasks extension, for a tool that runs only as a task) under
+    `extensions`."""
+    required: dict[str, Any] = {name: {} for name in missing}
+    names = [f"the {name} capability" for name in missing]
+    if extensions:
+        required["extensions"] = {name: {} for name in extensions}
+        names += [f"the extension {name}" for name in extensions]
     return MCPError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
-        f"The tool {ep.id} needs a client that declares {_names(missing)}",
-        data={"requiredCapabilities": {name: {} for name in missing}},
+        f"The tool {ep.id} needs a client that declares {' and '.join(names)}",
+        data={"requiredCapabilities": required},
     )
 
 

@@ -240,7 +240,7 @@ class Questions:
         and, for each key, its question."""
         view = await run_db(run_store.task_view, self.runs.engine, run_id=run_id)
         others = [
-            q for q in (view.pending if view is not None else []) if q.id != ia.id and _answerable_by(ctx, q)
+            q for q in (view.pending if view is not None else []) if q.id != ia.id and answerable_by(ctx, q)
         ]
         asked = keyed(ia, *others)
         return types.InputRequiredResult(
@@ -370,8 +370,8 @@ def answer_of(ia: Interaction, response: Any) -> tuple[str, Any]:
     return response.action, response.content
 
 
-def _answerable_by(ctx: ServerRequestContext[Any, Any], ia: Interaction) -> bool:
-    """Whether this client can be sent `ia` in a round."""
+def answerable_by(ctx: ServerRequestContext[Any, Any], ia: Interaction) -> bool:
+    """Whether this request's client can be sent `ia` in a round or a task's inputRequests."""
     if is_client_request(ia.kind):
         return declares(ctx, CLIENT_KINDS[ia.kind])
     return not ia.blockers and _supports_form_elicitation(ctx)

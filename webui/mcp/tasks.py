@@ -27,15 +27,17 @@ Clients that do not declare the extension never get a task.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
@@ -43,10 +45,12 @@ from pydantic import ConfigDict, Field
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound
 from webui.files.store import FileStore
+from webui.interactions.client_requests import CLIENT_KINDS, UNDECLARED_CHANNEL, is_client_request
 from webui.interactions.owner import OverrideRequired
 from webui.interactions.service import InteractionService
 from webui.mcp.binding import Binding, current_binding
-from webui.mcp.questions import answer_of, input_request, keyed, party
+from webui.mcp.capabilities import declares
+from webui.mcp.questions import answer_of, answerable_by, input_request, keyed, party
 from webui.mcp.results import final_result
 from webui.runs.following import final_update, kept_update
 from webui.runs.service import RunService
@@ -159,13 +163,17 @@ class Tasks:
         self.poll_interval_ms = poll_interval_ms
 
     # ------------------------------------------------------------------ the task's state
-    async def created(self, b: Binding, ep: Entrypoint, run_id: str) -> dict[str, Any]:
+    async def created(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str
+    ) -> dict[str, Any]:
         """The `CreateTaskResult` of a call that became a task (its run row is committed):
         the task alone, without its result, error or questions (tasks/get has those)."""
-        state = await self._state(b, ep, run_id)
+        state = await self._state(ctx, b, ep, run_id)
         return {"resultType": "task", **state.task(detailed=False)}
 
-    async def _state(self, b: Binding, ep: Entrypoint | None, run_id: str) -> _TaskState:
+    async def _state(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint | None, run_id: str
+    ) -> _TaskState:
         kept = self.runs.records.final(run_id)  # ended, its outcome not written yet
         view = await run_db(run_store.task_view, self.runs.engine, run_id=run_id)
         if (
@@ -175,7 +183,16 @@ class Tasks:
         ):
             raise MCPError(INVALID_PARAMS, UNKNOWN_TASK)
         if ep is None:
-            ep = b.catalog.entrypoint(view.run.entrypoint_id)
+            # A tool gone from the catalog since (a newer draft or version) still reads as the
+            # run recorded it: an ended task's status and result never change.
+            ep = b.catalog.entrypoint(view.run.entrypoint_id) or Entrypoint(
+                id=view.run.entrypoint_id,
+                title=view.run.entrypoint_title,
+                description="",
+                handler="",
+                timeout_seconds=None,
+                params=(),
+            )
         final: RunUpdate | None = None
         if kept is not None:
             final = kept_update(run_id, kept.fields)
@@ -188,6 +205,7 @@ class Tasks:
             ep=ep,
             local=b.catalog.file_mode == "local",
             poll_interval_ms=self.poll_interval_ms,
+            answerable=lambda ia: answerable_by(ctx, ia),
         )
 
     # ------------------------------------------------------------------ the methods
@@ -196,8 +214,11 @@ class Tasks:
         (-32020), the client declared the extension (-32021), the id is this caller's (-32602)."""
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None)
-        named = headers.get("mcp-name") if headers is not None else None
-        if named is not None and named.strip() != params.task_id:
+        named = headers.get(MCP_NAME_HEADER) if headers is not None else None
+        # Decoded as the SDK decodes it for tools/call (a `=?base64?...?=` value; a malformed
+        # one never matches). A request without the header is served: FastMCP's task client
+        # sends none on tasks/*, and its own server takes such requests too.
+        if named is not None and decode_header_value(named) != params.task_id:
             raise MCPError(HEADER_MISMATCH, "The Mcp-Name header does not match the request's taskId")
         if not declares_tasks(ctx):
             raise tasks_required(ctx.method)
@@ -209,29 +230,47 @@ class Tasks:
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         b, run_id = self._open(ctx, params)
-        state = await self._state(b, None, run_id)
+        state = await self._state(ctx, b, None, run_id)
+        if await self._decline_undeclared(ctx, b, state):
+            state = await self._state(ctx, b, None, run_id)
         return {"resultType": "complete", **state.task(detailed=True)}
+
+    async def _decline_undeclared(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, state: _TaskState
+    ) -> bool:
+        """A request only the MCP client answers (ctx.sample, ctx.roots) is never sent to a
+        client that did not declare its capability: as on a call, it is refused (the
+        handler's call raises, naming it) instead of waiting for an answer nobody can give.
+        True when one was."""
+        declined = False
+        for ia in state.view.pending:
+            if is_client_request(ia.kind) and not declares(ctx, CLIENT_KINDS[ia.kind]):
+                with contextlib.suppress(InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
+                    await self.interactions.answer(
+                        ia.id, action="decline", content=None, channel=UNDECLARED_CHANNEL, by=party(b)
+                    )
+                    declined = True
+        return declined
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams) -> dict[str, Any]:
         """Answers to the task's pending questions, each through `InteractionService.answer`
-        like every other channel (the first valid answer wins). Keys that name no pending
-        question of the task are ignored; an answer that does not fit its question is an
-        error naming it (the others given with it are kept)."""
+        like every other channel (the first valid answer wins). A question is answered under
+        the key tasks/get gives it; any other key (never issued, already answered, a
+        question this client cannot be sent) is ignored, as the extension says. An answer
+        that does not fit its question is an error naming its key (the others given with it
+        are kept)."""
         b, run_id = self._open(ctx, params)
-        state = await self._state(b, None, run_id)
-        # A question is answered under the key tasks/get gives it, or under its id.
-        # An id always names its own question (it wins over a key that looks like it).
-        keys = {k: ia.id for k, ia in state.input_requests().items()}
-        pending = keys | {ia.id: ia.id for ia in state.view.pending}
+        state = await self._state(ctx, b, None, run_id)
+        outstanding = state.input_requests()
         problems: list[str] = []
-        by_id = {ia.id: ia for ia in state.view.pending}
         for key, raw in params.input_responses.items():
-            if key not in pending:
+            ia = outstanding.get(key)
+            if ia is None:
                 continue
             try:
-                action, content = answer_of(by_id[pending[key]], raw)
+                action, content = answer_of(ia, raw)
                 await self.interactions.answer(
-                    pending[key], action=action, content=content, channel="mcp-task", by=party(b)
+                    ia.id, action=action, content=content, channel="mcp-task", by=party(b)
                 )
             except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere first, or the run ended: tasks/get tells the rest
@@ -244,7 +283,7 @@ class Tasks:
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """Cancels the task's run; an ended task's cancel is acknowledged all the same."""
         b, run_id = self._open(ctx, params)
-        state = await self._state(b, None, run_id)
+        state = await self._state(ctx, b, None, run_id)
         if state.final is None:
             await self.runs.cancel_anywhere(run_id, reason=CANCELLED_BY_CLIENT)
         return {"resultType": "complete"}
@@ -259,9 +298,10 @@ class _TaskState:
         task_id: str,
         view: run_store.TaskView,
         final: RunUpdate | None,
-        ep: Entrypoint | None,
+        ep: Entrypoint,
         local: bool,
         poll_interval_ms: int,
+        answerable: Callable[[Interaction], bool],
     ) -> None:
         self.task_id = task_id
         self.view = view
@@ -269,15 +309,18 @@ class _TaskState:
         self.ep = ep
         self.local = local
         self.poll_interval_ms = poll_interval_ms
+        self.answerable = answerable
 
     def input_requests(self) -> dict[str, Interaction]:
-        """The questions an MCP client can answer, by their key on the task wire. A key names
-        one request over the task's life (the extension's rule): the handler's key only for
-        the first question of the task's own run to use it; a later one reusing it, and a
-        child run's question (its keys are its own handler's), go by their unique id."""
+        """The questions this request's client can be sent (as in an input round: a form to
+        a client with form elicitation, sampling and roots to one that declared them), by
+        their key on the task wire. A key names one request over the task's life (the
+        extension's rule): the handler's key only for the first question of the task's own
+        run to use it; a later one reusing it, and a child run's question (its keys are its
+        own handler's), go by their unique id."""
         view = self.view
         by_id = view.reused_keys | {ia.id for ia in view.pending if ia.run_id != view.run.id}
-        return keyed(*(ia for ia in view.pending if not ia.blockers), by_id=by_id)
+        return keyed(*(ia for ia in view.pending if self.answerable(ia)), by_id=by_id)
 
     def task(self, *, detailed: bool) -> dict[str, Any]:
         run = self.view.run
@@ -292,13 +335,13 @@ class _TaskState:
             # A task lives as long as its run is kept: no expiry of its own.
             "ttlMs": None,
         }
+        if self.final is not None:
+            self._ended(task, detailed)
+            return task
         progress = self.view.last_progress
         message = (progress.data or {}).get("message") if progress is not None else None
         if isinstance(message, str) and message:
             task["statusMessage"] = message
-        if self.final is not None:
-            self._ended(task, detailed)
-            return task
         task["pollIntervalMs"] = self.poll_interval_ms
         asked = self.input_requests()
         if asked:
@@ -310,7 +353,7 @@ class _TaskState:
                 }
         elif self.view.pending:
             task["statusMessage"] = (
-                "The run waits for an answer an MCP form cannot carry; answer it in the browser."
+                "The run waits for an answer this client cannot give here; answer it in the browser."
             )
         return task
 
@@ -323,12 +366,11 @@ class _TaskState:
             if error.get("message"):
                 task["statusMessage"] = str(error["message"])
             return
-        if (final.status == "failed" and error.get("code") in PROTOCOL_FAILURES) or self.ep is None:
+        if final.status == "failed" and error.get("code") in PROTOCOL_FAILURES:
             task["status"] = "failed"
+            message = str(error.get("message") or "The run failed.")
+            task["statusMessage"] = message  # the diagnostic the extension asks of a failed task
             if detailed:
-                message = str(error.get("message") or "The run failed.")
-                if self.ep is None:
-                    message = "The task's tool is no longer part of this project."
                 task["error"] = {
                     "code": INTERNAL_ERROR,
                     "message": message,
