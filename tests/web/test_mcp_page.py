@@ -386,6 +386,60 @@ def test_the_raw_input_schema_is_the_one_the_endpoint_lists(web: Web, rich: Path
     assert 'data-copy-target="t2-schema"' in text  # "x.y" gets a selector-safe id
 
 
+OWN_SCHEMA = "5c4e3a20-2020-4d12-9a8b-3c0f2e1d7b66"
+# The conformance fixture's tool with its own JSON Schema 2020-12 `inputSchema` ($schema,
+# $defs with an $anchor, a $ref, allOf/anyOf, if/then/else), as that project declares it.
+FIXTURE_PACKAGE = Path(__file__).resolve().parents[1] / "conformance" / "project" / "package.json"
+SUITE_TOOL = next(
+    e
+    for e in json.loads(FIXTURE_PACKAGE.read_text(encoding="utf-8"))["entrypoints"]
+    if e["id"] == "json_schema_2020_12_tool"
+)
+
+
+@pytest.fixture
+def own_schema(web: Web, tmp_path: Path) -> dict[str, Any]:
+    """A project whose one entrypoint gives its own inputSchema (instead of params),
+    published as 1.0.0; ann may use it. Returns the schema as written."""
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / "forms.py").write_text("def json_schema_2020_12_tool(ctx):\n    return {}\n", encoding="utf-8")
+    doc = {
+        "id": OWN_SCHEMA,
+        "name": "own-schema",
+        "version": "1.0.0",
+        "projectType": "workflow",
+        "description": "A tool with its own JSON Schema.",
+        "entrypoints": [SUITE_TOOL],
+    }
+    (folder / "package.json").write_text(json.dumps(doc), encoding="utf-8")
+    reg = registry(web)
+    reg.register(folder)
+    reg.publish(OWN_SCHEMA, "1.0.0")
+    grant_projects(reg.engine, user=USER[0], projects=[OWN_SCHEMA], registry=reg)
+    return SUITE_TOOL["inputSchema"]
+
+
+@pytest.mark.parametrize("target", ["1.0.0", "draft"])
+def test_an_entrypoints_own_json_schema_2020_12_is_shown_on_the_page_as_written(
+    web: Web, own_schema: dict[str, Any], target: str
+) -> None:
+    assert {"$schema", "$defs", "allOf", "if", "then", "else"} <= set(own_schema)
+    assert "$anchor" in own_schema["$defs"]["address"] and "anyOf" in own_schema["allOf"][0]
+    web.login(*USER)
+    r = mcp(web, OWN_SCHEMA, target)
+    assert r.status_code == 200, r.text
+    (tool,) = rendered(r).context["tools"]
+    assert (tool.name, tool.own_schema, tool.params) == ("json_schema_2020_12_tool", True, [])
+    assert tool.schema == own_schema
+    shown = pre(r.text, "t1-schema")  # what the person reads and copies
+    assert shown == json.dumps(own_schema, indent=2, ensure_ascii=False)  # as written, key order too
+    assert json.loads(shown) == own_schema
+    assert "this tool's own JSON Schema 2020-12, the input schema below (served as written" in r.text
+    assert re.search(r"<details open>\s*<summary>Input schema</summary>", r.text)
+    assert "Parameters of json_schema_2020_12_tool" not in r.text  # no params table stands for it
+
+
 # --------------------------------------------------------------------------- Try it (form side)
 
 

@@ -281,12 +281,15 @@ def _era_notes(m: McpMethod) -> str:
     notes = {
         "initialize": f"Opens a {HANDSHAKE} session: the response's Mcp-Session-Id header names it, "
         "and every later request of the session carries it. A key holding its cap of open "
-        "sessions gets 429. Not served at " + MODERN + " (400, -32602).",
+        f"sessions gets 429. There is no handshake at {MODERN}: a request of that era (its "
+        "envelope in params._meta) is answered 404, -32601.",
         "notifications/initialized": f"{HANDSHAKE}: sent once after initialize; answered 202.",
+        "notifications/cancelled": f"{HANDSHAKE}: cancels the session's request `requestId` if it "
+        "is still running: a tools/call ends with the error -32800 on its stream and its run is "
+        f"cancelled (at {MODERN}, closing the request's stream does that).",
         "server/discover": f"{MODERN}: the server's identity, versions and capabilities "
         "(the tasks extension under capabilities.extensions).",
-        "logging/setLevel": f"{HANDSHAKE} only; the SDK refuses it at {MODERN} (404, -32601): a "
-        "request opts in to log messages by its _meta.",
+        "logging/setLevel": f"At {MODERN} a request opts in to log messages by its _meta instead.",
         "tools/call": "A tool error is a result with isError, not an HTTP error. A question of the run "
         f"is an elicitation on the call's SSE stream ({HANDSHAKE}), an InputRequiredResult "
         f"({MODERN}) or an interaction_required result. At {MODERN} an argument a tool declares "
@@ -295,10 +298,25 @@ def _era_notes(m: McpMethod) -> str:
     }
     if m.method.startswith("tasks/"):
         return (
-            f"The tasks extension ({TASKS_EXTENSION}), {MODERN} only: a client that does not "
-            "declare it gets 400, -32021; an unknown task or another caller's is 400, -32602."
+            f"The tasks extension ({TASKS_EXTENSION}), declared per request at {MODERN}: a "
+            "client that does not declare it gets 400, -32021; an unknown task or another "
+            f"caller's is 400, -32602. A {HANDSHAKE} session cannot declare it, so there the "
+            "method is always answered -32021."
         )
     return notes.get(m.method, "")
+
+
+def _other_eras(m: McpMethod) -> str:
+    """What the eras that do not take the method answer it."""
+    missing = [e for e in (HANDSHAKE, MODERN) if e not in m.eras]
+    if not missing:
+        return ""
+    if m.notification:
+        return f"At {MODERN} every notification is acknowledged (202) and dropped."
+    if m.method == "initialize":
+        return ""  # its note says it
+    status = "404, -32601" if missing[0] == MODERN else "-32601"
+    return f"Not served at {missing[0]} ({status})."
 
 
 def _responses(m: McpMethod, schemas: dict[str, Any]) -> dict[str, Any]:
@@ -354,10 +372,16 @@ def _responses(m: McpMethod, schemas: dict[str, Any]) -> dict[str, Any]:
 def method_operation(m: McpMethod, schemas: dict[str, Any]) -> dict[str, Any]:
     kind = "notification" if m.notification else "request"
     eras = ", ".join(m.eras)
-    description = (
-        f"The JSON-RPC {kind} `{m.method}`, POSTed to `{MCP_PATH}` (the fragment `#{m.method}` "
-        f"only names this page). Protocol eras: {eras}. {_era_notes(m)}"
-    ).strip()
+    description = " ".join(
+        part
+        for part in (
+            f"The JSON-RPC {kind} `{m.method}`, POSTed to `{MCP_PATH}` (the fragment `#{m.method}` "
+            f"only names this page). Protocol eras: {eras}.",
+            _era_notes(m),
+            _other_eras(m),
+        )
+        if part
+    )
     return {
         "tags": [METHODS_TAG],
         "operationId": m.operation_id,

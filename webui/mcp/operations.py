@@ -1,19 +1,32 @@
-"""The MCP methods a server serves, as the API document describes them: one per method,
-read from the server itself (its registered request and notification handlers, plus the
-handshake the SDK's runner owns), with the params model the server validates against, the
+"""The MCP methods a server serves over Streamable HTTP, as the API document describes them:
+one per method, read from the server itself (its registered request and notification
+handlers) plus what the SDK answers outside those tables (the handshake its runner owns, the
+cancellation its dispatcher applies), with the params model the server validates against, the
 result the SDK's types give for the method (the tasks extension's results from
-`webui.mcp.tasks`), the eras that carry it and the header that names its object."""
+`webui.mcp.tasks`), the eras that carry it and the header that names its object.
+
+The eras are the SDK's routing, not a wish: the runner refuses a spec method at a version
+that does not define it (-32601) and routes any other method to its handler in both eras;
+the 2026-07-28 transport acknowledges every notification (202) and drops it.
+`tests/web/test_mcp_openapi.py` checks all of it against a live server."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from types import UnionType
-from typing import Any
+from typing import Any, get_args
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import NAME_BEARING_METHODS
-from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS, MONOLITH_RESULTS
+from mcp_types.methods import (
+    CLIENT_NOTIFICATIONS,
+    CLIENT_REQUESTS,
+    MONOLITH_RESULTS,
+    SPEC_CLIENT_METHODS,
+    SPEC_CLIENT_NOTIFICATION_METHODS,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
@@ -26,11 +39,16 @@ RUNNER_REQUESTS: dict[str, type[BaseModel]] = {"initialize": types.InitializeReq
 RUNNER_NOTIFICATIONS: dict[str, type[BaseModel]] = {
     "notifications/initialized": types.NotificationParams,
 }
+# What the SDK's dispatcher applies itself, before any handler: a cancellation ends the
+# request it names (the bridge then cancels that call's run). It reads `notifications/progress`
+# too, but only for a request of the server's own that asked for progress, and this server
+# asks none (its elicitation, sampling and roots requests carry no progress callback).
+DISPATCHER_NOTIFICATIONS: dict[str, type[BaseModel]] = {
+    "notifications/cancelled": types.CancelledNotificationParams,
+}
 # The params field a 2026-07-28 request mirrors in its `Mcp-Name` header: the SDK's
 # (tools/call, prompts/get, resources/read), and the task methods' taskId (webui.mcp.tasks).
 NAMED_BY: dict[str, str] = {**NAME_BEARING_METHODS, **{m: "taskId" for m in TASK_METHODS}}
-# Methods of an extension (not in the SDK's per-version maps) and the eras that carry them.
-EXTENSION_ERAS: dict[str, tuple[str, ...]] = {m: (MODERN,) for m in TASK_METHODS}
 
 
 @dataclass(frozen=True)
@@ -50,18 +68,26 @@ class McpMethod:
         return NAMED_BY.get(self.method)
 
 
-def _eras(method: str, surface: Any) -> tuple[str, ...]:
-    if method in EXTENSION_ERAS:
-        return EXTENSION_ERAS[method]
+def _eras(method: str, surface: Any, spec: Collection[str]) -> tuple[str, ...]:
+    """The eras whose versions the SDK's runner serves `method` at: a spec method only where
+    its version defines it (elsewhere -32601), any other (the tasks extension's, a custom
+    one) at every version."""
+    if method not in spec:
+        return (HANDSHAKE, MODERN)
     versions = {v for m, v in surface if m == method}
-    if not versions:
-        return (HANDSHAKE, MODERN)  # an unknown method: the server routes it in both eras
     eras: list[str] = []
     if versions & set(HANDSHAKE_PROTOCOL_VERSIONS):
         eras.append(HANDSHAKE)
     if versions & set(MODERN_PROTOCOL_VERSIONS):
         eras.append(MODERN)
     return tuple(eras)
+
+
+def _notification_eras(method: str) -> tuple[str, ...]:
+    """A notification is taken at 2025-11-25 only: the 2026-07-28 transport answers every
+    notification POST 202 and drops it (a client cancels by closing the request's stream)."""
+    eras = _eras(method, CLIENT_NOTIFICATIONS, SPEC_CLIENT_NOTIFICATION_METHODS)
+    return tuple(e for e in eras if e != MODERN)
 
 
 def served_requests(server: Server[Any]) -> dict[str, type[BaseModel]]:
@@ -73,23 +99,33 @@ def served_requests(server: Server[Any]) -> dict[str, type[BaseModel]]:
 
 
 def served_notifications(server: Server[Any]) -> dict[str, type[BaseModel]]:
+    """Every notification the server acts on and its params model: the runner's, the
+    dispatcher's and the registered handlers'."""
     handlers = server._notification_handlers  # pyright: ignore[reportPrivateUsage]
-    return {**RUNNER_NOTIFICATIONS, **{m: entry.params_type for m, entry in handlers.items()}}
+    return {
+        **RUNNER_NOTIFICATIONS,
+        **DISPATCHER_NOTIFICATIONS,
+        **{m: entry.params_type for m, entry in handlers.items()},
+    }
 
 
 def served_methods(server: Server[Any]) -> list[McpMethod]:
-    """The methods the server serves, requests then notifications, each sorted by name."""
+    """The methods the server serves over HTTP, requests then notifications, each sorted by
+    name (one no era takes is left out)."""
     methods = [
-        McpMethod(m, False, params, MONOLITH_RESULTS.get(m), _eras(m, CLIENT_REQUESTS))
+        McpMethod(m, False, params, MONOLITH_RESULTS.get(m), _eras(m, CLIENT_REQUESTS, SPEC_CLIENT_METHODS))
         for m, params in sorted(served_requests(server).items())
     ]
     methods += [
-        McpMethod(m, True, params, None, _eras(m, CLIENT_NOTIFICATIONS))
+        McpMethod(m, True, params, None, _notification_eras(m))
         for m, params in sorted(served_notifications(server).items())
     ]
-    return methods
+    return [m for m in methods if m.eras]
 
 
+# What a task's `inputRequests` (like an InputRequiredResult's) may carry: the SDK's
+# `InputRequest` union (webui.mcp.questions `input_request` gives one of them).
+INPUT_REQUEST_MODELS: tuple[type[BaseModel], ...] = get_args(types.InputRequest)
 # The tasks extension's results, as webui.mcp.tasks writes them (`_TaskState.task`).
 _TASK_STATUS = ["working", "input_required", "completed", "failed", "cancelled"]
 TASK_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -127,7 +163,14 @@ TASK_SCHEMAS: dict[str, dict[str, Any]] = {
                     "resultType": {"const": "complete"},
                     "inputRequests": {
                         "type": "object",
-                        "additionalProperties": {"$ref": "#/components/schemas/mcp.ElicitRequest"},
+                        "description": "The task's pending questions by key: each the request "
+                        "(elicitation, sampling or roots) the client answers in tasks/update.",
+                        "additionalProperties": {
+                            "anyOf": [
+                                {"$ref": f"#/components/schemas/mcp.{m.__name__}"}
+                                for m in INPUT_REQUEST_MODELS
+                            ]
+                        },
                     },
                     "result": {"$ref": "#/components/schemas/mcp.CallToolResult"},
                     "error": {
@@ -156,4 +199,4 @@ HAND_RESULTS: dict[str, str] = {
     "tasks/cancel": "mcp.TaskAcknowledged",
 }
 # Models the hand-written schemas refer to, added to the components with the others.
-HAND_REFERENCED: list[type[BaseModel]] = [types.ElicitRequest, types.CallToolResult]
+HAND_REFERENCED: list[type[BaseModel]] = [*INPUT_REQUEST_MODELS, types.CallToolResult]
