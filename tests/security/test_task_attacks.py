@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,7 +20,7 @@ import httpx2
 import pytest
 
 from tests.e2e.server import HELLO, LiveServer, key_id_of, running_server
-from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, MODERN, TASKS, Rpc, _run_id
+from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, MODERN, POLL, TASKS, Rpc, _run_id
 from tests.helpers import WAIT
 
 UNKNOWN = {"code": -32602, "message": "Unknown task"}
@@ -332,3 +333,73 @@ def test_a_strangers_cancel_storm_leaves_the_task_working(
         assert run_status(server, task_id) == "running"
     finally:
         rpc.task("tasks/cancel", task_id)
+
+
+# --------------------------------------------------------------------------- what a poller is sent
+
+
+def test_a_strangers_poll_without_sampling_cannot_refuse_another_accounts_sampling_request(
+    server: LiveServer, alice: str, mallory: str
+) -> None:
+    owner = Rpc(server, alice)
+    owner.caps = {"sampling": {}, "extensions": {TASKS: {}}}
+    task_id = owner.result(owner.call("sample_task", {"prompt": "mine"}))["taskId"]
+    try:
+        [(key, request)] = owner.until(task_id, "input_required")["inputRequests"].items()
+        assert request["method"] == "sampling/createMessage"
+        stranger = Rpc(server, mallory)  # declares no sampling: its poll would refuse one of its own
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            params = {"inputResponses": {key: {"action": "decline"}}} if method == "tasks/update" else {}
+            assert stranger.task(method, task_id, **params)["error"] == UNKNOWN
+        # Nothing was declined on alice's behalf: the request still waits for her client.
+        [row] = server.query("SELECT status FROM interactions WHERE run_id = :r", r=_run_id(task_id))
+        assert row["status"] == "pending"
+        assert list(owner.result(owner.task("tasks/get", task_id))["inputRequests"]) == [key]
+    finally:
+        owner.task("tasks/cancel", task_id)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "=?base64?" + "A" * 6000 + "?=",  # decodes to bytes that are no task id
+        "=?base64?////?=",  # not UTF-8 once decoded
+        "=?base64?YQ?=",  # not canonical base64
+        "=?base64??=",
+        "x" * 4000,
+    ],
+)
+def test_hostile_mcp_name_headers_are_header_mismatch_and_change_nothing(
+    server: LiveServer, alice: str, working: str, header: str
+) -> None:
+    rpc = Rpc(server, alice)
+    for method in ("tasks/get", "tasks/cancel"):
+        reply = rpc.post(method, {"taskId": working}, name=header)
+        assert reply["error"]["code"] == -32020, reply
+    assert run_status(server, working) == "running"
+    assert status(server, alice, working)["status"] == "working"
+
+
+def test_a_poller_answering_a_question_it_was_not_sent_by_its_id_changes_nothing(
+    server: LiveServer, alice: str
+) -> None:
+    # A form, polled by a client without elicitation: never listed, so never answerable here.
+    formless = Rpc(server, alice, elicitation=False)
+    task_id = formless.result(formless.call("confirm_delete", {"filename": "unsent.txt"}))["taskId"]
+    try:
+        deadline = time.monotonic() + WAIT
+        while not (
+            rows := server.query(
+                "SELECT id FROM interactions WHERE run_id = :r AND status = 'pending'", r=_run_id(task_id)
+            )
+        ):
+            assert time.monotonic() < deadline, "the question was never asked"
+            time.sleep(POLL)
+        [question] = rows
+        answer = {"action": "accept", "content": {"confirm": True}}
+        ack = formless.task("tasks/update", task_id, inputResponses={question["id"]: answer})
+        assert formless.result(ack) == {"resultType": "complete"}
+        assert interaction_status(server, question["id"]) == "pending"
+        assert formless.result(formless.task("tasks/get", task_id))["status"] == "working"
+    finally:
+        formless.task("tasks/cancel", task_id)
