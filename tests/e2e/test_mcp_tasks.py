@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -164,6 +165,25 @@ def test_an_optional_tool_that_reports_progress_becomes_a_task_and_completes_wit
         r["kind"] for r in server.query("SELECT kind FROM run_events WHERE run_id = :r", r=_run_id(task_id))
     ]
     assert "task" in kinds
+
+
+def test_the_run_page_and_the_audit_log_show_a_person_that_the_call_became_a_task(
+    server: LiveServer, key: str
+) -> None:
+    rpc = Rpc(server, key)
+    task_id = rpc.result(rpc.call("slow_compute", {"seconds": 1, "label": "shown"}))["taskId"]
+    rpc.until(task_id, "completed")
+    server.add_user("task-admin", admin=True, password="task-admin-password-1")
+    with httpx2.Client(base_url=server.base_url, timeout=WAIT) as browser:
+        token = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/login").text)
+        assert token
+        login = {"username": "task-admin", "password": "task-admin-password-1", "csrf_token": token.group(1)}
+        assert browser.post("/login", data=login, follow_redirects=False).status_code == 303
+        page = browser.get(f"/runs/{_run_id(task_id)}")
+        assert page.status_code == 200
+        assert "The MCP call became a task: its client follows the run with tasks/get." in page.text
+        audit = browser.get("/admin/audit", params={"event": "tool.task_created"})
+        assert audit.status_code == 200 and _run_id(task_id) in audit.text
 
 
 def test_a_quick_optional_call_is_answered_in_the_call_and_a_client_without_tasks_never_gets_one(
