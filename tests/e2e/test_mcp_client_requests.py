@@ -2,7 +2,9 @@
 `steamharness serve` and the conformance fixture project: inline on a 2025 session with the
 Python SDK's client, in a 2026-07-28 input round, through a task; a client that did not
 declare the capability is never sent the request (the handler's call raises, naming it); a
-client's refusal or a result that is not one; and no person answers them in the browser.
+client's refusal or a result that is not one; no person answers them in the browser; and
+each request and what came back are on the run's timeline (GET /api/runs/{id}, the run
+page), the words only for whoever sees the run's report.
 
 Every wait is bounded by WAIT."""
 
@@ -20,6 +22,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import LiveServer, running_server
+from tests.e2e.test_mcp_sessions import logged_in
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, Rpc
 from tests.helpers import WAIT
 
@@ -33,9 +36,46 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
+OWNER, MEMBER = ("sample-owner", "sample-owner-pw-1"), ("sample-member", "sample-member-pw-1")
+
+
 @pytest.fixture(scope="module")
 def key(server: LiveServer) -> str:
     return server.create_key("sampler")
+
+
+@pytest.fixture(scope="module")
+def owner_key(server: LiveServer) -> str:
+    """The key of a person who logs in to the run pages, beside another member of the project."""
+    for name, password in (OWNER, MEMBER):
+        server.add_user(name, password=password)
+        server.grant(name, [FIXTURE])
+    return server.create_key(OWNER[0])
+
+
+def entries(server: LiveServer, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The run's client-request timeline entries as the admin key reads them (kind, text, data)."""
+    r = httpx2.get(
+        f"{server.base_url}/api/runs/{run_id}",
+        headers={"Authorization": f"Bearer {server.admin_key}"},
+        timeout=WAIT,
+    )
+    assert r.status_code == 200, r.text
+    events = r.json()["data"]["events"]
+    return [
+        (e["kind"], e["text"], e["data"]) for e in events if e["kind"] in ("client_request", "client_answer")
+    ]
+
+
+async def paris(
+    ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant",
+        content=types.TextContent(type="text", text="Paris"),
+        model="m-1",
+        stop_reason="endTurn",
+    )
 
 
 async def _call(server: LiveServer, key: str, tool: str, arguments: dict[str, Any], **callbacks: Any) -> Any:
@@ -223,3 +263,201 @@ def test_no_person_answers_a_client_request_in_the_browser(server: LiveServer, k
     [row] = server.query("SELECT status FROM interactions WHERE id = :i", i=iid)
     assert row["status"] == "pending"
     rpc.task("tasks/cancel", task_id)
+
+
+async def test_a_sampling_request_and_the_models_reply_are_on_the_runs_timeline(
+    server: LiveServer, key: str
+) -> None:
+    result = await _call(
+        server, key, "test_sampling", {"prompt": "Capital of France?"}, sampling_callback=paris
+    )
+    run_id = result.structured_content["runId"]
+    iid = _row_id(server, run_id)
+    assert entries(server, run_id) == [
+        (
+            "client_request",
+            "asked the MCP client's model (sampling/createMessage)",
+            {
+                "request": "sampling",
+                "interactionId": iid,
+                "messages": 1,
+                "promptChars": len("Capital of France?"),
+                "firstText": "Capital of France?",
+                "maxTokens": 100,
+                "systemPrompt": False,
+            },
+        ),
+        (
+            "client_answer",
+            "the MCP client's model answered",
+            {
+                "request": "sampling",
+                "interactionId": iid,
+                "action": "accept",
+                "channel": "mcp-sampling",
+                "model": "m-1",
+                "stopReason": "endTurn",
+                "replyText": "Paris",
+                "replyChars": 5,
+                "replyTypes": ["text"],
+            },
+        ),
+    ]
+
+
+async def test_a_roots_request_and_the_roots_given_are_on_the_runs_timeline(
+    server: LiveServer, key: str
+) -> None:
+    async def roots(ctx: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(
+            roots=[types.Root(uri="file:///work/a", name="A"), types.Root(uri="file:///work/b")]
+        )
+
+    result = await _call(server, key, "roots_or_refusal", {}, list_roots_callback=roots)
+    run_id = result.structured_content["runId"]
+    iid = _row_id(server, run_id)
+    assert entries(server, run_id) == [
+        (
+            "client_request",
+            "asked the MCP client for its roots (roots/list)",
+            {"request": "roots", "interactionId": iid},
+        ),
+        (
+            "client_answer",
+            "the MCP client gave 2 roots",
+            {
+                "request": "roots",
+                "interactionId": iid,
+                "action": "accept",
+                "channel": "mcp-roots",
+                "count": 2,
+                "uris": ["file:///work/a", "file:///work/b"],
+            },
+        ),
+    ]
+
+
+async def test_a_refusal_and_a_client_never_asked_say_why_on_the_runs_timeline(
+    server: LiveServer, key: str
+) -> None:
+    async def refuse(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=-1, message="the user said no")
+
+    refused = await _call(server, key, "sample_or_refusal", {}, sampling_callback=refuse)
+    undeclared = await _call(server, key, "roots_or_refusal", {})
+    (_, _, asked), (kind, text, data) = entries(server, refused.structured_content["runId"])
+    assert asked["firstText"] == "hi" and asked["maxTokens"] == 20
+    assert (kind, text) == ("client_answer", "the MCP client declined the sampling request")
+    assert (data["action"], data["channel"], data["reason"]) == (
+        "decline",
+        "mcp-sampling",
+        "the MCP client declined the sampling request",
+    )
+    (_, _, _), (kind, text, data) = entries(server, undeclared.structured_content["runId"])
+    assert (kind, text) == ("client_answer", "not sent: the MCP client did not declare roots")
+    assert (data["channel"], data["reason"]) == ("mcp-undeclared", "the MCP client did not declare roots")
+
+
+def test_a_2026_round_and_a_tasks_answer_are_on_the_runs_timeline(server: LiveServer, key: str) -> None:
+    rpc = Rpc(server, key, tasks=False)
+    rpc.caps = {"roots": {}}
+    tool = "test_input_required_result_list_roots"
+    first = rpc.result(rpc.call(tool))
+    done = rpc.result(
+        rpc.call(
+            tool,
+            inputResponses={"client_roots": {"roots": [{"uri": "file:///r"}]}},
+            requestState=first["requestState"],
+        )
+    )
+    (_, _, _), (_, text, data) = entries(server, done["structuredContent"]["runId"])
+    assert (text, data["channel"], data["uris"]) == (
+        "the MCP client gave 1 root",
+        "mcp-input-required",
+        ["file:///r"],
+    )
+
+    tasks = Rpc(server, key)
+    tasks.caps = {"sampling": {}, "extensions": tasks.caps["extensions"]}
+    task_id = tasks.result(tasks.call("sample_task", {"prompt": "hello?"}))["taskId"]
+    [k] = tasks.until(task_id, "input_required")["inputRequests"]
+    answer = {
+        "role": "assistant",
+        "content": {"type": "text", "text": "yes"},
+        "model": "m",
+        "stopReason": "endTurn",
+    }
+    tasks.result(tasks.task("tasks/update", task_id, inputResponses={k: answer}))
+    tasks.until(task_id, "completed")
+    [row] = server.query("SELECT run_id FROM interactions WHERE id = :i", i=k)
+    (_, _, asked), (_, _, data) = entries(server, row["run_id"])
+    assert asked["firstText"] == "hello?"
+    assert (data["channel"], data["model"], data["replyText"]) == ("mcp-task", "m", "yes")
+
+
+async def test_the_run_page_shows_the_request_and_reply_to_its_person_and_only_their_size_to_others(
+    server: LiveServer, owner_key: str
+) -> None:
+    result = await _call(
+        server, owner_key, "test_sampling", {"prompt": "Capital of France?"}, sampling_callback=paris
+    )
+    run_id = result.structured_content["runId"]
+    with logged_in(server, OWNER) as (web, _):
+        page = web.get(f"/runs/{run_id}").text
+    timeline = page[
+        page.index('<ol class="timeline">') : page.index("</ol>", page.index('<ol class="timeline">'))
+    ]
+    assert "asked the MCP client&#39;s model (sampling/createMessage)" in timeline
+    assert "at most 100 tokens, no system prompt" in timeline
+    assert "<pre>Capital of France?</pre>" in timeline and "<pre>Paris</pre>" in timeline
+    assert "model <code>m-1</code>, stop reason <code>endTurn</code>" in timeline
+    with logged_in(server, MEMBER) as (web, _):
+        page = web.get(f"/runs/{run_id}").text
+    timeline = page[
+        page.index('<ol class="timeline">') : page.index("</ol>", page.index('<ol class="timeline">'))
+    ]
+    assert "the MCP client&#39;s model answered" in timeline and "model <code>m-1</code>" in timeline
+    assert "Capital of France" not in timeline and "Paris" not in timeline  # (params and output are shown)
+    assert "what was said is shown to the person who started the run" in timeline
+
+
+def test_a_run_waiting_for_its_client_says_so_not_that_a_person_answers(
+    server: LiveServer, owner_key: str
+) -> None:
+    rpc = Rpc(server, owner_key)
+    rpc.caps = {"sampling": {}, "extensions": rpc.caps["extensions"]}
+    task_id = rpc.result(rpc.call("sample_task", {"prompt": "p"}))["taskId"]
+    [iid] = rpc.until(task_id, "input_required")["inputRequests"]
+    [row] = server.query("SELECT run_id FROM interactions WHERE id = :i", i=iid)
+    try:
+        with logged_in(server, OWNER) as (web, _):
+            page = web.get(f"/runs/{row['run_id']}").text
+            timeline = web.get(f"/runs/{row['run_id']}/timeline").text
+        assert "Waiting for the MCP client" in page
+        assert "no person answers it here" in page
+        assert (
+            "Answer in the conversation view" not in page
+            and 'href="/conversations"' not in page.split('id="run"')[1]
+        )
+        assert "Waiting for the MCP client" in timeline
+    finally:
+        rpc.task("tasks/cancel", task_id)
+
+
+async def test_the_conversation_timeline_names_the_client_channels(
+    server: LiveServer, owner_key: str
+) -> None:
+    rpc = Rpc(server, owner_key, tasks=False)
+    rpc.caps = {"elicitation": {}}
+    undeclared = rpc.result(rpc.call("sample_or_refusal"))["structuredContent"]["runId"]
+    inline = await _call(server, owner_key, "test_sampling", {"prompt": "Capital?"}, sampling_callback=paris)
+    with logged_in(server, OWNER) as (web, _):
+        never_sent = web.get(f"/runs/{undeclared}/timeline").text
+        answered = web.get(f"/runs/{inline.structured_content['runId']}/timeline").text
+    assert "Not sent: the MCP client did not declare sampling" in never_sent, never_sent
+    assert "Answered in the MCP client (sampling)" in answered, answered
+
+
+def _row_id(server: LiveServer, run_id: str) -> str:
+    [row] = server.query("SELECT id FROM interactions WHERE run_id = :r", r=run_id)
+    return str(row["id"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import mcp_types as types
@@ -26,6 +27,20 @@ MAX_TOKENS_LIMIT = 1_000_000
 MAX_MESSAGES = 100
 # A sampling request as JSON, at most: it is stored, and sent on every round and poll.
 MAX_REQUEST_CHARS = 1024 * 1024
+
+
+# The run's timeline entries of a request to the client: when the handler asks, and when the
+# answer (or the refusal) comes back (webui.runs.questions writes them; the run page shows them).
+ASKED_ENTRY = "client_request"
+ANSWERED_ENTRY = "client_answer"
+# What an entry keeps of the workflow's and the model's words (characters), of the model's
+# name and stop reason, and of the roots: they are shown on a page, so bounded like a log line.
+ENTRY_TEXT_CHARS = 1000
+ENTRY_NAME_CHARS = 200
+ENTRY_MAX_URIS = 20
+ENTRY_URI_CHARS = 300
+# Control characters (but newline and tab) are shown as U+FFFD, as in a log line sent to a client.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def is_client_request(kind: str) -> bool:
@@ -129,3 +144,83 @@ def client_response(kind: str, raw: Any) -> tuple[str, dict[str, Any] | None]:
     if isinstance(raw, dict) and raw.get("action") in ("decline", "cancel") and len(raw) <= 2:
         return "decline", None  # the client refused: the handler's call raises; the run goes on
     return "accept", client_content(kind, raw)
+
+
+def _shown(value: Any, limit: int) -> str:
+    """Text for an entry: control characters replaced, cut to `limit` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit:,} characters more)"
+    return _CONTROL.sub("\ufffd", text)
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    """A message's content as a list of blocks (one block, or several at 2025-11-25)."""
+    blocks = content if isinstance(content, list) else [content]
+    return [b for b in blocks if isinstance(b, dict)]
+
+
+def _texts(blocks: list[dict[str, Any]]) -> list[str]:
+    return [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+
+def asked_entry(kind: str, request: dict[str, Any], interaction_id: str) -> tuple[str, dict[str, Any]]:
+    """The timeline entry (text, data) of a request the handler makes of the client: for
+    sampling, the prompt's size and its first text (bounded), max tokens, whether there is a
+    system prompt; for roots, that they were asked."""
+    data: dict[str, Any] = {"request": kind, "interactionId": interaction_id}
+    if kind == "roots":
+        return "asked the MCP client for its roots (roots/list)", data
+    messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+    texts = [t for m in messages for t in _texts(_content_blocks(m.get("content")))]
+    first = next((t for t in texts if t), "")
+    data.update(
+        messages=len(messages),
+        promptChars=sum(len(t) for t in texts),
+        firstText=_shown(first, ENTRY_TEXT_CHARS),
+        maxTokens=request.get("maxTokens"),
+        systemPrompt=bool(request.get("systemPrompt")),
+    )
+    return "asked the MCP client's model (sampling/createMessage)", data
+
+
+def answered_entry(
+    kind: str,
+    interaction_id: str,
+    *,
+    action: str,
+    content: Any,
+    channel: str | None,
+    reason: str | None,
+) -> tuple[str, dict[str, Any]]:
+    """The timeline entry (text, data) of the client's answer: for sampling, the model, its
+    stop reason and reply (bounded); for roots, how many and their URIs (bounded); a refusal,
+    or a client that was never sent it, says why."""
+    data: dict[str, Any] = {
+        "request": kind,
+        "interactionId": interaction_id,
+        "action": action,
+        "channel": channel,
+    }
+    if action != "accept" or not isinstance(content, dict):
+        data["reason"] = reason or f"the MCP client did not answer the {kind} request"
+        if channel == UNDECLARED_CHANNEL:
+            return f"not sent: the MCP client did not declare {CLIENT_KINDS[kind]}", data
+        return f"the MCP client declined the {kind} request", data
+    if kind == "roots":
+        roots = [r for r in content.get("roots") or [] if isinstance(r, dict)]
+        data.update(
+            count=len(roots),
+            uris=[_shown(r.get("uri", ""), ENTRY_URI_CHARS) for r in roots[:ENTRY_MAX_URIS]],
+        )
+        return f"the MCP client gave {len(roots)} root{'' if len(roots) == 1 else 's'}", data
+    blocks = _content_blocks(content.get("content"))
+    reply = "\n".join(_texts(blocks))
+    data.update(
+        model=_shown(content.get("model", ""), ENTRY_NAME_CHARS),
+        stopReason=_shown(content["stopReason"], ENTRY_NAME_CHARS) if content.get("stopReason") else None,
+        replyText=_shown(reply, ENTRY_TEXT_CHARS),
+        replyChars=len(reply),
+        replyTypes=sorted({_shown(b.get("type", ""), 40) for b in blocks})[:5],
+    )
+    return "the MCP client's model answered", data

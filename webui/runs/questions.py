@@ -18,8 +18,12 @@ from typing import Any
 from webui.blocking import run_db
 from webui.errors import ProjectError
 from webui.interactions.client_requests import (
+    ANSWERED_ENTRY,
+    ASKED_ENTRY,
     CLIENT_KINDS,
     UNDECLARED_CHANNEL,
+    answered_entry,
+    asked_entry,
     is_client_request,
     sampling_params,
 )
@@ -262,6 +266,13 @@ class RunQuestions:
         # The first question is shown; the others follow it as it is answered (an input
         # round at 2026-07-28 carries every one the client can answer at once).
         self._show(live, rows[0])
+        for row in rows:
+            if is_client_request(row.kind):
+                # No person answers it: the timeline is where anyone sees what was asked.
+                # Written after the run waits (no await between its questions and that),
+                # and before any answer's entry (the run's records keep their order).
+                text, data = asked_entry(row.kind, row.client_request or {}, row.id)
+                await self._note(live, ASKED_ENTRY, text, data)
 
     @staticmethod
     def _show(live: LiveRun, row: Interaction) -> None:
@@ -304,6 +315,23 @@ class RunQuestions:
                 if row.channel == UNDECLARED_CHANNEL
                 else f"the MCP client declined the {row.kind} request"
             )
+        self._settle(live, rid, row, result)
+        if is_client_request(row.kind):
+            # After the run's state is settled (an answer to another question of its round
+            # may come in meanwhile), and before the resumed handler's own records.
+            text, data = answered_entry(
+                row.kind,
+                row.id,
+                action=answer.action,
+                content=answer.content,
+                channel=row.channel,
+                reason=result.get("reason"),
+            )
+            await self._note(live, ANSWERED_ENTRY, text, data)
+
+    def _settle(self, live: LiveRun, rid: int, row: Interaction, result: dict[str, Any]) -> None:
+        """The answer to `rid`'s question `row`: the next question of its round is shown, or
+        the handler is answered (its whole round's results, in order) once the run resumes."""
         together = live.rounds.get(rid)
         if together is not None:
             together.results[row.id] = result
@@ -314,7 +342,15 @@ class RunQuestions:
             del live.rounds[rid]
             result = {"results": [together.results[q.id] for q in together.questions]}
         # The run goes on once it has a slot again; whoever answered need not wait for that.
-        runs.spawn(self._reply_when_resumed(live, rid, result), name=f"resume-{live.run_id}")
+        self.runs.spawn(self._reply_when_resumed(live, rid, result), name=f"resume-{live.run_id}")
+
+    async def _note(self, live: LiveRun, kind: str, text: str, data: dict[str, Any]) -> None:
+        """A timeline entry about a question: telling, not deciding, so one the database
+        refuses is logged and the run goes on (a busy database keeps it: RunRecordBacklog)."""
+        try:
+            await self.runs.add_event(live, kind, text=text, data=data)
+        except Exception:
+            log.exception("run %s: its %s timeline entry was not written", live.run_id, kind)
 
     async def _reply_when_resumed(self, live: LiveRun, rid: int, result: dict[str, Any]) -> None:
         if not await self.runs.after_wait(live):

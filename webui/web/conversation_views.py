@@ -23,7 +23,7 @@ from starlette.datastructures import FormData
 
 from webui.auth.ui import UiUser
 from webui.errors import NotFound
-from webui.interactions.client_requests import is_client_request
+from webui.interactions.client_requests import CLIENT_KINDS, UNDECLARED_CHANNEL, is_client_request
 from webui.interactions.owner import Party
 from webui.store import interactions as interaction_store
 from webui.store import runs as run_store
@@ -38,6 +38,10 @@ CHANNEL_LABELS = {
     "api": "the API",
     "mcp-elicitation": "the MCP client (form)",
     "mcp-input-required": "the MCP client (input required)",
+    "mcp-task": "the MCP client (task update)",
+    "mcp-sampling": "the MCP client (sampling)",
+    "mcp-roots": "the MCP client (roots)",
+    UNDECLARED_CHANNEL: "the server: the MCP client did not declare the capability, so it was never asked",
 }
 VERDICTS = {"accept": "Answered", "decline": "Declined", "cancel": "Cancelled"}
 HOST_VERDICTS = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
@@ -130,11 +134,13 @@ def _who(ia: Interaction) -> str:
 
 
 def verdict(ia: Interaction, run: Run) -> str:
+    if ia.status == "answered" and ia.channel == UNDECLARED_CHANNEL and ia.kind in CLIENT_KINDS:
+        return f"Not sent: the MCP client did not declare {CLIENT_KINDS[ia.kind]}"
     if ia.status == "answered":
         word = VERDICTS.get(ia.action or "", "Answered")
         return f"{word} in {channel_label(ia.channel)}{_who(ia)}"
     if ia.status == "pending":
-        return "Waiting for an answer"
+        return "Waiting for the MCP client" if is_client_request(ia.kind) else "Waiting for an answer"
     if _expired(ia):
         return "Expired without an answer"
     if run.status in run_store.FINAL_STATUSES:

@@ -5,6 +5,11 @@ person who started the run; everyone who may use the project sees params, status
 state timeline, output or error. Runs of other projects are 404, never 403, so
 their ids are not confirmed to exist.
 
+A request the handler made of its MCP client (`ctx.sample`, `ctx.roots`) and the answer are
+timeline entries: everyone sees what was asked and what came back (sizes, the model, how
+many roots); their words (the prompt, the reply, the roots' URIs) only whoever sees the
+report, as only they see the run's questions.
+
 The secret values of the configuration the run started with are redacted
 (`webui.configs.redaction`) from what anyone but the run's own account sees: params,
 output, error, timeline (administrators included: they export an account's secrets
@@ -27,6 +32,7 @@ from fastapi.responses import Response
 from webui.auth.ui import UiUser
 from webui.configs.redaction import NO_REDACTION, Redaction
 from webui.errors import NotFound
+from webui.interactions.client_requests import ANSWERED_ENTRY, ASKED_ENTRY, is_client_request
 from webui.interactions.owner import Party
 from webui.store import projects as project_store
 from webui.store import runs as run_store
@@ -40,8 +46,11 @@ PAGE_SIZE = 50
 STATUSES = (*run_store.ACTIVE_STATUSES, *run_store.FINAL_STATUSES)
 # The channels that start runs; the filter also keeps any other value it is given.
 SOURCES = ("mcp", "api", "ui")
-# "child"/"parent": the links between a run and the child runs it started through ctx.related.
-TIMELINE_KINDS = frozenset({"state", "child", "parent"})
+# "child"/"parent": the links between a run and the child runs it started through ctx.related;
+# a request to the MCP client and its answer.
+TIMELINE_KINDS = frozenset({"state", "child", "parent", ASKED_ENTRY, ANSWERED_ENTRY})
+# What of those two entries is the conversation's own words (shown with the report only).
+CLIENT_WORDS = ("firstText", "replyText", "uris")
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,18 @@ def shown_event(event: RunEvent, redaction: Redaction) -> RunEvent:
     copy = RunEvent.model_validate(event.model_dump())
     copy.text = redaction.text(event.text) if event.text is not None else None
     copy.data = redaction.value(event.data)
+    return copy
+
+
+def timeline_event(event: RunEvent, redaction: Redaction, *, words: bool) -> RunEvent:
+    """A timeline entry as a viewer may see it: `words` False leaves out what a request to
+    the MCP client and its answer said (`CLIENT_WORDS`)."""
+    shown = shown_event(event, redaction)
+    if words or event.kind not in (ASKED_ENTRY, ANSWERED_ENTRY) or not isinstance(shown.data, dict):
+        return shown
+    copy = RunEvent.model_validate(shown.model_dump())
+    copy.data = {k: v for k, v in shown.data.items() if k not in CLIENT_WORDS}
+    copy.data["wordsHidden"] = any(k in shown.data for k in CLIENT_WORDS)
     return copy
 
 
@@ -179,6 +200,11 @@ def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep
     hide = RunRedaction.of(services, Party.of_user(user), run)
     owner_view = run
     run = shown_run(run, hide.result)
+    interaction = (
+        services.interactions.pending_for_run(run.id)
+        if Party.of_user(user).may_see(owner_view.account_id)
+        else None
+    )
     return swappable_page(
         request,
         "runs/detail.html",
@@ -189,14 +215,16 @@ def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep
             "pretty": pretty,
             "project_name": record.name if record else run.project_id,
             "active": run.status in run_store.ACTIVE_STATUSES,
-            "timeline": [shown_event(e, hide.result) for e in events if e.kind in TIMELINE_KINDS],
+            "timeline": [
+                timeline_event(e, hide.result, words=full) for e in events if e.kind in TIMELINE_KINDS
+            ],
             "report": [shown_event(e, hide.logs) for e in events if e.kind not in TIMELINE_KINDS]
             if full
             else None,
             # A pending question is shown (and linked) only to whoever may answer or see it.
-            "interaction": services.interactions.pending_for_run(run.id)
-            if Party.of_user(user).may_see(owner_view.account_id)
-            else None,
+            "interaction": interaction,
+            # A sampling or roots request: only the MCP client that follows the run answers it.
+            "for_client": interaction is not None and is_client_request(interaction.kind),
         },
         block="run",
     )
