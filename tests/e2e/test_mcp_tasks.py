@@ -312,6 +312,34 @@ def test_questions_are_answered_with_tasks_update_partially_and_a_bad_answer_is_
     assert {c["channel"] for c in channels} == {"mcp-task"}
 
 
+def test_tasks_update_is_checked_whole_so_a_good_answer_beside_a_bad_one_is_not_recorded(
+    server: LiveServer, key: str
+) -> None:
+    rpc = Rpc(server, key)
+    task_id = rpc.result(rpc.call("multi_input"))["taskId"]
+    deadline = time.monotonic() + WAIT
+    while len(got := rpc.until(task_id, "input_required")["inputRequests"]) < 2:
+        assert time.monotonic() < deadline, got
+        time.sleep(POLL)
+    first, second = got
+    try:
+        refused = rpc.task(
+            "tasks/update",
+            task_id,
+            inputResponses={
+                first: {"action": "accept", "content": {"name": "good"}},
+                second: {"action": "accept", "content": {"name": 5}},
+            },
+        )["error"]
+        assert refused["code"] == -32602 and refused["message"].startswith(f"{second}: invalid answer")
+        assert first not in refused["message"]
+        rows = server.query("SELECT status FROM interactions WHERE id IN (:a, :b)", a=first, b=second)
+        assert [r["status"] for r in rows] == ["pending", "pending"]
+        assert set(rpc.result(rpc.task("tasks/get", task_id))["inputRequests"]) == {first, second}
+    finally:
+        rpc.task("tasks/cancel", task_id)
+
+
 def test_a_task_question_answered_in_the_browser_api_resumes_the_task(server: LiveServer, key: str) -> None:
     rpc = Rpc(server, key)
     task_id = rpc.result(rpc.call("confirm_delete", {"filename": "a.txt"}))["taskId"]

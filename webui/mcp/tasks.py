@@ -256,12 +256,13 @@ class Tasks:
         """Answers to the task's pending questions, each through `InteractionService.answer`
         like every other channel (the first valid answer wins). A question is answered under
         the key tasks/get gives it; any other key (never issued, already answered, a
-        question this client cannot be sent) is ignored, as the extension says. An answer
-        that does not fit its question is an error naming its key (the others given with it
-        are kept)."""
+        question this client cannot be sent) is ignored, as the extension says. The answers
+        are checked whole first, as an input round's are: one that does not fit its question
+        is -32602 naming its key, and none of them is recorded."""
         b, run_id = self._open(ctx, params)
         state = await self._state(ctx, b, None, run_id)
         outstanding = state.input_requests()
+        answers: list[tuple[str, Interaction, str, Any]] = []
         problems: list[str] = []
         for key, raw in params.input_responses.items():
             ia = outstanding.get(key)
@@ -269,12 +270,20 @@ class Tasks:
                 continue
             try:
                 action, content = answer_of(ia, raw)
+                self.interactions.check_answer(ia, action, content)
+                answers.append((key, ia, action, content))
+            except InvalidAnswer as exc:
+                problems.append(f"{key}: {exc.message}")
+        if problems:
+            raise MCPError(INVALID_PARAMS, "; ".join(problems))
+        for key, ia, action, content in answers:
+            try:
                 await self.interactions.answer(
                     ia.id, action=action, content=content, channel="mcp-task", by=party(b)
                 )
             except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
                 pass  # answered elsewhere first, or the run ended: tasks/get tells the rest
-            except InvalidAnswer as exc:
+            except InvalidAnswer as exc:  # refused on a rule beyond its schema
                 problems.append(f"{key}: {exc.message}")
         if problems:
             raise MCPError(INVALID_PARAMS, "; ".join(problems))
