@@ -160,6 +160,35 @@ async def test_a_client_without_the_capability_is_never_asked_and_the_handler_he
         assert (row["action"], row["channel"]) == ("decline", "mcp-undeclared")
 
 
+async def test_a_handler_letting_an_undeclared_sampling_refusal_escape_ends_its_call_with_a_clear_error(
+    server: LiveServer, key: str
+) -> None:
+    # 2025 session: a tool error that names the capability (no JSON-RPC error in that era).
+    result = await _call(server, key, "sample_uncaught", {})
+    assert result.is_error is True
+    error = result.structured_content["error"]
+    assert error["code"] == "capability_required"
+    assert error["message"] == (
+        "The handler needs a client that declares sampling: the MCP client did not declare sampling."
+    )
+    # 2026-07-28: -32021 naming it, as for a tool that requires it.
+    rpc = Rpc(server, key, tasks=False)
+    reply = rpc.call("sample_uncaught")
+    assert reply["error"]["code"] == -32021, reply
+    assert reply["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
+
+    # A client that declared sampling and declined: the handler's own error, saying why.
+    async def refuse(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=-1, message="no")
+
+    declined = await _call(server, key, "sample_uncaught", {}, sampling_callback=refuse)
+    assert declined.is_error is True
+    assert declined.structured_content["error"] == {
+        "code": "handler_error",
+        "message": "The handler raised ClientRequestRefused: the MCP client declined the sampling request.",
+    }
+
+
 async def test_a_clients_refusal_reaches_the_handler_as_a_decline(server: LiveServer, key: str) -> None:
     async def refuse(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
         return types.ErrorData(code=-1, message="the user said no")

@@ -4,8 +4,10 @@ was reported "internal" and the worker outlived its run, its timeout and its slo
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,3 +42,27 @@ async def test_a_frame_nested_past_the_parsers_limit_kills_the_worker_and_fails_
     assert final.status == "failed"
     assert final.error == {"code": "handler_error", "message": "The worker sent a malformed message."}
     assert process_gone(worker)
+
+
+@pytest.mark.parametrize(
+    "requires",
+    [["evil"], [], "sampling", [{"sampling": {}}], ["sampling", "x" * 10_000], None],
+)
+async def test_a_forged_capability_outcome_naming_no_known_capability_is_a_plain_handler_error(
+    svc: Services, intruder: Project, requires: Any
+) -> None:
+    frame = {"type": "error", "code": "capability_required", "requires": requires, "message": "<b>m</b>"}
+    run_id = await start_run(svc, intruder, "forged_outcome", {"frame": json.dumps(frame)})
+    final = await next_update(svc, run_id)
+    assert final.status == "failed"
+    assert final.error == {"code": "handler_error", "message": "<b>m</b>"}
+
+
+async def test_a_forged_capability_outcome_naming_a_known_one_is_only_that(
+    svc: Services, intruder: Project
+) -> None:
+    requires = ["roots"] * 100_000  # repeated: stored once
+    frame = {"type": "error", "code": "capability_required", "requires": requires, "message": "m", "x": 1}
+    run_id = await start_run(svc, intruder, "forged_outcome", {"frame": json.dumps(frame)})
+    final = await next_update(svc, run_id)
+    assert final.error == {"code": "capability_required", "message": "m", "requires": ["roots"]}

@@ -23,6 +23,11 @@ ENTRYPOINTS = [
     {"id": "raw_frame", "handler": "h.py:raw_frame", "params": [{"name": "size", "type": "number"}]},
     {"id": "garbage_frame", "handler": "h.py:garbage_frame"},
     {"id": "deep_frame", "handler": "h.py:deep_frame"},
+    {
+        "id": "forged_outcome",
+        "handler": "h.py:forged_outcome",
+        "params": [{"name": "frame", "type": "string"}],
+    },
     {"id": "identity", "handler": "h.py:identity"},
 ]
 
@@ -252,6 +257,12 @@ def deep_frame(ctx):
     ctx.progress(0, None, str(os.getpid()))
     os.write(_run_socket(), b"[" * 200000 + b"]" * 200000 + b"\n")
     time.sleep(3600)
+
+
+def forged_outcome(ctx):
+    # An outcome the handler writes itself, as the worker would (a JSON frame on the socket).
+    os.write(_run_socket(), ctx.params["frame"].encode() + b"\n")
+    os._exit(0)
 '''
 
 

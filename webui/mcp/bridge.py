@@ -41,6 +41,7 @@ from webui.mcp.capabilities import (
     CAPABILITY_REQUIRED,
     capability_error,
     capability_message,
+    capability_refusal,
     missing_capabilities,
 )
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
@@ -311,7 +312,7 @@ class CallBridge:
         2025 session whose POST the client dropped, the HTTP edge says so (`client_left`)
         and the SDK does not."""
         left = client_left.get(None)
-        result: CallResult | None = None
+        result: CallResult | MCPError | None = None
         async with anyio.create_task_group() as tg:
             if left is not None:
                 tg.start_soon(_cancel_when_set, left, tg.cancel_scope)
@@ -319,6 +320,8 @@ class CallBridge:
             tg.cancel_scope.cancel()
         if result is None:  # the client left: nobody reads this
             return error_result(run.run_id, ep, "cancelled", "cancelled", CLIENT_LEFT)
+        if isinstance(result, MCPError):  # raised out here: in the task group it is a group
+            raise result
         return result
 
     async def _follow_updates(
@@ -331,7 +334,7 @@ class CallBridge:
         left: anyio.Event | None,
         task_after: float | None = None,
         ahead: dict[str, Any] | None = None,
-    ) -> CallResult:
+    ) -> CallResult | MCPError:
         run_id = run.run_id
         keep_run = False
         finished = False
@@ -369,6 +372,10 @@ class CallBridge:
                             )
                             await self._audit(ctx, b, event, ep, run_id, update.status)
                         await logs.close()
+                        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (
+                            refusal := capability_refusal(ep, update.error)
+                        ):
+                            return refusal
                         return final_result(
                             run_id,
                             ep,

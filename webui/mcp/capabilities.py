@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from webui.workflows.project import Entrypoint
+from webui.workflows.project import CLIENT_CAPABILITIES, Entrypoint
 
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 CAPABILITY_REQUIRED = "capability_required"
@@ -75,6 +75,18 @@ def capability_error(ep: Entrypoint, missing: tuple[str, ...], extensions: tuple
         f"The tool {ep.id} needs a client that declares {' and '.join(names)}",
         data={"requiredCapabilities": required},
     )
+
+
+def capability_refusal(ep: Entrypoint, error: Mapping[str, Any] | None) -> MCPError | None:
+    """-32021 for a run whose handler needed a capability the client never declared (its
+    `ctx.sample` / `ctx.roots` refused as undeclared and not caught): at 2026-07-28 the
+    call answers as for a tool that requires it; None for any other outcome."""
+    if not error or error.get("code") != CAPABILITY_REQUIRED:
+        return None
+    requires = error.get("requires")
+    if not isinstance(requires, list) or not requires or not all(r in CLIENT_CAPABILITIES for r in requires):
+        return None
+    return capability_error(ep, tuple(requires))
 
 
 def capability_message(ep: Entrypoint, missing: tuple[str, ...]) -> str:

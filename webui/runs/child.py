@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from webui.runs import procs
-from webui.runs.context import Channel, Context, WorkflowFailure, frame
+from webui.runs.context import Channel, ClientRequestRefused, Context, WorkflowFailure, frame
 from webui.runs.messages import MAX_FRAME_BYTES, READ_CHUNK, MessageTooLarge, mb
 
 
@@ -263,6 +263,18 @@ def _call_handler(chan: Channel, spec: dict[str, Any]) -> dict[str, Any]:
     except MessageTooLarge as exc:
         traceback.print_exc()
         return {"type": "error", "code": "output_too_large", "message": f"The handler sent too much: {exc}."}
+    except ClientRequestRefused as exc:
+        traceback.print_exc()
+        if exc.capability is None:  # the client declined: the handler's own error
+            return {"type": "error", "message": f"The handler raised ClientRequestRefused: {exc}."}
+        # The client never declared what the handler needs: said as such, so the call can
+        # answer as for a tool that requires it (-32021 at 2026-07-28).
+        return {
+            "type": "error",
+            "code": "capability_required",
+            "requires": [exc.capability],
+            "message": f"The handler needs a client that declares {exc.capability}: {exc}.",
+        }
     except SystemExit as exc:
         return {"type": "error", "message": f"The handler called sys.exit({exc.code!r})."}
     except BaseException as exc:

@@ -68,7 +68,12 @@ class UnknownRelatedProject(RelatedProjectError, KeyError):
 
 class ClientRequestRefused(RuntimeError):
     """`ctx.sample` / `ctx.roots`: the MCP client did not give what was asked (it declined,
-    or did not declare the capability)."""
+    or did not declare the capability: then `capability` names it, and a handler that lets
+    this escape ends its call as a tool requiring that capability would)."""
+
+    def __init__(self, message: str, capability: str | None = None) -> None:
+        super().__init__(message)
+        self.capability = capability
 
 
 class RelatedRunFailed(RuntimeError):
@@ -492,7 +497,9 @@ def _sample_args(
 
 def _sample_result(answer: dict[str, Any]) -> dict[str, Any]:
     if answer["action"] != "accept":
-        raise ClientRequestRefused(answer.get("reason") or "the MCP client declined the sampling request")
+        raise ClientRequestRefused(
+            answer.get("reason") or "the MCP client declined the sampling request", answer.get("undeclared")
+        )
     return answer["content"]
 
 
@@ -503,7 +510,9 @@ def _roots_args(key: str | None) -> dict[str, Any]:
 
 def _roots_result(answer: dict[str, Any]) -> list[dict[str, Any]]:
     if answer["action"] != "accept":
-        raise ClientRequestRefused(answer.get("reason") or "the MCP client declined the roots request")
+        raise ClientRequestRefused(
+            answer.get("reason") or "the MCP client declined the roots request", answer.get("undeclared")
+        )
     return list(answer["content"]["roots"])
 
 

@@ -310,11 +310,11 @@ class RunQuestions:
             return
         result: dict[str, Any] = {"action": answer.action, "content": answer.content}
         if is_client_request(row.kind) and answer.action != "accept":
-            result["reason"] = (
-                f"the MCP client did not declare {CLIENT_KINDS[row.kind]}"
-                if row.channel == UNDECLARED_CHANNEL
-                else f"the MCP client declined the {row.kind} request"
-            )
+            if row.channel == UNDECLARED_CHANNEL:
+                result["reason"] = f"the MCP client did not declare {CLIENT_KINDS[row.kind]}"
+                result["undeclared"] = CLIENT_KINDS[row.kind]
+            else:
+                result["reason"] = f"the MCP client declined the {row.kind} request"
         self._settle(live, rid, row, result)
         if is_client_request(row.kind):
             # After the run's state is settled (an answer to another question of its round

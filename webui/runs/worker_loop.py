@@ -23,6 +23,7 @@ from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
 from webui.runs.types import EXIT_WAIT_SECONDS, RunStatus, RunUpdate
 from webui.store.models import utcnow
+from webui.workflows.project import CLIENT_CAPABILITIES
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +165,20 @@ def _outcome_of(msg: dict[str, Any]) -> tuple[RunStatus, dict[str, Any]] | None:
         }
         return RunStatus.FAILED, error
     if kind == "error":
+        message = str(msg.get("message", "The handler failed."))
+        requires = msg.get("requires")
+        if (
+            msg.get("code") == "capability_required"
+            and isinstance(requires, list)
+            and requires
+            and all(r in CLIENT_CAPABILITIES for r in requires)
+        ):
+            # The handler's ctx.sample / ctx.roots found the capability undeclared and let it
+            # escape: the call answers as for a tool requiring it (webui.mcp.capabilities).
+            named = list(dict.fromkeys(requires))  # each once: a forged frame may repeat them
+            return RunStatus.FAILED, {"code": "capability_required", "message": message, "requires": named}
         code = "output_too_large" if msg.get("code") == "output_too_large" else "handler_error"
-        return RunStatus.FAILED, {"code": code, "message": str(msg.get("message", "The handler failed."))}
+        return RunStatus.FAILED, {"code": code, "message": message}
     return None
 
 

@@ -73,3 +73,8 @@ def together_or_refusal(ctx):
         except RuntimeError as exc:
             out[what] = {"refused": str(exc)}
     return out
+
+
+def sample_uncaught(ctx):
+    """Asks the client's model and lets a refusal escape (no `requires`: the run finds out)."""
+    return ctx.sample(ctx.params.get("prompt") or "hi", max_tokens=20)
