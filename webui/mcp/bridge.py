@@ -388,7 +388,7 @@ class CallBridge:
                     if update.kind == "progress" and update.progress is not None and stream is not None:
                         await _progress(stream, update.progress)
                     elif update.kind == "log":
-                        await logs.line(update.text)
+                        await logs.line(update.line)
                     elif update.kind == "waiting" and update.interaction is not None:
                         delivered = await self.questions.deliver(
                             ctx, b, ep, run_id, update.interaction, ahead=ahead

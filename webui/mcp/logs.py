@@ -10,7 +10,7 @@ Who asked for them, by era:
 
 What is sent: `ctx.log` lines at the level the handler gave (logger: the tool's id) and the
 handler's stdout, line by line, at `info` (logger `stdout`); the worker loop makes the lines
-(webui.runs.worker_loop `WatchedLines`, `LogLine`), the run's configuration secrets redacted
+(webui.runs.worker_loop `WatchedLines`, webui.runs.types `LogLine`), the run's configuration secrets redacted
 as on every page that shows log lines. stderr (tracebacks, paths) stays in the run's
 timeline only (SPEC R-RUN-4). Each line is cut to `MESSAGE_LIMIT` characters and its control
 characters (but newline and tab) replaced; a call sends at most `MAX_MESSAGES_PER_CALL`
@@ -30,7 +30,8 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from webui.runs.messages import LOG_LEVELS
-from webui.runs.worker_loop import WATCHED_LINE_LIMIT, WATCHED_LINES_PER_MESSAGE, LogLine
+from webui.runs.types import LogLine
+from webui.runs.worker_loop import WATCHED_LINE_LIMIT, WATCHED_LINES_PER_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -106,24 +107,21 @@ class CallLogs:
         self.sent = 0
         self.unsent = 0
 
-    async def line(self, text: str | None, level: types.LoggingLevel = RUN_LOG_LEVEL) -> None:
-        """One line of the run: a `LogLine` says its own level and stream, and how much of it
-        (and how many lines after it) the worker loop already left out."""
-        if not text:
+    async def line(self, line: LogLine | None) -> None:
+        """One line of the run, at its own level and under its stream's logger; the worker
+        loop already says how much of it (and how many lines after it) it left out."""
+        if line is None or not line.text:
             return
-        logger, cut, more = self.logger, 0, 0
-        if isinstance(text, LogLine):
-            level = _level(text.level)
-            logger = STDOUT_LOGGER if text.stream == "stdout" else self.logger
-            cut, more = text.cut, text.more
+        level = _level(line.level)
         if level not in self.levels:
             return
-        self.unsent += more
+        self.unsent += line.more
         if self.sent >= self.limit:
             self.unsent += 1
             return
         self.sent += 1
-        await self._send(level, clean(text, cut), logger)
+        logger = STDOUT_LOGGER if line.stream == "stdout" else self.logger
+        await self._send(level, clean(line.text, line.cut), logger)
 
     async def close(self) -> None:
         """Before the call's result: say how many lines the cap kept back (once), at info or,

@@ -12,7 +12,7 @@ from webui.errors import SteamharnessError
 from webui.store.models import Interaction
 from webui.store.statuses import RunStatus
 
-__all__ = ["LiveState", "RunLimits", "RunRefused", "RunStatus", "RunUpdate", "new_run_id"]
+__all__ = ["LiveState", "LogLine", "RunLimits", "RunRefused", "RunStatus", "RunUpdate", "new_run_id"]
 
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 EXIT_WAIT_SECONDS = 10.0
@@ -59,10 +59,25 @@ class RunLimits:
     max_queued: int | None = None
 
 
+@dataclass(frozen=True)
+class LogLine:
+    """One log line as the run's watchers get it (`RunUpdate.line`, kind `log`): its text
+    (the run's configuration secrets redacted, cut to worker_loop.WATCHED_LINE_LIMIT), its
+    RFC 5424 `level` (a stdout line's is `info`), its `stream` (`log`: a `ctx.log` line, or
+    `stdout`), how many of its characters were `cut` before it was handed on, and how many
+    lines after it (a flood in one message) were only counted (`more`)."""
+
+    text: str
+    level: str = "info"
+    stream: str = "log"
+    cut: int = 0
+    more: int = 0
+
+
 @dataclass
 class RunUpdate:
     """What a watcher receives: `progress`, `waiting` (with the interaction), `running`,
-    `log` (a `ctx.log` line, its `text`), `final`."""
+    `log` (a `ctx.log` or stdout line, its `line`), `final`."""
 
     kind: str
     run_id: str
@@ -75,8 +90,8 @@ class RunUpdate:
     files: list[dict[str, Any]] = field(default_factory=list)
     # `final`: the request's `finished_audit` was written with the outcome.
     call_audited: bool = False
-    # `log`: the line (as the worker sent it: at most messages.LOG_TEXT_LIMIT characters).
-    text: str | None = None
+    # `log`: the line and what it says of itself.
+    line: LogLine | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from webui.runs.messages import DEFAULT_LOG_LEVEL, LOG_LEVELS, RunSpec, reply
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
-from webui.runs.types import EXIT_WAIT_SECONDS, RunStatus, RunUpdate
+from webui.runs.types import EXIT_WAIT_SECONDS, LogLine, RunStatus, RunUpdate
 from webui.store.models import utcnow
 from webui.workflows.project import CLIENT_CAPABILITIES
 
@@ -35,34 +35,6 @@ WATCHED_LINE_LIMIT = 16 * 1024
 # counted (on the last one handed): an MCP call sends at most
 # webui.mcp.logs.MAX_MESSAGES_PER_CALL lines, fewer, so none it would send is left out.
 WATCHED_LINES_PER_MESSAGE = 200
-
-
-class LogLine(str):
-    """One log line as the run's watchers get it (`RunUpdate.text` of kind `log`): its text
-    (the run's configuration secrets redacted, cut to WATCHED_LINE_LIMIT), and
-    - `level`: its RFC 5424 level (a stdout line's is `info`);
-    - `stream`: `log` (a `ctx.log` line) or `stdout`;
-    - `cut`: how many of its characters were left out before it was handed on;
-    - `more`: how many lines after it (a flood in one message) were only counted.
-    A `str`, so a watcher that wants only the text reads it as before."""
-
-    level: str
-    stream: str
-    cut: int
-    more: int
-
-    def __new__(
-        cls,
-        text: str,
-        *,
-        level: str = DEFAULT_LOG_LEVEL,
-        stream: str = "log",
-        cut: int = 0,
-        more: int = 0,
-    ) -> LogLine:
-        line = super().__new__(cls, text)
-        line.level, line.stream, line.cut, line.more = level, stream, cut, more
-        return line
 
 
 def log_level(value: Any) -> str:
@@ -144,7 +116,7 @@ class WatchedLines:
         for i, (text, cut) in enumerate(handed):
             more = counted if i == len(handed) - 1 and counted > 0 else 0
             line = LogLine(self._redact(text), level=level, stream=stream, cut=cut, more=more)
-            live.publish(RunUpdate("log", live.run_id, live.status, text=line))
+            live.publish(RunUpdate("log", live.run_id, live.status, line=line))
 
     def _redact(self, text: str) -> str:
         if self._redaction is None:
