@@ -2,7 +2,7 @@
 replayed after the task it became has ended (the state is sealed for a time, not for one
 use). Against a real `steamharness serve` and the conformance fixture project.
 
-Holes are marked xfail(strict=True): each documents what happens today."""
+Each hole it found is fixed; its test now checks the fix."""
 
 from __future__ import annotations
 
@@ -45,13 +45,6 @@ def _counts(server: LiveServer, run_id: str) -> tuple[int, int]:
     return int(events["n"]), int(audits["n"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="webui/mcp/bridge.py _call: a retry whose requestState names an ended run still goes "
-    "through _became_task: every replay (the state is reusable until its ttl) writes a new "
-    "'task' timeline entry and a tool.task_created audit event on the ended run, and moves "
-    "the ended task's lastUpdatedAt",
-)
 def test_replaying_a_retry_after_its_task_ended_changes_nothing(server: LiveServer) -> None:
     rpc = Rpc(server, server.create_key("replayer"))
     retry, task, ended = _ended_task(server, rpc)

@@ -2,7 +2,7 @@
 workflow code writing raw frames to its run socket, and a configuration secret printed in
 a form the per-line redaction of MCP log lines does not see.
 
-Holes are marked xfail(strict=True): each documents what happens today."""
+Each hole it found is fixed; its test now checks the fix."""
 
 from __future__ import annotations
 
@@ -131,12 +131,6 @@ def _worker_pid(server: LiveServer, run_id: str) -> int:
     return _until(read, "the worker never reported its pid")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="webui/runs/worker_loop.py _on_rpc: int(msg['id']) outside the try: a frame without an id "
-    "escapes WorkerLoop.run, the run ends 'internal' (task failed) and its worker is never killed: "
-    "it keeps running past its run, its slot, its timeout and any cancel",
-)
 def test_an_rpc_frame_without_an_id_does_not_leave_the_worker_running(server: LiveServer) -> None:
     key = server.create_key("frames-owner")
     rpc = Rpc(server, key, project=PROJECT)
@@ -158,11 +152,6 @@ def test_an_rpc_frame_without_an_id_does_not_leave_the_worker_running(server: Li
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="webui/runs/worker_loop.py _on_progress stores and publishes a raw frame's message uncut "
-    "(only ctx.progress cuts it to PROGRESS_MESSAGE_LIMIT): every tasks/get carries it whole",
-)
 def test_a_raw_progress_frame_cannot_make_every_poll_carry_a_huge_status_message(
     server: LiveServer,
 ) -> None:
@@ -232,12 +221,6 @@ def test_a_multi_line_secret_logged_with_ctx_log_is_redacted(server: LiveServer)
     assert warning == ["[redacted]"], logged
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="webui/runs/worker_loop.py WatchedLines: stdout is split into lines before _redact, so a "
-    "secret value spanning lines (a PEM key, a JSON credential) never matches and each of its lines "
-    "reaches the MCP client",
-)
 def test_a_multi_line_secret_printed_to_stdout_never_reaches_the_client(server: LiveServer) -> None:
     key = server.create_key("frames-secret-out", scopes=["runs.create", "runs.read", "configs"])
     _set_secret(server, key, SECRET)

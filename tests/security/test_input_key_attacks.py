@@ -184,6 +184,28 @@ def test_another_accounts_round_state_cannot_answer_her_keyed_question(
     assert done["content"][0]["text"] == "Hello, Alice!"
 
 
+def test_a_round_state_replayed_on_another_tool_answers_nothing_and_runs_nothing(
+    server: LiveServer, alice: str
+) -> None:
+    tool = "test_input_required_result_elicitation"
+    rpc = Rpc(server, alice, tasks=False)
+    asked = rpc.result(rpc.call(tool))
+    runs_before = server.query("SELECT count(*) AS n FROM runs")[0]["n"]
+    for other in ("test_input_required_result_request_state", "test_simple_text"):
+        replayed = rpc.call(
+            other, inputResponses={"user_name": _accept(name="Elsewhere")}, requestState=asked["requestState"]
+        )
+        error = replayed["error"]
+        assert (error["code"], error["message"]) == (-32602, "Invalid or expired requestState"), replayed
+    assert server.query("SELECT count(*) AS n FROM runs")[0]["n"] == runs_before
+    done = rpc.result(
+        rpc.call(
+            tool, inputResponses={"user_name": _accept(name="Alice")}, requestState=asked["requestState"]
+        )
+    )
+    assert done["content"][0]["text"] == "Hello, Alice!"
+
+
 TEXT = {"role": "user", "content": {"type": "text", "text": "hi"}}
 
 

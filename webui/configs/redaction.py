@@ -48,6 +48,13 @@ def forms(secret: str) -> set[str]:
     }
     # JSON inside JSON (an error message quoting a JSON document): escaped twice.
     found.add(json.dumps(json.dumps(secret)[1:-1])[1:-1])
+    # A multi-line secret (a PEM key) printed is met a line at a time where text is read or
+    # sent line by line (stdout lines on an MCP call), or cut between two chunks of output:
+    # each of its lines is a secret of its own.
+    if "\n" in secret or "\r" in secret:
+        for line in secret.splitlines():
+            if len(line := line.strip()) >= MIN_LENGTH:
+                found |= forms(line)
     return {f for f in found if f}
 
 

@@ -61,6 +61,7 @@ from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
 from webui.runs.types import RunLimits, RunRefused, RunUpdate
+from webui.store.statuses import FINAL_STATUSES
 from webui.workflows.project import Entrypoint
 from webui.workflows.schema import validate_arguments
 
@@ -201,8 +202,13 @@ class CallBridge:
         stream = ProgressStream(ctx.session.report_progress) if token is not None else None
         task_after = self.task_after if as_task else None
         if params.request_state:
-            run = self.runs.handle(await self.questions.resume_from_state(b, ep, params))
+            resumed = await self.questions.resume_from_state(b, ep, params)
+            run = self.runs.handle(resumed.id)
             if as_task:  # the input rounds before the work are over: the work is a task
+                if resumed.status in FINAL_STATUSES or self.runs.followed_as_task(resumed.id):
+                    # A retry replayed: the task it already is (or its outcome), written once.
+                    assert self.tasks is not None  # as_task
+                    return await self.tasks.created(ctx, b, ep, resumed.id)
                 return await self._became_task(ctx, b, ep, run)
         else:
             try:

@@ -269,12 +269,13 @@ class Questions:
                 asked[interaction_id] = ia
         return run, asked
 
-    async def resume_from_state(self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams) -> str:
+    async def resume_from_state(self, b: Binding, ep: Entrypoint, params: types.CallToolRequestParams) -> Run:
         """A 2026-07-28 retry: the state was unsealed by the boundary, which also checked it
         was sealed for this very credential, project and target; the answers are still made
         as this binding's party, so only the questions' owner can answer through it. A key
         the client did not answer leaves its question pending: the run's next round asks it
-        again."""
+        again. The run (as read before the answers) is returned; a retry replayed after its
+        run ended follows it to its outcome all the same."""
         try:
             state = json.loads(params.request_state or "")
             run_id = str(state["runId"])
@@ -290,6 +291,7 @@ class Questions:
             run is None
             or any(interaction_id not in asked for interaction_id in keys.values())
             or run.project_id != b.catalog.project.id
+            or run.entrypoint_id != ep.id  # a state of another tool's call
             or not party(b).owns(run.account_id)
         ):
             raise _invalid("Invalid or expired requestState")
@@ -318,7 +320,7 @@ class Questions:
                 pass  # answered elsewhere or run over: the run's own outcome tells the rest
             except InvalidAnswer as exc:
                 raise _invalid(f"{key}: {exc.message}") from None
-        return run_id
+        return run
 
 
 def party(b: Binding) -> Party:

@@ -282,6 +282,11 @@ class RunService:
         if live is not None:
             live.followed_as_task = True
 
+    def followed_as_task(self, run_id: str) -> bool:
+        """Whether the run, driven by this process, was already made an MCP task."""
+        live = self._live.get(run_id)
+        return live is not None and live.followed_as_task
+
     def held(self, *, sessions: dict[str, int] | None = None) -> Held:
         """What this process holds now, for the metrics: its queue, its slots, the runs
         waiting and their questions, the tasks followed (and `sessions`, by the caller)."""
@@ -399,6 +404,10 @@ class RunService:
                 await self.worker_loop.run(live)
         except Exception:
             log.exception("run %s: the run service failed", live.run_id)
+            if live.worker is not None:
+                # Nothing follows this worker now: it must not outlive its run (nor keep its uid).
+                live.worker.kill()
+                live.worker.close()
             if live.terminating is None:
                 live.terminating = (
                     RunStatus.FAILED,

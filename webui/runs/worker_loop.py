@@ -7,6 +7,7 @@ stores (webui.runs.store_calls)."""
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, TextIO
 
 from webui.configs.model import ConfigSnapshot
@@ -17,7 +18,7 @@ from webui.observability.tracing import TRACER
 from webui.runs.children import ChildRuns
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun
-from webui.runs.messages import DEFAULT_LOG_LEVEL, LOG_LEVELS, RunSpec, reply
+from webui.runs.messages import DEFAULT_LOG_LEVEL, LOG_LEVELS, PROGRESS_MESSAGE_LIMIT, RunSpec, reply
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
@@ -115,13 +116,20 @@ class WatchedLines:
         live = self.live
         for i, (text, cut) in enumerate(handed):
             more = counted if i == len(handed) - 1 and counted > 0 else 0
-            line = LogLine(self._redact(text), level=level, stream=stream, cut=cut, more=more)
+            line = LogLine(self.redact(text), level=level, stream=stream, cut=cut, more=more)
             live.publish(RunUpdate("log", live.run_id, live.status, line=line))
 
-    def _redact(self, text: str) -> str:
+    def redact(self, text: str) -> str:
         if self._redaction is None:
             self._redaction = Redaction(_secrets(self.live.request.config))
         return self._redaction.text(text)
+
+
+def _number(value: Any) -> float | int | None:
+    """A progress figure: a finite number, else none."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _outcome_of(msg: dict[str, Any]) -> tuple[RunStatus, dict[str, Any]] | None:
@@ -228,9 +236,19 @@ class WorkerLoop:
                 elif kind == "log":
                     await self._on_log(live, lines, str(msg.get("text", "")), log_level(msg.get("level")))
                 elif kind == "progress":
-                    await self._on_progress(live, msg)
+                    await self._on_progress(live, lines, msg)
                 elif kind == "rpc":
-                    await self._on_rpc(live, worker, msg)
+                    rid = msg.get("id")
+                    if not isinstance(rid, int) or isinstance(rid, bool):
+                        # No request to answer: a frame only hostile code writes. As for any
+                        # malformed message, the run fails and its worker is killed.
+                        live.terminating = live.terminating or (
+                            RunStatus.FAILED,
+                            {"code": "handler_error", "message": "The worker sent a malformed message."},
+                        )
+                        worker.kill()
+                        break
+                    await self._on_rpc(live, worker, rid, msg)
                 elif (outcome := _outcome_of(msg)) is not None:
                     live.terminating = live.terminating or outcome
             lines.flush()
@@ -264,14 +282,19 @@ class WorkerLoop:
         lines.log(text, level)
         await self._record_output(live, "log", text, {"level": level})
 
-    async def _on_progress(self, live: LiveRun, msg: dict[str, Any]) -> None:
-        data = {"done": msg.get("done"), "total": msg.get("total"), "message": msg.get("message")}
+    async def _on_progress(self, live: LiveRun, lines: WatchedLines, msg: dict[str, Any]) -> None:
+        # As ctx.progress sends it, whatever the worker wrote: numbers or nothing, a message
+        # cut to its limit with the run's secrets redacted (it reaches MCP clients and every
+        # task poll's statusMessage).
+        message = msg.get("message")
+        if message is not None:
+            message = lines.redact(str(message)[:PROGRESS_MESSAGE_LIMIT])
+        data = {"done": _number(msg.get("done")), "total": _number(msg.get("total")), "message": message}
         # Watchers first: a progress notification need not wait for the timeline write.
         live.publish(RunUpdate("progress", live.run_id, live.status, progress=data))
         await self.runs.add_event(live, "progress", data=data)
 
-    async def _on_rpc(self, live: LiveRun, worker: Worker, msg: dict[str, Any]) -> None:
-        rid = int(msg["id"])
+    async def _on_rpc(self, live: LiveRun, worker: Worker, rid: int, msg: dict[str, Any]) -> None:
         op = str(msg.get("op"))
         args = msg.get("args") or {}
         try:
