@@ -128,6 +128,17 @@ def _message(r: httpx2.Response) -> dict[str, Any]:
     return replies[-1]
 
 
+def confirm_in_browser_api(server: LiveServer, key: str, question: str) -> None:
+    """The question's `confirm` ticked and accepted through the JSON API the browser uses."""
+    r = httpx2.post(
+        f"{server.base_url}/api/interactions/{question}/answer",
+        json={"action": "accept", "content": {"confirm": True}},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=WAIT,
+    )
+    assert r.status_code == 200, r.text
+
+
 def _audit(server: LiveServer, event: str) -> list[dict[str, Any]]:
     return server.query("SELECT * FROM audit_events WHERE event = :e ORDER BY id", e=event)
 
@@ -344,13 +355,7 @@ def test_a_task_question_answered_in_the_browser_api_resumes_the_task(server: Li
     rpc = Rpc(server, key)
     task_id = rpc.result(rpc.call("confirm_delete", {"filename": "a.txt"}))["taskId"]
     [question] = rpc.until(task_id, "input_required")["inputRequests"]
-    r = httpx2.post(
-        f"{server.base_url}/api/interactions/{question}/answer",
-        json={"action": "accept", "content": {"confirm": True}},
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=WAIT,
-    )
-    assert r.status_code == 200, r.text
+    confirm_in_browser_api(server, key, question)
     assert rpc.until(task_id, "completed")["result"]["content"][0]["text"] == "a.txt: deleted"
     # The same answer again through the task is taken (first valid answer wins; nothing breaks).
     late = rpc.task("tasks/update", task_id, inputResponses={question: {"action": "accept", "content": {}}})
@@ -469,13 +474,7 @@ def test_a_task_never_sends_its_poller_a_request_it_did_not_declare(server: Live
     assert server.query("SELECT status FROM interactions WHERE id = :i", i=question["id"]) == [
         {"status": "pending"}
     ]
-    r = httpx2.post(
-        f"{server.base_url}/api/interactions/{question['id']}/answer",
-        json={"action": "accept", "content": {"confirm": True}},
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=WAIT,
-    )
-    assert r.status_code == 200, r.text
+    confirm_in_browser_api(server, key, question["id"])
     done = formless.until(task_id, "completed")
     assert done["result"]["content"][0]["text"] == "b.txt: deleted" and "statusMessage" not in done
 
