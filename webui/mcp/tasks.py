@@ -360,9 +360,13 @@ class _TaskState:
                     key: input_request(ia).model_dump(mode="json", by_alias=True, exclude_none=True)
                     for key, ia in asked.items()
                 }
-        elif self.view.pending:
+        elif any(not is_client_request(ia.kind) for ia in self.view.pending):
             task["statusMessage"] = (
                 "The run waits for an answer this client cannot give here; answer it in the browser."
+            )
+        elif self.view.pending:  # a sampling or roots request: only an MCP client answers it
+            task["statusMessage"] = (
+                "The run waits for a request to its MCP client this client did not declare."
             )
         return task
 
