@@ -3,7 +3,7 @@ cut of a progress message, keys of a task's questions as different pollers see t
 races (tasks/update against the browser, tasks/cancel against the run's own end, polls
 without sampling against the owner's sampling answer).
 
-A test marked xfail(strict) proves a hole still open; the others are what held."""
+The holes it found are fixed (their tests check the fix); the others are what held."""
 
 from __future__ import annotations
 
@@ -172,11 +172,6 @@ def _set_secret(server: LiveServer, key: str, value: str) -> None:
 # --------------------------------------------------------------------------- secrets
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker_loop._on_progress cuts the message to PROGRESS_MESSAGE_LIMIT before redacting: "
-    "a secret straddling the cut is no longer whole, so its first characters reach every poll",
-)
 def test_a_secret_straddling_the_progress_message_cut_never_reaches_a_poll(server: LiveServer) -> None:
     key = server.create_key("pass2-secret", scopes=["runs.create", "runs.read", "configs"])
     _set_secret(server, key, TOKEN)
@@ -202,12 +197,6 @@ def test_a_secret_straddling_the_progress_message_cut_never_reaches_a_poll(serve
 # --------------------------------------------------------------------------- keys
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_TaskState.input_requests keys only the questions this poller can answer "
-    "(answerable_by) before keyed(): the key 'k' names the form to a client with elicitation and "
-    "the sampling request to one with sampling only, so a key names two requests in one task",
-)
 def test_a_key_names_one_request_whatever_the_pollers_capabilities(server: LiveServer) -> None:
     key = server.create_key("pass2-keys")
     full = _rpc(server, key, {"elicitation": {}, "sampling": {}})

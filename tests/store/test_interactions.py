@@ -177,3 +177,29 @@ def test_a_task_view_names_the_pending_questions_whose_key_an_earlier_one_of_the
     assert [ia.id for ia in view.pending] == ["again", "again2", "fresh", "plain", "kid"]
     # A child run's question is not judged here: a task names every one by its id.
     assert view.reused_keys == {"again", "again2"}
+
+
+def test_a_task_view_finds_the_newest_progress_among_the_runs_newest_entries_only(engine: Engine) -> None:
+    from webui.store import runs as run_store
+    from webui.store.models import RunEvent
+
+    add_run(engine, "r1")
+
+    def add(*events: RunEvent) -> None:
+        with Session(engine) as s:
+            s.add_all(events)
+            s.commit()
+
+    add(RunEvent(run_id="r1", kind="progress", data={"message": "first"}))
+    add(
+        RunEvent(run_id="r1", kind="progress", data={"message": "second"}),
+        RunEvent(run_id="r1", kind="stdout"),
+    )
+    view = run_store.task_view(engine, run_id="r1")
+    assert view is not None and view.last_progress is not None
+    assert view.last_progress.data == {"message": "second"} and view.last_event is not None
+    assert view.last_event.kind == "stdout"
+    # Past the look-back the progress is no longer read (the poll stays bounded).
+    add(*(RunEvent(run_id="r1", kind="stdout", text="x") for _ in range(run_store.PROGRESS_LOOKBACK)))
+    view = run_store.task_view(engine, run_id="r1")
+    assert view is not None and view.last_progress is None

@@ -329,7 +329,10 @@ class _TaskState:
         own handler's), go by their unique id."""
         view = self.view
         by_id = view.reused_keys | {ia.id for ia in view.pending if ia.run_id != view.run.id}
-        return keyed(*(ia for ia in view.pending if self.answerable(ia)), by_id=by_id)
+        # Keyed over every pending question, then kept to what this poller may be sent: a
+        # key names the same request whatever the capabilities a poll declares.
+        asked = keyed(*view.pending, by_id=by_id)
+        return {key: ia for key, ia in asked.items() if self.answerable(ia)}
 
     def task(self, *, detailed: bool) -> dict[str, Any]:
         run = self.view.run

@@ -27,9 +27,9 @@ from webui.runs.messages import (
     LOG_LEVELS,
     LOG_TEXT_LIMIT,
     MAX_FRAME_BYTES,
-    PROGRESS_MESSAGE_LIMIT,
     READ_CHUNK,
     MessageTooLarge,
+    cut_text,
     encode,
     mb,
 )
@@ -184,12 +184,6 @@ class Channel:
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
         os._exit(70)
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
 
 
 def _json_default(value: Any) -> Any:
@@ -442,11 +436,12 @@ class Context:
         if level not in LOG_LEVELS:
             shown = repr(level)[:80]
             raise ValueError(f"ctx.log() level: {shown} is not one of {', '.join(LOG_LEVELS)}")
-        self._chan.send({"type": "log", "text": _cut(str(text), LOG_TEXT_LIMIT), "level": level})
+        self._chan.send({"type": "log", "text": cut_text(str(text), LOG_TEXT_LIMIT), "level": level})
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         if message is not None:
-            message = _cut(str(message), PROGRESS_MESSAGE_LIMIT)
+            # Bounded for the wire only: the run service redacts it whole, then cuts it.
+            message = cut_text(str(message), LOG_TEXT_LIMIT)
         self._chan.send({"type": "progress", "done": done, "total": total, "message": message})
 
     def fail(self, err_code: int | str, message: str) -> None:

@@ -28,6 +28,9 @@ READ_CHUNK = 65536
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 # In characters; with JSON escaping even the worst text stays far below the frame limit.
 LOG_TEXT_LIMIT = 1024 * 1024
+# A progress message as stored and sent: cut by the run service once the run's secrets are
+# redacted from the whole of it (the worker bounds it at LOG_TEXT_LIMIT only, so a secret the
+# worker's cut would split is never left half in what is kept).
 PROGRESS_MESSAGE_LIMIT = 4096
 # The levels of a `ctx.log` line, severity ascending: RFC 5424's, as MCP's
 # `notifications/message` names them (webui.mcp.logs checks they are the SDK's).
@@ -192,3 +195,10 @@ def encode(msg: Any, default: Callable[[Any], Any] | None = None) -> bytes:
 def mb(size: int) -> str:
     """A message size, for a person."""
     return f"{size / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"

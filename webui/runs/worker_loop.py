@@ -18,7 +18,15 @@ from webui.observability.tracing import TRACER
 from webui.runs.children import ChildRuns
 from webui.runs.control import RunControl
 from webui.runs.live import LiveRun
-from webui.runs.messages import DEFAULT_LOG_LEVEL, LOG_LEVELS, PROGRESS_MESSAGE_LIMIT, RunSpec, reply
+from webui.runs.messages import (
+    DEFAULT_LOG_LEVEL,
+    LOG_LEVELS,
+    LOG_TEXT_LIMIT,
+    PROGRESS_MESSAGE_LIMIT,
+    RunSpec,
+    cut_text,
+    reply,
+)
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
 from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
@@ -283,12 +291,12 @@ class WorkerLoop:
         await self._record_output(live, "log", text, {"level": level})
 
     async def _on_progress(self, live: LiveRun, lines: WatchedLines, msg: dict[str, Any]) -> None:
-        # As ctx.progress sends it, whatever the worker wrote: numbers or nothing, a message
-        # cut to its limit with the run's secrets redacted (it reaches MCP clients and every
-        # task poll's statusMessage).
+        # Whatever the worker wrote: numbers or nothing, and a message with the run's secrets
+        # redacted from the whole of it, then cut to its limit (it reaches MCP clients and
+        # every task poll's statusMessage).
         message = msg.get("message")
         if message is not None:
-            message = lines.redact(str(message)[:PROGRESS_MESSAGE_LIMIT])
+            message = cut_text(lines.redact(str(message)[:LOG_TEXT_LIMIT]), PROGRESS_MESSAGE_LIMIT)
         data = {"done": _number(msg.get("done")), "total": _number(msg.get("total")), "message": message}
         # Watchers first: a progress notification need not wait for the timeline write.
         live.publish(RunUpdate("progress", live.run_id, live.status, progress=data))

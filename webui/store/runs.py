@@ -409,6 +409,10 @@ class TaskView:
     reused_keys: frozenset[str] = frozenset()
 
 
+# How many of a run's newest timeline entries a task poll looks through for its progress.
+PROGRESS_LOOKBACK = 1000
+
+
 def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: int = 50) -> TaskView | None:
     with Session(engine, expire_on_commit=False) as s:
         run = s.get(Run, run_id)
@@ -441,9 +445,18 @@ def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: i
             if run.status not in FINAL_STATUSES
             else []
         )
-        newest = select(RunEvent).where(RunEvent.run_id == run_id).order_by(col(RunEvent.id).desc()).limit(1)
-        last_event = s.exec(newest).first()
-        progress = s.exec(newest.where(RunEvent.kind == "progress")).first()
+        newest = select(RunEvent).where(RunEvent.run_id == run_id).order_by(col(RunEvent.id).desc())
+        last_event = s.exec(newest.limit(1)).first()
+        # The newest progress among the run's newest entries only (the (run_id, id) index): a
+        # run that never reports progress, or logs on and on after it, costs a poll no scan
+        # of its whole timeline.
+        recent = newest.with_only_columns(col(RunEvent.id)).limit(PROGRESS_LOOKBACK).subquery()
+        progress = s.exec(
+            select(RunEvent)
+            .where(col(RunEvent.id).in_(sa_select(recent.c.id)), RunEvent.kind == "progress")
+            .order_by(col(RunEvent.id).desc())
+            .limit(1)
+        ).first()
         return TaskView(run, pending, last_event, progress, _reused_keys(s, run_id, pending))
 
 
