@@ -203,3 +203,27 @@ def test_a_task_view_finds_the_newest_progress_among_the_runs_newest_entries_onl
     add(*(RunEvent(run_id="r1", kind="stdout", text="x") for _ in range(run_store.PROGRESS_LOOKBACK)))
     view = run_store.task_view(engine, run_id="r1")
     assert view is not None and view.last_progress is None
+
+
+def test_a_task_view_reads_a_bounded_number_of_child_runs_per_level(engine: Engine) -> None:
+    from webui.store import runs as run_store
+
+    add_run(engine, "root")
+    with Session(engine) as s:
+        for n in range(5):
+            s.add(
+                Run(
+                    id=f"kid{n}",
+                    project_id="p1",
+                    entrypoint_id="e",
+                    entrypoint_title="E",
+                    parent_run_id="root",
+                )
+            )
+        s.commit()
+        for n in range(5):
+            s.add(question(f"q{n}", run_id=f"kid{n}", minutes=n))
+        s.commit()
+    assert len(run_store.task_view(engine, run_id="root").pending) == 5  # type: ignore[union-attr]
+    bounded = run_store.task_view(engine, run_id="root", max_children=2)
+    assert bounded is not None and len(bounded.pending) == 2

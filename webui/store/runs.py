@@ -413,7 +413,9 @@ class TaskView:
 PROGRESS_LOOKBACK = 1000
 
 
-def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: int = 50) -> TaskView | None:
+def task_view(
+    engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: int = 50, max_children: int = 500
+) -> TaskView | None:
     with Session(engine, expire_on_commit=False) as s:
         run = s.get(Run, run_id)
         if run is None:
@@ -422,11 +424,13 @@ def task_view(engine: Engine, *, run_id: str, max_depth: int = 8, max_pending: i
         frontier = [run_id]
         if run.status not in FINAL_STATUSES:
             for _ in range(max_depth):
+                # Bounded per level: a handler fanning out to many child runs costs a poll
+                # no more than this (their questions are capped at `max_pending` anyway).
                 children = list(
                     s.exec(
-                        select(Run.id).where(
-                            col(Run.parent_run_id).in_(frontier), col(Run.status).in_(ACTIVE_STATUSES)
-                        )
+                        select(Run.id)
+                        .where(col(Run.parent_run_id).in_(frontier), col(Run.status).in_(ACTIVE_STATUSES))
+                        .limit(max_children)
                     )
                 )
                 if not children:
