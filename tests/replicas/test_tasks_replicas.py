@@ -233,3 +233,32 @@ def test_another_accounts_key_reads_a_task_as_unknown_on_every_replica(cluster: 
         assert on_a.result(on_a.task("tasks/get", task_id))["status"] == "working"
     finally:
         on_a.task("tasks/cancel", task_id)
+
+
+def test_a_retry_replayed_on_the_other_replica_returns_the_same_task_and_writes_it_once(
+    cluster: Cluster, db: Engine, key: str
+) -> None:
+    on_a, on_b = Rpc(cluster.a, key), Rpc(cluster.b, key)
+    asked = on_a.result(on_a.call("ask_then_work", {"seconds": 60}))
+    assert asked["resultType"] == "input_required" and set(asked["inputRequests"]) == {"who"}
+    retry = {"inputResponses": {"who": {"action": "accept", "content": {"name": "Ann"}}}}
+    retry["requestState"] = asked["requestState"]
+    task = on_a.result(on_a.call("ask_then_work", {"seconds": 60}, **retry))
+    assert task["resultType"] == "task"
+    try:
+        # The client did not hear back and sends the same retry again, through B.
+        again = on_b.result(on_b.call("ask_then_work", {"seconds": 60}, **retry))
+        assert again["resultType"] == "task" and again["taskId"] == task["taskId"]
+        run_id = _run_id(task["taskId"])
+        created = query(
+            db,
+            "SELECT count(*) AS n FROM audit_events WHERE run_id = :r AND event = 'tool.task_created'",
+            r=run_id,
+        )
+        assert created == [{"n": 1}]
+        notes = query(
+            db, "SELECT count(*) AS n FROM run_events WHERE run_id = :r AND kind = 'task'", r=run_id
+        )
+        assert notes == [{"n": 1}]
+    finally:
+        on_b.task("tasks/cancel", task["taskId"])

@@ -61,6 +61,8 @@ from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
 from webui.runs.types import RunLimits, RunRefused, RunUpdate
+from webui.store import audit as audit_store
+from webui.store.models import Run
 from webui.store.statuses import FINAL_STATUSES
 from webui.workflows.project import Entrypoint
 from webui.workflows.schema import validate_arguments
@@ -205,7 +207,7 @@ class CallBridge:
             resumed = await self.questions.resume_from_state(b, ep, params)
             run = self.runs.handle(resumed.id)
             if as_task:  # the input rounds before the work are over: the work is a task
-                if resumed.status in FINAL_STATUSES or self.runs.followed_as_task(resumed.id):
+                if await self._already_task(resumed):
                     # A retry replayed: the task it already is (or its outcome), written once.
                     assert self.tasks is not None  # as_task
                     return await self.tasks.created(ctx, b, ep, resumed.id)
@@ -236,6 +238,15 @@ class CallBridge:
         # question its handler names with that key (`ctx.ask(key=...)`).
         ahead = {} if params.request_state else dict(params.input_responses or {})
         return await self._follow(ctx, b, ep, run, stream, task_after, ahead)
+
+    async def _already_task(self, run: Run) -> bool:
+        """Whether a resumed run needs no new task: it ended, or it already became one (on
+        this replica, maybe with its audit not written yet; on any, its audit says so)."""
+        if run.status in FINAL_STATUSES or self.runs.followed_as_task(run.id):
+            return True
+        return await run_db(
+            audit_store.run_has_event, self.runs.engine, run_id=run.id, event=AuditName.TOOL_TASK_CREATED
+        )
 
     async def _became_task(
         self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run: RunHandle

@@ -201,6 +201,13 @@ def max_id(engine: Engine) -> int:
         return conn.execute(select(func.max(_C.id))).scalar() or 0
 
 
+def run_has_event(engine: Engine, *, run_id: str, event: str) -> bool:
+    """Whether the run's audit trail holds `event` (its run_id index: a run has a handful)."""
+    with engine.connect() as conn:
+        found = conn.execute(select(_C.id).where(_C.run_id == run_id, _C.event == event).limit(1)).first()
+        return found is not None
+
+
 def distinct_values(engine: Engine, *, column: Literal["event", "outcome"], limit: int = 100) -> list[str]:
     """The distinct values of a column, sorted: a loose index scan (one index seek per value,
     written as a recursive CTE), so it stays fast on a large table with few distinct values."""

@@ -88,3 +88,12 @@ def same_key_twice(ctx):
     first = ctx.ask("Step 1", [{"name": "name", "type": "string", "required": True}], key="step")
     second = ctx.ask("Step 2", [{"name": "name", "type": "string", "required": True}], key="step")
     return f"{(first or {}).get('name')} then {(second or {}).get('name')}"
+
+
+def ask_then_work(ctx):
+    """An input round before the work (MRTR), then `seconds` of work as a task."""
+    answer = ctx.ask("Who is it for?", [{"name": "name", "type": "string", "required": True}], key="who")
+    seconds = float(ctx.params.get("seconds", 0))
+    ctx.progress(0, seconds, "working")
+    time.sleep(seconds)
+    return f"done for {(answer or {}).get('name')}"
