@@ -227,3 +227,49 @@ def test_a_task_view_reads_a_bounded_number_of_child_runs_per_level(engine: Engi
     assert len(run_store.task_view(engine, run_id="root").pending) == 5  # type: ignore[union-attr]
     bounded = run_store.task_view(engine, run_id="root", max_children=2)
     assert bounded is not None and len(bounded.pending) == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("same", [True, False], ids=["same answer", "another answer"])
+async def test_an_answer_that_loses_the_race_to_another_channel_is_a_conflict_or_the_same_answer(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, same: bool
+) -> None:
+    """Two channels read the question pending; the other one's answer is committed between
+    this one's read and its write: this one is told what a later reader would be (409 for
+    another answer, the answer again for the same one), never that the question is gone."""
+    from webui.errors import InteractionConflict
+    from webui.interactions.service import InteractionService
+
+    add_run(engine, "r1")
+    with unit_of_work(engine) as s:
+        s.add(question("q1", run_id="r1", requested_schema={"type": "object", "properties": {"n": {}}}))
+        s.commit()
+    service = InteractionService(engine, AUDIT)
+    mark_answered = interaction_store.mark_answered
+
+    def first_another_channel(s: Session, row: Interaction, **kw: object) -> bool:
+        with unit_of_work(engine) as other:
+            competing = other.get(Interaction, row.id)
+            assert competing is not None
+            mark_answered(
+                other,
+                competing,
+                action="accept",
+                answer={"n": 1},
+                digest=str(kw["digest"]) if same else "another digest",
+                answered_by=None,
+                override=False,
+                channel="api",
+            )
+        return mark_answered(s, row, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(interaction_store, "mark_answered", first_another_channel)
+    if same:
+        got = await service.answer("q1", action="accept", content={"n": 1}, channel="mcp-task")
+        assert got.repeated
+    else:
+        with pytest.raises(InteractionConflict):
+            await service.answer("q1", action="accept", content={"n": 1}, channel="mcp-task")
+    with Session(engine) as s:
+        row = s.get(Interaction, "q1")
+        assert row is not None and (row.status, row.channel) == ("answered", "api")

@@ -404,6 +404,16 @@ class InteractionService:
                 channel=channel,
                 audit=audit,
             )
-            if not recorded:  # closed (expired, its run ended) since it was read
+            if not recorded:
+                # No longer pending since it was read: answered first through another channel
+                # (as if it had been read answered: the same answer is taken, another is a
+                # conflict), or closed (expired, its run ended).
+                now = s.get(Interaction, interaction_id, populate_existing=True)
+                if now is not None and now.status == "answered":
+                    if now.answer_digest == digest:
+                        return now, Answer(now.id, now.run_id, action, clean, repeated=True)
+                    raise InteractionConflict(f"interaction {interaction_id} already has a different answer")
+                if now is not None and now.close_reason == "expired":
+                    raise InteractionExpired(f"interaction {interaction_id} expired before it was answered")
                 raise InteractionClosed(f"interaction {interaction_id} can no longer be answered")
         return row, Answer(row.id, row.run_id, action, clean)
