@@ -11,17 +11,24 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
 from tests.e2e.server import LiveServer, running_server
-from tests.e2e.test_mcp_tasks import POLL, TASKS, Rpc, _run_id
+from tests.e2e.test_mcp_tasks import TASKS, Rpc, _run_id
 from tests.helpers import WAIT
+from tests.security.handler_project import entry as _any_entry
+from tests.security.handler_project import until, write_project
 
 PROJECT = "5b0e2f7a-8c41-4d9e-a3b6-1f2e3d4c5b6a"
+
+
+def entry(name: str, params: list[dict[str, Any]] | None = None, task: str = "required") -> dict[str, Any]:
+    return _any_entry(name, params, task=task, timeout_seconds=60)
+
+
 TOKEN = "tok-SECRETPREFIX-0123456789abcdefXYZ"
 PROGRESS_LIMIT = 4096  # webui.runs.messages.PROGRESS_MESSAGE_LIMIT
 SAMPLED = {
@@ -83,55 +90,26 @@ def form_then_sample_same_key(ctx):
 """
 
 
-def _entry(name: str, params: list[dict[str, Any]] | None = None, task: str = "required") -> dict[str, Any]:
-    return {
-        "id": name,
-        "title": name,
-        "description": f"The {name} handler.",
-        "handler": f"h.py:{name}",
-        "task": task,
-        "timeoutSeconds": 60,
-        "params": params or [],
-    }
-
-
-def write_project(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "h.py").write_text(HANDLERS, encoding="utf-8")
-    package = {
-        "id": PROJECT,
-        "name": "attack-pass2-tasks",
-        "version": "1.0.0",
-        "projectType": "workflow",
-        "description": "Attack pass 2 on tasks.",
-        "configuration": {"fields": [{"name": "token", "type": "secret"}]},
-        "entrypoints": [
-            _entry("progress_secret", [{"name": "pad", "type": "number", "required": True}], task="optional"),
-            _entry("confirm"),
-            _entry("short", [{"name": "seconds", "type": "number", "required": True}]),
-            _entry("sample_once"),
-            _entry("form_then_sample_same_key"),
-        ],
-    }
-    (folder / "package.json").write_text(json.dumps(package, indent=2), encoding="utf-8")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("attack-pass2-tasks")) as live:
-        live.add_project(write_project(live.projects / "pass2"), PROJECT)
+        folder = write_project(
+            live.projects / "pass2",
+            project_id=PROJECT,
+            name="attack-pass2-tasks",
+            handlers=HANDLERS,
+            entrypoints=[
+                entry(
+                    "progress_secret", [{"name": "pad", "type": "number", "required": True}], task="optional"
+                ),
+                entry("confirm"),
+                entry("short", [{"name": "seconds", "type": "number", "required": True}]),
+                entry("sample_once"),
+                entry("form_then_sample_same_key"),
+            ],
+        )
+        live.add_project(folder, PROJECT)
         yield live
-
-
-def _until(check: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, what
-        time.sleep(POLL)
 
 
 def _rpc(server: LiveServer, key: str, caps: dict[str, Any] | None = None) -> Rpc:
@@ -186,7 +164,7 @@ def test_a_secret_straddling_the_progress_message_cut_never_reaches_a_poll(serve
             got = rpc.result(rpc.task("tasks/get", task_id))
             return got.get("statusMessage")
 
-        message = _until(polled, "the task never showed its progress message")
+        message = until(polled, "the task never showed its progress message")
         # The control: a whole secret in a progress message is redacted (checked elsewhere);
         # here no part of it of any length worth hiding may show.
         assert TOKEN[:16] not in message, message[-40:]
@@ -208,7 +186,7 @@ def test_a_key_names_one_request_whatever_the_pollers_capabilities(server: LiveS
             asked = got.get("inputRequests") or {}
             return asked if len(asked) == 2 else None
 
-        asked = _until(both, "the form and the sampling request were never both pending")
+        asked = until(both, "the form and the sampling request were never both pending")
         assert asked["k"]["method"] == "elicitation/create", asked  # the form came first
         sampling_only = _rpc(server, key, {"sampling": {}})
         seen = sampling_only.result(sampling_only.task("tasks/get", task_id))["inputRequests"]

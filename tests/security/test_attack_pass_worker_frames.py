@@ -12,7 +12,6 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -21,6 +20,7 @@ import pytest
 from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import MODERN, POLL, TASKS, Rpc, _run_id
 from tests.helpers import WAIT, process_gone
+from tests.security.handler_project import entry, until, write_project
 
 PROJECT = "7a1d9c4e-3b2f-4e8a-9c61-0d5e4f3a2b1c"
 SECRET_LINES = ["-----BEGIN KEY-----", "c2VjcmV0LWxpbmUtb25l", "c2VjcmV0LWxpbmUtdHdv", "-----END KEY-----"]
@@ -68,53 +68,27 @@ def print_secret(ctx):
 """
 
 
-def _entry(name: str, params: list[dict[str, Any]] | None = None, task: str = "optional") -> dict[str, Any]:
-    return {
-        "id": name,
-        "title": name,
-        "description": f"The {name} handler.",
-        "handler": f"h.py:{name}",
-        "task": task,
-        "timeoutSeconds": 30,
-        "params": params or [],
-    }
-
-
-def write_project(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "h.py").write_text(HANDLERS, encoding="utf-8")
-    package = {
-        "id": PROJECT,
-        "name": "attack-pass-frames",
-        "version": "1.0.0",
-        "projectType": "workflow",
-        "description": "Hostile worker frames.",
-        "configuration": {"fields": [{"name": "token", "type": "secret"}]},
-        "entrypoints": [
-            _entry("rpc_no_id"),
-            _entry("raw_progress", [{"name": "size", "type": "number", "required": True}]),
-            _entry("print_secret", task="never"),
-        ],
-    }
-    (folder / "package.json").write_text(json.dumps(package, indent=2), encoding="utf-8")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("attack-pass-frames")) as live:
-        live.add_project(write_project(live.projects / "frames"), PROJECT)
+        folder = write_project(
+            live.projects / "frames",
+            project_id=PROJECT,
+            name="attack-pass-frames",
+            handlers=HANDLERS,
+            entrypoints=[
+                entry("rpc_no_id", task="optional", timeout_seconds=30),
+                entry(
+                    "raw_progress",
+                    [{"name": "size", "type": "number", "required": True}],
+                    task="optional",
+                    timeout_seconds=30,
+                ),
+                entry("print_secret", task="never", timeout_seconds=30),
+            ],
+        )
+        live.add_project(folder, PROJECT)
         yield live
-
-
-def _until(check: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, what
-        time.sleep(POLL)
 
 
 def _worker_pid(server: LiveServer, run_id: str) -> int:
@@ -128,7 +102,7 @@ def _worker_pid(server: LiveServer, run_id: str) -> int:
                 return int(data["message"])
         return None
 
-    return _until(read, "the worker never reported its pid")
+    return until(read, "the worker never reported its pid")
 
 
 def test_an_rpc_frame_without_an_id_does_not_leave_the_worker_running(server: LiveServer) -> None:
@@ -166,7 +140,7 @@ def test_a_raw_progress_frame_cannot_make_every_poll_carry_a_huge_status_message
             got = rpc.result(rpc.task("tasks/get", task_id))
             return got if got.get("statusMessage") else None
 
-        got = _until(polled, "the task never showed the progress message")
+        got = until(polled, "the task never showed the progress message")
         assert len(got["statusMessage"]) <= 4096 + 100, len(got["statusMessage"])
     finally:
         rpc.task("tasks/cancel", task_id)
