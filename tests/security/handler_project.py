@@ -4,12 +4,14 @@ Shared by the attack-pass modules that each bring their own hostile handlers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import POLL
 from tests.helpers import WAIT
 
@@ -47,6 +49,19 @@ def write_project(
     }
     (folder / "package.json").write_text(json.dumps(package, indent=2), encoding="utf-8")
     return folder
+
+
+@contextlib.contextmanager
+def serving(
+    base: Path, *, project_id: str, name: str, handlers: str, entrypoints: list[dict[str, Any]]
+) -> Iterator[LiveServer]:
+    """A live server in `base` with the project written and registered."""
+    with running_server(base) as live:
+        folder = write_project(
+            live.projects / name, project_id=project_id, name=name, handlers=handlers, entrypoints=entrypoints
+        )
+        live.add_project(folder, project_id)
+        yield live
 
 
 def until(check: Callable[[], T | None], what: str) -> T:

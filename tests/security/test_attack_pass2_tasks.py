@@ -16,11 +16,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import TASKS, Rpc, _run_id
 from tests.helpers import WAIT
 from tests.security.handler_project import entry as _any_entry
-from tests.security.handler_project import until, write_project
+from tests.security.handler_project import serving, until
 
 PROJECT = "5b0e2f7a-8c41-4d9e-a3b6-1f2e3d4c5b6a"
 
@@ -92,23 +92,19 @@ def form_then_sample_same_key(ctx):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("attack-pass2-tasks")) as live:
-        folder = write_project(
-            live.projects / "pass2",
-            project_id=PROJECT,
-            name="attack-pass2-tasks",
-            handlers=HANDLERS,
-            entrypoints=[
-                entry(
-                    "progress_secret", [{"name": "pad", "type": "number", "required": True}], task="optional"
-                ),
-                entry("confirm"),
-                entry("short", [{"name": "seconds", "type": "number", "required": True}]),
-                entry("sample_once"),
-                entry("form_then_sample_same_key"),
-            ],
-        )
-        live.add_project(folder, PROJECT)
+    with serving(
+        tmp_path_factory.mktemp("attack-pass2-tasks"),
+        project_id=PROJECT,
+        name="attack-pass2-tasks",
+        handlers=HANDLERS,
+        entrypoints=[
+            entry("progress_secret", [{"name": "pad", "type": "number", "required": True}], task="optional"),
+            entry("confirm"),
+            entry("short", [{"name": "seconds", "type": "number", "required": True}]),
+            entry("sample_once"),
+            entry("form_then_sample_same_key"),
+        ],
+    ) as live:
         yield live
 
 

@@ -17,30 +17,26 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import MODERN, POLL, TASKS, Rpc, _run_id
 from tests.helpers import WAIT, process_gone
-from tests.security.handler_project import entry, until, write_project
+from tests.security.handler_project import entry, serving, until
+from tests.security.workers_project import RUN_SOCKET_SOURCE
 
 PROJECT = "7a1d9c4e-3b2f-4e8a-9c61-0d5e4f3a2b1c"
 SECRET_LINES = ["-----BEGIN KEY-----", "c2VjcmV0LWxpbmUtb25l", "c2VjcmV0LWxpbmUtdHdv", "-----END KEY-----"]
 SECRET = "\n".join(SECRET_LINES)
 
-HANDLERS = r"""
+HANDLERS = (
+    r"""
 import json
 import os
 import time
 
 
-def _run_socket():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                return int(name)
-        except OSError:
-            pass
-    raise RuntimeError("no run socket")
-
+"""
+    + RUN_SOCKET_SOURCE
+    + r"""
 
 def rpc_no_id(ctx):
     # An rpc frame without its id: the server's worker loop reads msg["id"] outside its try.
@@ -66,28 +62,27 @@ def print_secret(ctx):
     ctx.log(ctx.config["token"], "warning")
     return "printed"
 """
+)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("attack-pass-frames")) as live:
-        folder = write_project(
-            live.projects / "frames",
-            project_id=PROJECT,
-            name="attack-pass-frames",
-            handlers=HANDLERS,
-            entrypoints=[
-                entry("rpc_no_id", task="optional", timeout_seconds=30),
-                entry(
-                    "raw_progress",
-                    [{"name": "size", "type": "number", "required": True}],
-                    task="optional",
-                    timeout_seconds=30,
-                ),
-                entry("print_secret", task="never", timeout_seconds=30),
-            ],
-        )
-        live.add_project(folder, PROJECT)
+    with serving(
+        tmp_path_factory.mktemp("attack-pass-frames"),
+        project_id=PROJECT,
+        name="attack-pass-frames",
+        handlers=HANDLERS,
+        entrypoints=[
+            entry("rpc_no_id", task="optional", timeout_seconds=30),
+            entry(
+                "raw_progress",
+                [{"name": "size", "type": "number", "required": True}],
+                task="optional",
+                timeout_seconds=30,
+            ),
+            entry("print_secret", task="never", timeout_seconds=30),
+        ],
+    ) as live:
         yield live
 
 

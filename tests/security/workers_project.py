@@ -31,7 +31,20 @@ ENTRYPOINTS = [
     {"id": "identity", "handler": "h.py:identity"},
 ]
 
-HANDLERS = r'''
+# Handler source that finds the worker's run socket, to write raw frames to it (hostile code).
+RUN_SOCKET_SOURCE = """
+def _run_socket():
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                return int(name)
+        except OSError:
+            pass
+    raise RuntimeError("no run socket")
+"""
+
+HANDLERS = (
+    r'''
 import ctypes
 import os
 import subprocess
@@ -230,15 +243,9 @@ def big_ask(ctx):
     return ctx.ask("Too much", [field])
 
 
-def _run_socket():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                return int(name)
-        except OSError:
-            pass
-    raise RuntimeError("no run socket")
-
+'''
+    + RUN_SOCKET_SOURCE
+    + r"""
 
 def raw_frame(ctx):
     ctx.progress(0, None, str(os.getpid()))
@@ -263,7 +270,8 @@ def forged_outcome(ctx):
     # An outcome the handler writes itself, as the worker would (a JSON frame on the socket).
     os.write(_run_socket(), ctx.params["frame"].encode() + b"\n")
     os._exit(0)
-'''
+"""
+)
 
 
 def write_project(folder: Path) -> Path:
