@@ -29,6 +29,7 @@ from mcp_types.methods import CLIENT_REQUESTS, validate_client_request
 from pydantic import BaseModel
 
 from tests.e2e.server import LiveServer, running_server
+from tests.e2e.test_mcp_capabilities import reply_to
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR
 from tests.helpers import WAIT
 from tests.web.conftest import Web
@@ -199,17 +200,6 @@ def _sdk_methods(kind: str) -> set[str]:
     return {value for model in models for value in get_args(model.model_fields["method"].annotation)}
 
 
-def _reply(response: httpx2.Response, request_id: int) -> dict[str, Any]:
-    if response.headers.get("content-type", "").startswith("application/json"):
-        return response.json()
-    for line in response.text.splitlines():
-        if line.startswith("data:") and line[5:].strip():
-            message = json.loads(line[5:])
-            if message.get("id") == request_id:
-                return message
-    raise AssertionError(f"no reply to {request_id}: {response.status_code} {response.text!r}")
-
-
 def _result_schema(op: dict[str, Any]) -> dict[str, Any]:
     return op["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["result"]
 
@@ -278,7 +268,7 @@ class Probe:
                 "Mcp-Session-Id": response.headers["mcp-session-id"],
             }
             assert httpx2.delete(self.url, headers=ended, timeout=WAIT).status_code == 200
-        return response.status_code, _reply(response, request_id)
+        return response.status_code, reply_to(response, request_id)
 
     def modern(self, method: str, params: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:
         """The reply to a 2026-07-28 request of a client declaring `capabilities`."""
@@ -287,7 +277,7 @@ class Probe:
         response = httpx2.post(
             self.url, headers=self.headers(MODERN, method, params), json=body, timeout=WAIT
         )
-        return _reply(response, request_id)
+        return reply_to(response, request_id)
 
     def notify(self, era: str, method: str, params: dict[str, Any]) -> httpx2.Response:
         headers = self.headers(era, method, params)
