@@ -76,6 +76,13 @@ class Redaction:
     def text(self, text: str) -> str:
         return self._pattern.sub(REDACTED, text) if self._pattern is not None else text
 
+    def head(self, text: str, limit: int) -> str:
+        """The first `limit` characters of `text` once redacted. Only as much of `text` is
+        read as a secret starting within them can reach: a long text costs no more than
+        its head."""
+        reach = limit + max((len(s) for s in self.secrets), default=0)
+        return self.text(text[:reach])[:limit]
+
     def value(self, value: Any) -> Any:
         """A JSON value with every string (keys included) redacted; other values unchanged."""
         if self._pattern is None:

@@ -201,4 +201,9 @@ def cut_text(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, saying how many more there were."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
+    return text[:limit] + cut_note(len(text) - limit)
+
+
+def cut_note(more: int) -> str:
+    """What ends a text cut short by `more` characters."""
+    return f"… [cut: {more} more characters]"

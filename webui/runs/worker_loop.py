@@ -21,10 +21,9 @@ from webui.runs.live import LiveRun
 from webui.runs.messages import (
     DEFAULT_LOG_LEVEL,
     LOG_LEVELS,
-    LOG_TEXT_LIMIT,
     PROGRESS_MESSAGE_LIMIT,
     RunSpec,
-    cut_text,
+    cut_note,
     reply,
 )
 from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
@@ -128,9 +127,16 @@ class WatchedLines:
             live.publish(RunUpdate("log", live.run_id, live.status, line=line))
 
     def redact(self, text: str) -> str:
+        return self._redactor().text(text)
+
+    def redact_head(self, text: str, limit: int) -> str:
+        """`text`'s first `limit` characters, redacted as if the whole were (Redaction.head)."""
+        return self._redactor().head(text, limit)
+
+    def _redactor(self) -> Redaction:
         if self._redaction is None:
             self._redaction = Redaction(_secrets(self.live.request.config))
-        return self._redaction.text(text)
+        return self._redaction
 
 
 def _number(value: Any) -> float | int | None:
@@ -291,12 +297,15 @@ class WorkerLoop:
         await self._record_output(live, "log", text, {"level": level})
 
     async def _on_progress(self, live: LiveRun, lines: WatchedLines, msg: dict[str, Any]) -> None:
-        # Whatever the worker wrote: numbers or nothing, and a message with the run's secrets
-        # redacted from the whole of it, then cut to its limit (it reaches MCP clients and
-        # every task poll's statusMessage).
+        # Whatever the worker wrote: numbers or nothing, and a message cut to its limit with
+        # the run's secrets redacted as if from the whole of it, so none straddling the cut
+        # leaves its start (it reaches MCP clients and every task poll's statusMessage).
         message = msg.get("message")
         if message is not None:
-            message = cut_text(lines.redact(str(message)[:LOG_TEXT_LIMIT]), PROGRESS_MESSAGE_LIMIT)
+            text = str(message)
+            message = lines.redact_head(text, PROGRESS_MESSAGE_LIMIT)
+            if len(text) > PROGRESS_MESSAGE_LIMIT:
+                message += cut_note(len(text) - PROGRESS_MESSAGE_LIMIT)
         data = {"done": _number(msg.get("done")), "total": _number(msg.get("total")), "message": message}
         # Watchers first: a progress notification need not wait for the timeline write.
         live.publish(RunUpdate("progress", live.run_id, live.status, progress=data))
