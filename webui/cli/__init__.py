@@ -21,6 +21,7 @@ from webui.cli import (
     structure,
     users,
 )
+from webui.cli.common import echo
 from webui.errors import SteamharnessError
 
 app = typer.Typer(
@@ -48,7 +49,7 @@ def main() -> None:
     try:
         app()
     except SteamharnessError as exc:  # what a command reports on purpose: its message, one line
-        typer.echo(f"steamharness: error: {exc.message}", err=True)
+        echo(f"steamharness: error: {exc.message}", err=True)
         raise SystemExit(2) from None
     except Exception as exc:
         # SQLAlchemy is imported only by the commands that open the database (not by
@@ -68,7 +69,7 @@ def main() -> None:
             if is_busy_error(exc)
             else f"database error: {exc.orig}"
         )
-        typer.echo(f"steamharness: error: {message}", err=True)
+        echo(f"steamharness: error: {message}", err=True)
         raise SystemExit(2) from None
 
 

@@ -3,8 +3,9 @@ database options, and building Settings and the store from them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Final, NoReturn
 
 import typer
 from pydantic import AliasChoices, ValidationError
@@ -19,8 +20,70 @@ if TYPE_CHECKING:
     from webui.projects.registry import ProjectRegistry
 
 
+class TerminalText(str):
+    """Text that may be written to a terminal as it is: what `terminal_safe`, `json_text` and
+    `highlighted` return (stored text escaped, with only this program's own markup)."""
+
+    __slots__ = ()
+
+
+# What a terminal would act on instead of showing: the C0 controls but the line break and the
+# tab (ESC starts every escape sequence: clear the screen, set the window title, OSC 52 writes
+# the clipboard; CR overwrites the line), DEL, the C1 controls (0x9b is CSI on its own) and
+# the bidirectional overrides and isolates (they reorder what follows them on the line).
+_CONTROLS: Final = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+_BIDI: Final = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_SHOWN: Final = {c: f"\\x{c:02x}" for c in _CONTROLS} | {c: f"\\u{c:04x}" for c in _BIDI}
+# In JSON text the same characters, and the line separators some readers split lines at, as
+# JSON escapes: the same JSON value (json.dumps escapes the C0 controls itself).
+_JSON_ESCAPES: Final = {c: f"\\u{c:04x}" for c in [*range(0x7F, 0xA0), *_BIDI, 0x2028, 0x2029]}
+
+
+def terminal_safe(text: str) -> TerminalText:
+    """`text` (stored, or from a project, a run or a remote server: anything but this program's
+    own words) as a terminal shows it, with every character it would act on shown as an escape
+    (`\\x1b`, `\\x9b`, `\\u202e`); line breaks and tabs stay."""
+    return text if isinstance(text, TerminalText) else TerminalText(text.translate(_SHOWN))
+
+
+def json_text(data: object, *, indent: int | None = 2, sort_keys: bool = False) -> TerminalText:
+    """`data` as JSON that is safe in a terminal and one line to every reader when `indent` is
+    None (NDJSON): non-ASCII text stays readable, the characters a terminal acts on are escaped."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, sort_keys=sort_keys)
+    return TerminalText(text.translate(_JSON_ESCAPES))
+
+
+def highlighted(text: str, spans: list[list[int]], marks: tuple[str, str]) -> TerminalText:
+    """`text` on one line, terminal-safe, with each span (`[start, end)` in `text`) between `marks`
+    (this program's own: brackets, or a terminal's bold)."""
+    out, at = [], 0
+    for start, end in sorted((int(a), int(b)) for a, b in spans):
+        if start < at or end > len(text) or start >= end:
+            continue
+        out += [_collapsed(text[at:start]), marks[0], _collapsed(text[start:end]), marks[1]]
+        at = end
+    out.append(_collapsed(text[at:]))
+    return TerminalText("".join(out).strip())
+
+
+def _collapsed(piece: str) -> str:
+    """Each run of whitespace one space, the rest terminal-safe."""
+    words = piece.split()
+    if not words:
+        return " " if piece else ""
+    lead = " " if piece[0].isspace() else ""
+    trail = " " if piece[-1].isspace() else ""
+    return terminal_safe(f"{lead}{' '.join(words)}{trail}")
+
+
+def echo(*parts: str, err: bool = False, nl: bool = True) -> None:
+    """Print `parts` on stdout (`err`: stderr), each made terminal-safe unless it is already: the
+    one way every command writes, so that no stored text reaches a terminal as controls."""
+    typer.echo("".join(terminal_safe(p) for p in parts), err=err, nl=nl)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"steamharness: error: {message}", err=True)
+    echo(f"steamharness: error: {message}", err=True)
     raise typer.Exit(code)
 
 

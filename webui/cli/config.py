@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import load_settings, setting_help
+from webui.cli.common import echo, load_settings, setting_help
 
 app = typer.Typer(help="The host's MCP server configuration.", no_args_is_help=True)
 
@@ -49,16 +49,16 @@ def config_validate(
         config = load_host_config(folder, os.environ if check_env else None)
     except HostConfigError as exc:
         for problem in exc.problems:
-            typer.echo(f"steamharness: error: {problem}", err=True)
+            echo(f"steamharness: error: {problem}", err=True)
         raise typer.Exit(1) from None
     warnings = environment_problems(config, os.environ)
     for warning in warnings:
-        typer.echo(f"steamharness: warning: {warning}", err=True)
+        echo(f"steamharness: warning: {warning}", err=True)
     defaults = ", ".join(config.default_servers) or "none"
     tail = f" ({len(warnings)} warning(s); --check-env makes them errors)" if warnings else ""
     count = len(config.servers)
     agents = f"; {len(config.agents)} agent(s)" if config.agents else ""
-    typer.echo(
+    echo(
         f"steamharness: config ok: {count} MCP server(s) in {folder}; defaults: {defaults}{agents}{tail}",
         err=True,
     )

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import typer
 
 from webui import strict_json
-from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, open_store, server_settings
+from webui.cli.common import (
+    DatabaseOpt,
+    DataDirOpt,
+    cli_audit,
+    echo,
+    json_text,
+    load_settings,
+    open_store,
+    server_settings,
+)
 from webui.cli.configs_values import command_line_values
 from webui.errors import ConfigError, ConfigurationRefused
 
@@ -137,38 +146,38 @@ def _need_revision(revision: int | None, project: str, name: str) -> int:
 
 
 def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    echo(json_text(data))
 
 
 def _show_text(place: ConfigPlace, view: ConfigView) -> None:
-    typer.echo(f"name: {view.name}")
-    typer.echo(f"revision: {view.revision}")
-    typer.echo(f"active: {'yes' if view.active else 'no'}")
-    typer.echo(f"updated: {view.updated_at.isoformat()} by {view.updated_by or '-'}")
-    typer.echo("values:")
+    echo(f"name: {view.name}")
+    echo(f"revision: {view.revision}")
+    echo(f"active: {'yes' if view.active else 'no'}")
+    echo(f"updated: {view.updated_at.isoformat()} by {view.updated_by or '-'}")
+    echo("values:")
     declared = {f.name for f in place.fields}
     for field in place.fields:
         if field.name in view.values:
             shown = view.values[field.name]
-            text = shown if field.secret else json.dumps(shown, ensure_ascii=False)
+            text = shown if field.secret else json_text(shown, indent=None)
         elif field.has_default:
-            text = f"(default {json.dumps(field.default, ensure_ascii=False)})"
+            text = f"(default {json_text(field.default, indent=None)})"
         else:
             text = "(not set)"
-        typer.echo(f"  {field.name} = {text}")
+        echo(f"  {field.name} = {text}")
     for key, value in view.values.items():
         if key not in declared:
-            typer.echo(f"  {key} = {json.dumps(value, ensure_ascii=False)} (not declared)")
+            echo(f"  {key} = {json_text(value, indent=None)} (not declared)")
     if view.problems:
-        typer.echo("needs update:")
+        echo("needs update:")
         for key, problem in sorted(view.problems.items()):
-            typer.echo(f"  {key}: {problem}")
+            echo(f"  {key}: {problem}")
 
 
 def _done(message: str, view: ConfigView | None, as_json: bool) -> None:
     if as_json and view is not None:
         _print_json(view.to_json())
-    typer.echo(message, err=True)
+    echo(message, err=True)
 
 
 # ----------------------------------------------------------------- commands
@@ -193,7 +202,7 @@ def configs_list(
         line = f"{'*' if view.active else ' '} {view.name:<{width}}  revision {view.revision}"
         if view.needs_update:
             line += f"  needs update ({', '.join(sorted(view.problems))})"
-        typer.echo(line.rstrip())
+        echo(line.rstrip())
 
 
 @app.command("show")
@@ -310,7 +319,7 @@ def configs_delete(
     target.service.delete(target.place, name, revision=read, who=_who())
     if as_json:
         _print_json({"name": name, "revision": read, "deleted": True})
-    typer.echo(f"deleted {name} from the {target.shown}", err=True)
+    echo(f"deleted {name} from the {target.shown}", err=True)
 
 
 @app.command("activate")
@@ -345,13 +354,13 @@ def configs_export(
     """Export every configuration of the scope as one JSON document."""
     target = _target(project, account, data_dir, database_url)
     doc = target.service.export(target.place, secrets=with_secrets, who=_who())
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    text = json_text(doc) + "\n"
     if output is None:
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
         return
     _write_file(output, text, private=with_secrets)
     note = " with secret values: keep it private (mode 0600)" if with_secrets else ""
-    typer.echo(f"exported {len(doc['configurations'])} configuration(s) to {output}{note}", err=True)
+    echo(f"exported {len(doc['configurations'])} configuration(s) to {output}{note}", err=True)
 
 
 def _write_file(path: Path, text: str, *, private: bool) -> None:
@@ -399,7 +408,7 @@ def configs_import(
     if as_json:
         _print_json([v.to_json() for v in views])
     active = next((v.name for v in views if v.active), "default")
-    typer.echo(
+    echo(
         f"imported into the {target.shown} ({mode}): {len(views)} configuration(s); active: {active}",
         err=True,
     )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from webui import strict_json
+from webui.cli.common import terminal_safe
 from webui.errors import ConfigError, ConfigurationInvalid
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def command_line_values(
 
 def read_secret(name: str) -> str:
     if sys.stdin.isatty():
-        value = getpass.getpass(f"{name}: ")
+        value = getpass.getpass(terminal_safe(f"{name}: "))
     else:
         line = sys.stdin.readline()
         if not line:

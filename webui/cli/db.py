@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, server_settings
+from webui.cli.common import DatabaseOpt, DataDirOpt, echo, server_settings
 from webui.settings import Settings
 
 app = typer.Typer(help="The database schema: upgrade it, or show its revision.", no_args_is_help=True)
@@ -43,11 +43,11 @@ def upgrade_command(data_dir: DataDirOpt = None, database_url: DatabaseOpt = Non
 
     for where, done in upgrade_all(server_settings(data_dir, database_url)):
         if not done:
-            typer.echo(f"{where}: already at {HEAD} (head)")
+            echo(f"{where}: already at {HEAD} (head)")
             continue
         for line in done:
-            typer.echo(f"{where}: {line}")
-        typer.echo(f"{where}: now at {HEAD} (head)")
+            echo(f"{where}: {line}")
+        echo(f"{where}: now at {HEAD} (head)")
 
 
 @app.command("current")
@@ -69,11 +69,9 @@ def current_command(data_dir: DataDirOpt = None, database_url: DatabaseOpt = Non
         finally:
             engine.dispose()
         if state.revision == HEAD:
-            typer.echo(f"{shown(url)}: {HEAD} (head)")
+            echo(f"{shown(url)}: {HEAD} (head)")
             continue
         behind = True
-        typer.echo(
-            f"{shown(url)}: {state.describe()}; this release needs {HEAD}: run `steamharness db upgrade`"
-        )
+        echo(f"{shown(url)}: {state.describe()}; this release needs {HEAD}: run `steamharness db upgrade`")
     if behind:
         raise typer.Exit(1)

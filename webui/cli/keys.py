@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, open_store, server_settings
+from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, echo, json_text, open_store, server_settings
 
 app = typer.Typer(help="Account API keys (shown once, stored hashed).", no_args_is_help=True)
 
@@ -46,12 +45,12 @@ def keys_create(
         audit=cli_audit(),
         max_keys=settings.max_keys_per_account,
     )
-    typer.echo(
+    echo(
         f"created {key.id} for {user}: scopes {', '.join(key.scopes)}; projects "
         f"{', '.join(key.projects) if key.projects else 'all'}. The key is shown once:",
         err=True,
     )
-    typer.echo(raw)
+    echo(raw)
 
 
 @app.command("list")
@@ -72,7 +71,7 @@ def keys_list(data_dir: DataDirOpt = None, database_url: DatabaseOpt = None) -> 
         }
         for key, account in account_store.list_keys(engine)
     ]
-    typer.echo(json.dumps(rows, indent=2))
+    echo(json_text(rows))
 
 
 @app.command("revoke")
@@ -86,4 +85,4 @@ def keys_revoke(
 
     engine, _ = open_store(server_settings(data_dir, database_url))
     revoke_key(engine, key_id=key_id, audit=cli_audit())
-    typer.echo(f"revoked {key_id}", err=True)
+    echo(f"revoked {key_id}", err=True)

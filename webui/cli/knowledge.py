@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import typer
 
 from webui import strict_json
-from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, load_settings, open_store, server_settings
+from webui.cli.common import (
+    DatabaseOpt,
+    DataDirOpt,
+    cli_audit,
+    echo,
+    highlighted,
+    json_text,
+    load_settings,
+    open_store,
+    server_settings,
+    terminal_safe,
+)
 from webui.cli.configs import UUID_RE
 from webui.errors import ConfigError, KnowledgeFull, KnowledgeRefused, NotFound
 
@@ -145,11 +156,11 @@ def _filter(raw: str | None) -> Any:
 
 
 def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    echo(json_text(data))
 
 
 def _error_line(message: str) -> None:
-    typer.echo(f"{ERROR}{' '.join(message.split())}", err=True)
+    echo(f"{ERROR}{' '.join(message.split())}", err=True)
 
 
 # ----------------------------------------------------------------- collections
@@ -170,7 +181,7 @@ def knowledge_collections(
         _print_json(views)
         return
     if not views:
-        typer.echo("no collections", err=True)
+        echo("no collections", err=True)
         return
     rows = [("COLLECTION", "DOCUMENTS", "CHUNKS", "BYTES", "LANGUAGE")]
     rows += [
@@ -179,7 +190,7 @@ def knowledge_collections(
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for name, docs, chunks, size, language in rows:
         counts = f"{docs:>{widths[1]}}  {chunks:>{widths[2]}}  {size:>{widths[3]}}"
-        typer.echo(f"{name:<{widths[0]}}  {counts}  {language}")
+        echo(f"{name:<{widths[0]}}  {counts}  {language}")
 
 
 @app.command("create")
@@ -200,9 +211,9 @@ def knowledge_create(
     target = _target(project, data_dir, database_url, persistent_value_store_dir)
     view = target.service.create_collection(target.project_id, collection, language=language, actor=_actor())
     if view["created"]:
-        typer.echo(f"created collection {view['name']} (language {view['language']})")
+        echo(f"created collection {view['name']} (language {view['language']})")
     else:
-        typer.echo(
+        echo(
             f"collection {view['name']} exists already (language {view['language']},"
             f" {view['documents']} document(s))"
         )
@@ -383,7 +394,7 @@ def knowledge_add(
             continue
         results.append({**done, "file": source.shown})
         if not as_json:
-            typer.echo(f"{done['status']:<9}  {done['id']}  {source.shown}")
+            echo(f"{done['status']:<9}  {done['id']}  {source.shown}")
     if as_json:
         _print_json(results)
     if refused:
@@ -422,15 +433,13 @@ def knowledge_list(
         return
     docs = page["documents"]
     if not docs:
-        typer.echo("no documents", err=True)
+        echo("no documents", err=True)
     width = max((len(d["id"]) for d in docs), default=0)
     coll_width = max((len(d["collection"]) for d in docs), default=0)
     for doc in docs:
-        typer.echo(
-            f"{doc['id']:<{width}}  {doc['collection']:<{coll_width}}  {_one_line(doc['title'])}".rstrip()
-        )
+        echo(f"{doc['id']:<{width}}  {doc['collection']:<{coll_width}}  {_one_line(doc['title'])}".rstrip())
     if page["next"] is not None:
-        typer.echo(f"more: --after {page['next']}", err=True)
+        echo(f"more: --after {page['next']}", err=True)
 
 
 @app.command("show")
@@ -451,27 +460,15 @@ def knowledge_show(
         _print_json(doc)
         return
     for key in ("id", "collection", "title", "source", "digest", "bytes", "chunks", "createdAt", "updatedAt"):
-        typer.echo(f"{key}: {_one_line(str(doc[key]))}")
-    typer.echo(f"metadata: {json.dumps(doc['metadata'], ensure_ascii=False, sort_keys=True)}")
-    typer.echo("")
+        echo(f"{key}: {_one_line(str(doc[key]))}")
+    echo("metadata: ", json_text(doc["metadata"], indent=None, sort_keys=True))
+    echo("")
     text = doc["text"]
-    typer.echo(text, nl=not text.endswith("\n"))
+    echo(text, nl=not text.endswith("\n"))
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def marked(snippet: str, highlights: list[list[int]], marks: tuple[str, str]) -> str:
-    """The snippet on one line with each highlighted span between `marks`."""
-    out, at = [], 0
-    for start, end in sorted((int(a), int(b)) for a, b in highlights):
-        if start < at or end > len(snippet) or start >= end:
-            continue
-        out += [snippet[at:start], marks[0], snippet[start:end], marks[1]]
-        at = end
-    out.append(snippet[at:])
-    return _one_line("".join(out))
 
 
 @app.command("search")
@@ -512,12 +509,12 @@ def knowledge_search(
         return
     hits = found["hits"]
     if not hits:
-        typer.echo("no matches", err=True)
+        echo("no matches", err=True)
         return
     marks = BOLD if sys.stdout.isatty() else BRACKETS
     for rank, hit in enumerate(hits, start=1):
-        typer.echo(f"{rank}. {hit['score']:.4g}  {hit['documentId']}  {_one_line(hit['title'])}")
-        typer.echo(f"   {marked(hit['snippet'], hit['highlights'], marks)}")
+        echo(f"{rank}. {hit['score']:.4g}  {hit['documentId']}  {_one_line(hit['title'])}")
+        echo("   ", highlighted(hit["snippet"], hit["highlights"], marks))
 
 
 # ----------------------------------------------------------------- remove
@@ -547,7 +544,7 @@ def knowledge_remove(
     if doc_id is not None:
         if not target.service.remove(target.project_id, doc_id, actor=_actor()):
             raise NotFound(f"no document {doc_id!r}")
-        typer.echo(f"removed {doc_id}")
+        echo(f"removed {doc_id}")
         return
     assert collection is not None
     view = target.service.collection(target.project_id, collection)
@@ -555,10 +552,10 @@ def knowledge_remove(
         what = f"collection {collection} and its {view['documents']} document(s)"
         if not sys.stdin.isatty():
             raise ConfigError(f"--yes is required to remove {what}")
-        if not typer.confirm(f"Remove {what}?"):
+        if not typer.confirm(terminal_safe(f"Remove {what}?")):
             raise typer.Exit(1)
     done = target.service.remove_collection(target.project_id, collection, actor=_actor())
-    typer.echo(f"removed collection {collection} ({done['removedDocuments']} document(s))")
+    echo(f"removed collection {collection} ({done['removedDocuments']} document(s))")
 
 
 # ----------------------------------------------------------------- export / import
@@ -606,8 +603,7 @@ def knowledge_export(
 
     if output is None:
         for text in lines():
-            sys.stdout.write(text)
-        sys.stdout.flush()
+            echo(text, nl=False)
     else:
         partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
         try:
@@ -619,19 +615,16 @@ def knowledge_export(
             raise ConfigError(f"--output {output}: {exc.strerror or exc}") from None
     _audit_alone(target, AuditName.KNOWLEDGE_EXPORTED, {"collection": collection, **counts})
     if output is not None:
-        typer.echo(
+        echo(
             f"exported {counts['collections']} collection(s), {counts['documents']} document(s) to {output}",
             err=True,
         )
 
 
-# Line breaks to str.splitlines() and others that JSON leaves unescaped: escaped, so that
-# each record is one line to every reader.
-_LINE_BREAKS: Final = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
 def ndjson_line(record: Any) -> str:
-    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+    """One record of an export: one line to every reader (`json_text` escapes the line
+    separators JSON leaves as they are), safe in a terminal."""
+    return json_text(record, indent=None) + "\n"
 
 
 def _ndjson(text: str, where: str) -> list[Any]:
@@ -681,7 +674,7 @@ def knowledge_import(
     except (KnowledgeRefused, KnowledgeFull) as exc:
         raise KnowledgeRefused(f"{where}: {exc.message}") from None
     _audit_alone(target, AuditName.KNOWLEDGE_IMPORTED, {"lines": len(lines), **counts})
-    typer.echo(
+    echo(
         f"imported {where}: {counts['collections']} collection(s) created; documents: "
         f"{counts['added']} added, {counts['replaced']} replaced, {counts['updated']} updated,"
         f" {counts['unchanged']} unchanged"

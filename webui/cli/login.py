@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import typer
 
 from webui.auth.saved import plain_http_refusal, save_auth
-from webui.cli.common import DataDirOpt, absolute, load_settings, setting_help
+from webui.cli.common import DataDirOpt, absolute, echo, load_settings, setting_help
 from webui.errors import ConfigError, KeyRefused, ServerUnreachable
 
 CHECK_TIMEOUT_SECONDS = 15.0
@@ -131,4 +131,4 @@ def login_command(
     key = read_key()
     who = check_key(base, key)
     path = save_auth(folder, server_url=base, api_key=key)
-    typer.echo(f"logged in to {base} as {who['actor']}; saved to {path}")
+    echo(f"logged in to {base} as {who['actor']}; saved to {path}")

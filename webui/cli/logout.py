@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import typer
-
-from webui.cli.common import DataDirOpt
+from webui.cli.common import DataDirOpt, echo
 from webui.cli.login import AuthDirOpt, auth_dir_of
 
 
@@ -15,6 +13,6 @@ def logout_command(auth_dir: AuthDirOpt = None, data_dir: DataDirOpt = None) -> 
     folder = auth_dir_of(data_dir, auth_dir)
     url = remove_auth(folder)
     if url is None:
-        typer.echo(f"not logged in: there is no {auth_path(folder)}")
+        echo(f"not logged in: there is no {auth_path(folder)}")
         return
-    typer.echo(f"logged out{f' of {url}' if url else ''}: removed {auth_path(folder)}")
+    echo(f"logged out{f' of {url}' if url else ''}: removed {auth_path(folder)}")

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
+from webui.cli.common import (
+    DatabaseOpt,
+    DataDirOpt,
+    cli_audit,
+    echo,
+    fail,
+    json_text,
+    open_store,
+    server_settings,
+)
 
 app = typer.Typer(help="Register, publish and take offline workflow projects.", no_args_is_help=True)
 
@@ -33,7 +41,7 @@ def projects_list(data_dir: DataDirOpt = None, database_url: DatabaseOpt = None)
                 "runGateOpen": record.run_gate_open,
             }
         )
-    typer.echo(json.dumps(rows, indent=2))
+    echo(json_text(rows))
 
 
 @app.command("add")
@@ -45,8 +53,8 @@ def projects_add(
     """Register a project folder (its working tree is the draft). Harmless if already registered."""
     _, registry = open_store(server_settings(data_dir, database_url))
     project, created = registry.register(directory)
-    typer.echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)
-    typer.echo(project.id)
+    echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)
+    echo(project.id)
 
 
 @app.command("publish")
@@ -66,8 +74,8 @@ def projects_publish(
     """Snapshot the draft as an immutable, online version."""
     _, registry = open_store(server_settings(data_dir, database_url))
     row = registry.publish(project_id, version, reviewed=revision, actor="cli", audit=cli_audit())
-    typer.echo(f"published {project_id} {row.version} ({row.revision})", err=True)
-    typer.echo(row.version)
+    echo(f"published {project_id} {row.version} ({row.revision})", err=True)
+    echo(row.version)
 
 
 def _set_online(
@@ -75,7 +83,7 @@ def _set_online(
 ) -> None:
     _, registry = open_store(server_settings(data_dir, database_url))
     registry.set_online(project_id, version, online, actor="cli", audit=cli_audit())
-    typer.echo(f"{project_id} {version} is {'online' if online else 'offline'}", err=True)
+    echo(f"{project_id} {version} is {'online' if online else 'offline'}", err=True)
 
 
 @app.command("offline")
@@ -112,7 +120,7 @@ def projects_gate(
         fail(f"expected 'open' or 'close', not {state!r}")
     _, registry = open_store(server_settings(data_dir, database_url))
     registry.set_limits(project_id, run_gate_open=state == "open")
-    typer.echo(f"{project_id}: run gate {'open' if state == 'open' else 'closed'}", err=True)
+    echo(f"{project_id}: run gate {'open' if state == 'open' else 'closed'}", err=True)
 
 
 @app.command("limits")
@@ -131,7 +139,7 @@ def projects_limits(
     if not changes:
         fail("give --max-running and/or --max-queued")
     registry.set_limits(project_id, **changes)
-    typer.echo(f"{project_id}: {', '.join(f'{k}={v}' for k, v in changes.items())}", err=True)
+    echo(f"{project_id}: {', '.join(f'{k}={v}' for k, v in changes.items())}", err=True)
 
 
 @app.command("diff")
@@ -156,10 +164,8 @@ def projects_diff(
         old = registry.resolve(project_id, parse_target(against)).project
     changes = contract_changes(old, draft)
     for change in changes:
-        typer.echo(change.line())
+        echo(change.line())
     label = against if old is not None else "no online version"
     breaking = sum(c.breaking for c in changes)
-    typer.echo(f"{len(changes)} change(s), {breaking} breaking, against {label}", err=True)
-    typer.echo(
-        f"draft revision {review.revision} (to publish just it: --revision {review.revision})", err=True
-    )
+    echo(f"{len(changes)} change(s), {breaking} breaking, against {label}", err=True)
+    echo(f"draft revision {review.revision} (to publish just it: --revision {review.revision})", err=True)

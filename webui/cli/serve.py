@@ -16,6 +16,7 @@ from webui.cli.common import (
     DatabaseOpt,
     DataDirOpt,
     cli_audit,
+    echo,
     fail,
     open_store,
     server_settings,
@@ -100,7 +101,7 @@ def serve_command(
     )
     host, port = settings.host, settings.port
     if host not in ("127.0.0.1", "localhost", "::1"):
-        typer.echo(
+        echo(
             f"steamharness: warning: listening on {host}, not loopback; put TLS in front, set allowed hosts",
             err=True,
         )
@@ -110,7 +111,7 @@ def serve_command(
     created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for where, done in upgrade_all(settings):  # under a lock: concurrent start-ups migrate once
         for line in done:
-            typer.echo(f"steamharness: database {where}: {line}", err=True)
+            echo(f"steamharness: database {where}: {line}", err=True)
     engine, registry = open_store(settings)
     # One data dir served twice would have both processes end each other's runs.
     replica_id = replicas.replica_id_for(settings.data_dir)
@@ -132,12 +133,12 @@ def serve_command(
             audit=cli_audit(),
         )
         base = f"http://{host}:{port}"
-        typer.echo(f"demo login: {user} / {password}")
-        typer.echo(f"demo API key: {key}")
+        echo(f"demo login: {user} / {password}")
+        echo(f"demo API key: {key}")
         for record in list_projects(engine):
-            typer.echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
+            echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
     engine.dispose()
-    typer.echo(f"steamharness: replica {replica_id}", err=True)
+    echo(f"steamharness: replica {replica_id}", err=True)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     harden_process()
     from uvicorn.config import STARTUP_FAILURE
@@ -193,7 +194,7 @@ def _hide_database_password(database_url: str | None) -> None:
     except ValueError:
         return  # not a URL: the settings refuse it with their own words
     if password and not hide_in_cmdline(password):
-        typer.echo(
+        echo(
             "warning: the --database-url password stays readable in this process's command line"
             " (ps, /proc); give it in STEAMHARNESS_DATABASE_URL instead",
             err=True,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from webui.cli.common import echo, json_text
 
 
 def structure_command(
@@ -17,4 +18,4 @@ def structure_command(
     from webui.workflows.project import load_project, structure_report
 
     project = load_project(workflow_dir.expanduser().resolve())
-    typer.echo(json.dumps(structure_report(project), indent=2, ensure_ascii=False))
+    echo(json_text(structure_report(project)))

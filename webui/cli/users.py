@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, fail, open_store, server_settings
+from webui.cli.common import DatabaseOpt, DataDirOpt, cli_audit, echo, fail, open_store, server_settings
 
 app = typer.Typer(help="Accounts.", no_args_is_help=True)
 
@@ -28,7 +28,7 @@ def users_create(
     password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
     engine, _ = open_store(server_settings(data_dir, database_url))
     create_user(engine, name=name, admin=admin, password=password, audit=cli_audit())
-    typer.echo(f"created user {name}{' (admin)' if admin else ''}", err=True)
+    echo(f"created user {name}{' (admin)' if admin else ''}", err=True)
 
 
 @app.command("grant")
@@ -50,4 +50,4 @@ def users_grant(
     if not ids:
         fail("give --project ID (repeatable) or --all")
     added = grant_projects(engine, user=name, projects=ids, registry=registry, audit=cli_audit())
-    typer.echo(f"{name}: granted {len(added)} project(s)", err=True)
+    echo(f"{name}: granted {len(added)} project(s)", err=True)
