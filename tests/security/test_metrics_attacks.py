@@ -1,7 +1,8 @@
 """`/metrics` against strangers: a server with neither a metrics token nor an admin key
 exposes nothing (404, whatever is sent); an account's own API key is no metrics token;
-guessing the token is throttled like guessing an API key (429 with Retry-After, the right
-token refused too while throttled); a weak token stops the server from starting."""
+guessing the token is throttled like guessing an API key (429 with Retry-After for the bad
+tokens of a throttled address, the right token still answered: strangers cannot lock out the
+scrape); a weak token stops the server from starting."""
 
 from __future__ import annotations
 
@@ -67,17 +68,23 @@ def test_an_accounts_api_key_is_no_metrics_token(server: LiveServer) -> None:
     assert r.status_code == 401 and "steamharness_" not in r.text
 
 
-def test_guessing_the_token_is_throttled(server: LiveServer) -> None:
+def test_strangers_bad_tokens_are_throttled_and_never_lock_out_the_scrape(server: LiveServer) -> None:
+    """Bad tokens from the scraper's own address (a NAT, a proxy) until it is throttled: they
+    are then refused with 429, while the token and the admin key are still answered, each
+    scrape, and answering them lifts nothing for the strangers."""
     statuses = []
     while 429 not in statuses:
         statuses.append(_get(server, f"Bearer guess-{len(statuses)}").status_code)
         assert len(statuses) <= 6, statuses  # 5 failures per address here
     assert set(statuses[:-1]) == {401}, statuses
-    throttled = _get(server, f"Bearer {TOKEN}")  # the address is throttled: not even checked
-    assert throttled.status_code == 429 and "steamharness_" not in throttled.text
-    refused = _get(server, "Bearer guess-again")
-    assert refused.status_code == 429 and refused.headers["Retry-After"].isdigit()
-    assert "steamharness_" not in refused.text
+    for authorization in (f"Bearer {TOKEN}", f"Bearer {server.admin_key}", f"bearer {TOKEN}"):
+        scrape = _get(server, authorization)
+        assert scrape.status_code == 200, (scrape.status_code, scrape.text[:200])
+        assert "steamharness_throttled_total" in scrape.text
+        refused = _get(server, "Bearer guess-again")  # the address stays throttled for bad tokens
+        assert refused.status_code == 429 and refused.headers["Retry-After"].isdigit()
+        assert "steamharness_" not in refused.text
+    assert _get(server, f"Bearer {TOKEN}x").status_code == 429  # the token with more: a bad one
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,12 @@
 
 Only for a scraper bearing the metrics token (`STEAMHARNESS_METRICS_TOKEN`) or the admin
 key, as `Authorization: Bearer …`; with neither configured the route answers 404, so no
-server exposes its numbers by accident. A wrong token counts as a failed credential of its
-address, like a wrong API key, and is audited (`auth.failed`, `auth.throttled`); a throttled
-address is refused before its token is checked."""
+server exposes its numbers by accident. The token is checked first, like an API key: the
+right one is always answered, even from an address that strangers' bad tokens throttle (the
+token is at least 32 bytes of the secret key's rule, so no guess at it can succeed). A wrong
+token counts as a failed credential of its address and is audited (`auth.failed`); once the
+address is throttled its wrong tokens are refused with 429 (`auth.throttled`) and not counted
+again."""
 
 from __future__ import annotations
 
@@ -51,13 +54,6 @@ async def metrics(request: Request) -> Response:
     tokens = _tokens(settings)
     if not tokens:
         return _refusal(404, "not_found", "metrics are off: set STEAMHARNESS_METRICS_TOKEN to scrape them")
-    throttle: AuthThrottle = request.app.state.auth_throttle
-    address = client_address(request.scope)
-    # A throttled address is refused before its token is checked (the token is an operator's
-    # choice, like a password: guessing must slow down for the right guess too).
-    wait = throttle.bearer_retry_after(address)
-    if wait is not None:
-        return await _throttled(request, throttle, wait)
     authorization = request.headers.get("authorization") or ""
     scheme, _, given = authorization.partition(" ")
     offered = given.strip().encode()
@@ -65,7 +61,10 @@ async def metrics(request: Request) -> Response:
     for token in tokens:  # every one compared, in constant time
         ok |= scheme.lower() == "bearer" and hmac.compare_digest(offered, token)
     if not ok:
-        wait = throttle.bearer_failed(address)
+        # Only failures meet the throttle: a scraper with the token is never held back by
+        # strangers sending bad ones from its address (a NAT, a proxy).
+        throttle: AuthThrottle = request.app.state.auth_throttle
+        wait = throttle.bearer_failed(client_address(request.scope))
         if wait is not None:
             return await _throttled(request, throttle, wait)
         refusals: RefusalAudit = request.app.state.refusals
