@@ -107,7 +107,7 @@ def node() -> str:
 
 NODE_FIXTURES = ("node", "node22")
 SLOW_GROUPS = ("browser", "node", "replicas")
-SLOW_DIRS = ("tests/e2e/", "tests/mcp/")  # every test starts a live server or a stdio process
+SLOW_DIRS = ("tests/e2e/", "tests/mcp/", "tests/docs/")  # a live server, a stdio process, a site build
 SLOW_MODULES = (
     "tests/security/test_fuzz_api.py",  # the fuzz: a minute or two each
     "tests/security/test_fuzz_mcp.py",
