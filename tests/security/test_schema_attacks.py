@@ -1,8 +1,9 @@
 """Hostile schemas a project writes itself (an entrypoint's `inputSchema`, a `ctx.ask`
 schema): deeply nested or huge documents, references to other documents (nothing is ever
-fetched), regular expressions that backtrack catastrophically, and titles that are markup
-— refused at load or when asked, bounded, or shown as escaped text (the MCP page's schema
-and parameter table, the browser's question form)."""
+fetched), regular expressions that backtrack catastrophically in Python's `re` (linear on
+RE2; what RE2 cannot run is refused), and titles that are markup — refused at load or when
+asked, bounded, or shown as escaped text (the MCP page's schema and parameter table, the
+browser's question form)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
@@ -21,7 +23,7 @@ from tests.fixtures.hostile_server import HOSTILE
 from tests.workflows.test_project import load_error, minimal_package, write_project
 from webui.errors import ProjectError
 from webui.mcp.catalog import Catalog
-from webui.validation import field_errors, validator
+from webui.validation import NO_RETRIEVAL, SchemaUnusable, field_errors, problems, validator
 from webui.web import forms
 from webui.web.mcp_clients import pretty_json
 from webui.web.mcp_views import ToolView
@@ -29,16 +31,19 @@ from webui.web.templating import make_templates
 from webui.workflows.json_schema import check_ask_schema, check_input_schema
 from webui.workflows.project import load_project
 
+# Patterns that backtrack catastrophically in Python's `re`, each with a text that makes it
+# do so (hours at these lengths): linear on RE2.
 CATASTROPHIC = [
-    "^(a+)+$",
-    "^(a|aa)*$",
-    "(.*a){12}",
-    "^(\\w+\\s?)*$",
-    "((ab)*)+c",
-    "(x+x+)+y",
-    "(a|a)*b",
-    "(.)\\1",
+    ("^(a+)+$", "a" * 50_000 + "!"),
+    ("^(a|aa)*$", "a" * 50_000 + "!"),
+    ("(.*a){12}", "a" * 11 + "b" * 50_000),
+    ("^(\\w+\\s?)*$", "a" * 50_000 + "!"),
+    ("((ab)*)+c", "ab" * 25_000),
+    ("(x+x+)+y", "x" * 50_000),
+    ("(a|a)*b", "a" * 50_000),
 ]
+# What RE2 cannot run at all.
+UNRUNNABLE = ["(.)\\1", "(?<n>a)\\k<n>", "a(?=b)", "(?!x)y", "(?<=a)b", "(?<!a)b"]
 
 
 def with_schema(tmp_path: Path, schema: Any) -> Path:
@@ -107,14 +112,36 @@ def test_validators_never_fetch_a_remote_reference(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
     schema = {"type": "object", "properties": {"a": {"$ref": "https://example.com/evil.json"}}}
-    with pytest.raises(Unresolvable):
-        list(validator(schema).iter_errors({"a": 1}))
+    with pytest.raises(SchemaUnusable, match="points to nothing in the schema"):
+        validator(schema)
+    with pytest.raises(Unresolvable):  # jsonschema's own validator, with the same empty registry
+        list(Draft202012Validator(schema, registry=NO_RETRIEVAL).iter_errors({"a": 1}))
     assert field_errors(schema, {"a": 1}) == {}  # a schema that cannot be used judges nothing
     assert fetched == []
 
 
-@pytest.mark.parametrize("pattern", CATASTROPHIC)
-def test_a_catastrophic_pattern_is_refused_in_both_kinds_of_schema(tmp_path: Path, pattern: str) -> None:
+@pytest.mark.parametrize(("pattern", "text"), CATASTROPHIC)
+def test_a_catastrophic_pattern_for_pythons_re_is_taken_and_checked_by_re2_in_linear_time(
+    pattern: str, text: str
+) -> None:
+    schema = json.loads(
+        check_input_schema(
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}}, "s"
+        )
+    )
+    (error,) = problems(schema, {"a": text})  # within the check's deadline, or CheckRefused
+    assert "does not match" in error.message and len(error.message) < 300
+    keyed = {"type": "object", "patternProperties": {pattern: {"type": "integer"}}}
+    assert problems(check_and_load(keyed), {text: "x"}) == []  # the key does not match: not checked
+
+
+def check_and_load(schema: dict[str, Any]) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(check_input_schema(schema, "s"))
+    return loaded
+
+
+@pytest.mark.parametrize("pattern", UNRUNNABLE)
+def test_a_pattern_re2_cannot_run_is_refused_in_both_kinds_of_schema(tmp_path: Path, pattern: str) -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}}
     assert "/properties/a/pattern: refused:" in load_error(with_schema(tmp_path, schema))
     keyed = {"type": "object", "patternProperties": {pattern: {"type": "string"}}}
@@ -150,8 +177,6 @@ def test_a_broken_schema_is_a_project_error_never_a_crash_later(tmp_path: Path) 
         message = load_error(with_schema(tmp_path, schema))
         assert "not valid JSON Schema 2020-12" in message
     with pytest.raises(SchemaError):
-        from jsonschema import Draft202012Validator
-
         Draft202012Validator.check_schema({"type": 5})
 
 

@@ -114,12 +114,12 @@ def test_params_and_input_schema_are_exclusive(tmp_path: Path) -> None:
             "/properties/a/$id: not supported",
         ),
         (
-            {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}},
-            "/properties/a/pattern: refused: a repeated group",
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?!a)"}}},
+            "/properties/a/pattern: refused: a lookaround",
         ),
         (
             {"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}},
-            "/properties/a/pattern: not valid JSON Schema 2020-12: '([' is not a 'regex'",
+            "/properties/a/pattern: refused: not a regular expression the linear-time engine (RE2) runs:",
         ),
     ],
 )

@@ -23,6 +23,7 @@ from webui.host.connection import Connection
 from webui.host.forms import unsupported_reasons
 from webui.interactions.service import Answer, InteractionService
 from webui.store.models import Interaction, utcnow
+from webui.validation import run_check
 
 
 class Elicitations:
@@ -91,7 +92,8 @@ class Elicitations:
                 **common,
             )
         else:
-            reasons = unsupported_reasons(params.requested_schema)
+            # The server's schema may be hostile: screened in the checks' own threads.
+            reasons = await run_check(unsupported_reasons, params.requested_schema)
             if reasons:
                 await run_db(
                     self.interactions.create,

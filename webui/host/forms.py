@@ -10,10 +10,18 @@ server's text: a field named otherwise is refused, and the refusal names it.
   booleans, single-select enums (`enum`, or `oneOf` of titled consts) and string
   multi-select enums (`items.enum`, or `items.anyOf` of titled consts). Anything else is
   refused with the reason, never half-rendered; so are fields declared sensitive: secrets
-  never go through forms.
+  never go through forms, and so is a form whose answers the host cannot check
+  (`webui/validation.py` `usable`: a pattern RE2 cannot run, such as a lookaround, a
+  reference loop, a schema past the size bounds) — the server is told the form was refused.
 - A tool's input schema (`tool_form_problem`) may be any flat object of scalars (with
   `oneOf`/`anyOf` of consts as choices) and lists of non-boolean scalars; otherwise the
-  page offers a JSON text area instead of generated fields, saying why.
+  page offers a JSON text area instead of generated fields, saying why. Its arguments are
+  checked before the call where the host can check them (`field_errors`); where it cannot,
+  the server judges them itself.
+
+A schema is walked at most `MAX_WALK` values deep into (a server's schema may be any size):
+past that it is refused as too large. `unsupported_reasons` compiles patterns: call it
+through `run_check`, off the event loop.
 """
 
 from __future__ import annotations
@@ -23,11 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from webui.validation import MAX_SCHEMA_NODES, SchemaUnusable, usable
+
 SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean"})
 STRING_FORMATS = frozenset({"date", "date-time", "email", "uri"})
 SENSITIVE_FORMATS = frozenset({"password"})
 SAFE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 SHOWN_NAME_CHARS = 200  # a refused name is quoted up to this length in the reason
+MAX_WALK = MAX_SCHEMA_NODES
 
 
 def _shown(name: str) -> str:
@@ -53,11 +64,27 @@ def _titled_consts(options: Any) -> bool:
     )
 
 
+class _TooLarge(Exception):
+    """A schema with more than MAX_WALK values."""
+
+
 def _refs(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "$ref" in value or "$dynamicRef" in value or any(_refs(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_refs(v) for v in value)
+    """Whether a reference hides anywhere in `value` (iteratively; _TooLarge past MAX_WALK)."""
+    stack, seen = [value], 0
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "$ref" in node or "$dynamicRef" in node:
+                return True
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        seen += len(children)
+        if seen > MAX_WALK:
+            raise _TooLarge
+        stack.extend(children)
     return False
 
 
@@ -155,8 +182,11 @@ def form_problems(schema: Any, policy: FormPolicy) -> list[str]:
     schema-wide problem, or one per field that does not fit)."""
     if not isinstance(schema, dict):
         return [policy.not_an_object]
-    if _refs(schema):
-        return [policy.uses_refs]
+    try:
+        if _refs(schema):
+            return [policy.uses_refs]
+    except _TooLarge:
+        return [f"the schema is too large (more than {MAX_WALK} values)"]
     if schema.get("type", "object") != "object":
         return [policy.not_fields]
     props = schema.get("properties") or {}
@@ -178,8 +208,16 @@ def form_problems(schema: Any, policy: FormPolicy) -> list[str]:
 
 
 def unsupported_reasons(schema: Any) -> list[str]:
-    """Empty when the host can show this elicitation form; otherwise why not."""
-    return form_problems(schema, ELICITATION)
+    """Empty when the host can show this elicitation form and check its answers; otherwise
+    why not. Compiles the form's patterns: run it through `run_check`."""
+    reasons = form_problems(schema, ELICITATION)
+    if reasons:
+        return reasons
+    try:
+        usable(schema)
+    except SchemaUnusable as exc:
+        return [f"the host cannot check answers to this form: {exc}"]
+    return []
 
 
 def tool_form_problem(schema: Any) -> str | None:

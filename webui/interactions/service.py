@@ -32,7 +32,7 @@ from webui.store import files as file_store
 from webui.store import interactions as interaction_store
 from webui.store.db import unit_of_work
 from webui.store.models import Interaction, as_utc, utcnow
-from webui.validation import validator
+from webui.validation import CheckRefused, SchemaUnusable, describe, problems, run_check
 
 ACTIONS = ("accept", "decline", "cancel")
 
@@ -269,12 +269,15 @@ class InteractionService:
                 "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
             )
 
-    def check_answer(self, row: Interaction, action: str, content: Any) -> None:
+    async def check_answer(self, row: Interaction, action: str, content: Any) -> None:
         """Raise InvalidAnswer if this answer to `row` would be refused by its schema (a
-        round of several answers is checked whole before any is recorded)."""
-        self._validate(row, action, content)
+        round of several answers is checked whole before any is recorded). Checked in the
+        checks' own threads (`run_check`), never on the event loop."""
+        await run_check(self._validate, row, action, content)
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
+        """The answer as it is stored, or InvalidAnswer. A JSON Schema check: run it through
+        `run_check`, never in a database thread."""
         if action not in ACTIONS:
             raise InvalidAnswer(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         if action != "accept":
@@ -284,16 +287,33 @@ class InteractionService:
         content = {} if content is None else content
         if not isinstance(content, dict):
             raise InvalidAnswer("an accepted answer must be an object of field values")
-        problems = sorted(
-            validator(row.requested_schema).iter_errors(content), key=lambda e: list(e.absolute_path)
-        )
-        if problems:
-            parts = []
-            for err in problems:
-                where = ".".join(str(p) for p in err.absolute_path)
-                parts.append(f"{where}: {err.message}" if where else err.message)
-            raise InvalidAnswer("invalid answer: " + "; ".join(parts))
+        try:
+            found = problems(row.requested_schema, content)
+        except CheckRefused as exc:
+            raise InvalidAnswer(f"invalid answer: {exc}") from None
+        except SchemaUnusable as exc:
+            raise InvalidAnswer(
+                f"this question's form cannot be checked here ({exc}); decline or cancel it"
+            ) from None
+        if found:
+            raise InvalidAnswer("invalid answer: " + "; ".join(describe(found)))
         return content
+
+    def _answerable(self, interaction_id: str, channel: str, by: Party | None, override: bool) -> Interaction:
+        """The question, once `by` may answer it on `channel` (else NotFound, OverrideRequired
+        or InvalidAnswer): an answer is checked against the question's schema only after
+        that, so nobody learns of another account's question through its problems."""
+        with unit_of_work(self.engine) as s:
+            found = interaction_store.load_owned(s, interaction_id=interaction_id)
+            if found is None:
+                raise NotFound(f"interaction {interaction_id!r} not found")
+            if by is not None:
+                check_answer(by, found.owner, override=override, interaction_id=interaction_id)
+            if is_client_request(found.interaction.kind) and not channel.startswith("mcp"):
+                raise InvalidAnswer(
+                    f"a {found.interaction.kind} request is answered by the MCP client that follows the run"
+                )
+            return found.interaction
 
     async def answer(
         self,
@@ -309,8 +329,10 @@ class InteractionService:
         """`by`: who answers, checked against the question's owner; None only for the
         channel that started the run itself (it holds no one else's questions)."""
         actor = actor if actor is not None or by is None else by.actor
+        asked = await run_db(self._answerable, interaction_id, channel, by, override)
+        clean = await run_check(self._validate, asked, action, content)  # never in a database thread
         row, result = await run_db(
-            self._record_answer, interaction_id, action, content, actor, channel, by, override
+            self._record_answer, interaction_id, action, clean, actor, channel, by, override
         )
         if result.repeated:
             return result
@@ -329,7 +351,7 @@ class InteractionService:
         self,
         interaction_id: str,
         action: str,
-        content: Any,
+        clean: dict[str, Any] | None,
         actor: str | None,
         channel: str,
         by: Party | None,
@@ -349,8 +371,7 @@ class InteractionService:
                 raise InvalidAnswer(
                     f"a {row.kind} request is answered by the MCP client that follows the run"
                 )
-            clean = self._validate(row, action, content)
-            check_files(s, row, clean, project_id)
+            check_files(s, row, clean, project_id)  # `clean`: the answer as checked by `_validate`
             digest = answer_digest(action, clean)
             if row.status == "answered":
                 if row.answer_digest == digest:

@@ -65,7 +65,7 @@ from webui.store import audit as audit_store
 from webui.store.models import Run
 from webui.store.statuses import FINAL_STATUSES
 from webui.workflows.project import Entrypoint
-from webui.workflows.schema import validate_arguments
+from webui.workflows.schema import check_arguments
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,9 @@ class CallBridge:
         else:
             try:
                 with TRACER.start_as_current_span("steamharness.preflight"):
-                    prepared = await run_db(self._prepare, b, ep, params.arguments)
+                    # Checked in the checks' own threads, never in a database thread.
+                    args = await check_arguments(b.catalog.schemas[ep.id], params.arguments, tool=ep.id)
+                    prepared = await run_db(self._prepare, b, ep, args)
                 worker_params, stored, limits, config = prepared
                 run = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except InvalidArguments as exc:
@@ -432,12 +434,11 @@ class CallBridge:
 
     # ------------------------------------------------------------------ files
     def _prepare(
-        self, b: Binding, ep: Entrypoint, arguments: dict[str, Any] | None
+        self, b: Binding, ep: Entrypoint, args: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], RunLimits, ConfigSnapshot]:
-        """What a run is started with, in one thread hop (database reads, maybe a file
-        import), in this order: the arguments checked and file params resolved (else
+        """What a run with these checked arguments is started with, in one thread hop
+        (database reads, maybe a file import), in this order: file params resolved (else
         InvalidArguments), the project's limits (RunRefused), the configuration snapshot."""
-        args = validate_arguments(b.catalog.schemas[ep.id], arguments, tool=ep.id)
         worker, stored = resolve_files(self.files, b, ep, args)
         limits = b.preflight() if b.preflight is not None else RunLimits()
         return worker, stored, limits, self.configs.snapshot(config_place(b), b.config_name)

@@ -303,7 +303,7 @@ class Questions:
                 continue
             try:
                 action, content = answer_of(asked[interaction_id], response)
-                self.interactions.check_answer(asked[interaction_id], action, content)
+                await self.interactions.check_answer(asked[interaction_id], action, content)
             except InvalidAnswer as exc:
                 raise _invalid(f"{key}: {exc.message}") from None  # nothing of the round recorded
             answers.append((key, interaction_id, action, content))

@@ -270,7 +270,7 @@ class Tasks:
                 continue
             try:
                 action, content = answer_of(ia, raw)
-                self.interactions.check_answer(ia, action, content)
+                await self.interactions.check_answer(ia, action, content)
                 answers.append((key, ia, action, content))
             except InvalidAnswer as exc:
                 problems.append(f"{key}: {exc.message}")

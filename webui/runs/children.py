@@ -22,7 +22,7 @@ from webui.runs.types import RunLimits, RunRefused, RunStatus
 from webui.store import runs as run_store
 from webui.workflows.project import Project
 from webui.workflows.related import RelatedProjectError
-from webui.workflows.schema import tool_input_schema, validate_arguments
+from webui.workflows.schema import check_arguments, tool_input_schema
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class ChildRuns:
                     " passed to a child run"
                 )
         try:
-            params = validate_arguments(
+            params = await check_arguments(
                 tool_input_schema(ep.params, ep.input_schema, file_mode="server"), params, tool=ep.id
             )
         except InvalidArguments as exc:

@@ -29,7 +29,7 @@ from webui.store import interactions as interaction_store
 from webui.store import runs as run_store
 from webui.store.interactions import HostInteraction, InteractionWithRun
 from webui.store.models import Interaction, Run, as_utc
-from webui.validation import field_errors
+from webui.validation import field_errors, run_check
 from webui.web import forms
 
 OUTPUT_PREVIEW_CHARS = 4000
@@ -342,11 +342,13 @@ def visible_item(engine: Engine, user: UiUser, interaction_id: str) -> Item:
     return item
 
 
-def field_problems(schema: dict[str, Any], content: dict[str, Any]) -> dict[str, str]:
+async def field_problems(schema: dict[str, Any], content: dict[str, Any]) -> dict[str, str]:
     """Where the service's refusal points, per field, to show it beside the control.
 
-    The service already decided (and is the authority); this only places its reasons."""
-    return {name: message for name, message in field_errors(schema, content).items() if name}
+    The service already decided (and is the authority); this only places its reasons. The
+    schema may be an external server's: checked in the checks' own threads."""
+    errors = await run_check(field_errors, schema, content)
+    return {name: message for name, message in errors.items() if name}
 
 
 def submitted_values(

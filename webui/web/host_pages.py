@@ -38,7 +38,7 @@ from webui.events import EventHub
 from webui.host.service import HostService
 from webui.store import accounts as account_store
 from webui.store.models import HostConversation
-from webui.validation import field_errors
+from webui.validation import field_errors, run_check
 from webui.web import forms, host_views
 from webui.web.deps import UserDep
 from webui.web.host_calls import HostCalls
@@ -324,8 +324,9 @@ async def connect(request: Request, conversation_id: str, user: UserDep) -> Resp
     return RedirectResponse(f"/host/conversations/{conv.id}#server-{server_id}", status_code=303)
 
 
-def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
-    """The call's arguments from the tool's form, or None after recording what is wrong."""
+async def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
+    """The call's arguments from the tool's form, or None after recording what is wrong.
+    The server's schema is its own (hostile, maybe): checked in the checks' own threads."""
     if tool.problem:
         tool.arguments_json = str(form.get("arguments_json") or "").strip() or "{}"
         try:
@@ -336,14 +337,14 @@ def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
         if not isinstance(parsed, dict):
             tool.json_error = "the arguments must be a JSON object"
             return None
-        problems = field_errors(tool.schema, parsed)
+        problems = await run_check(field_errors, tool.schema, parsed)
         if problems:
             tool.json_error = "; ".join(f"{k}: {v}" if k else v for k, v in problems.items())
             return None
         return parsed
     values, errors = forms.parse(tool.schema, form, prefix=tool.prefix)
     if not errors:
-        errors = field_errors(tool.schema, values)
+        errors = await run_check(field_errors, tool.schema, values)
     if errors:
         tool.values, tool.errors = values, errors
         return None
@@ -366,7 +367,7 @@ async def call_tool(request: Request, conversation_id: str, user: UserDep) -> Re
     tool = next((t for t in section.tools if t.name == tool_name), None)
     if tool is None:
         raise NotFound(f"{section.name} has no tool {tool_name!r}")
-    arguments = _arguments(tool, form)
+    arguments = await _arguments(tool, form)
     if arguments is None:
         if is_htmx(request):
             context = {"conv": conv, "section": section, "t": tool}

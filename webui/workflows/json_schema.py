@@ -7,11 +7,14 @@ Both are checked before anything uses them, so a served schema can neither fetch
 - local: every `$ref` points inside the schema (`#...`) and resolves there; `$id`,
   `$dynamicRef` and remote or relative references are refused (validators are also built
   with an empty registry, `webui/validation.py`, so nothing is ever retrieved);
-- regular expressions (`pattern`, `patternProperties`) short and free of the constructions
-  that backtrack catastrophically in Python's `re`: a repeated group holding a variable
-  repeat (`(a+)+`), a repeated alternation whose branches are not told apart by their first
-  character (`(a|aa)*`), backreferences;
-- valid: `Draft202012Validator.check_schema`.
+- no `$ref` loop that comes back to a schema without going into the value (`{"$ref": "#"}`
+  at the root, `#/$defs/a` → `#/$defs/b` → `#/$defs/a`): checking would never end;
+- regular expressions (`pattern`, `patternProperties`) at most `MAX_PATTERN` characters and
+  ones the linear-time engine (RE2) runs: no lookarounds, no backreferences
+  (`webui/validation.py`, which also checks arguments with RE2, so no pattern can take
+  more than linear time);
+- valid: the 2020-12 metaschema (formats aside: patterns are compiled by RE2, never by
+  Python's `re`), and usable as `webui/validation.py` uses schemas (`usable`).
 Problems are one `ProjectError` line naming where (`<where>/properties/x/pattern: ...`).
 """
 
@@ -19,16 +22,14 @@ from __future__ import annotations
 
 import json
 import re
-import re._parser as sre_parse
 from collections.abc import Iterator
 from typing import Any, Final
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from webui import validation
 from webui.errors import ProjectError
 from webui.workflows.package_json import json_type, quote
 
@@ -45,8 +46,6 @@ HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
 FIELD_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MAX_FIELDS: Final = 100
 ELICITATION_FORMATS: Final = ("email", "uri", "date", "date-time")
-
-_REPEATS: Final = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
 
 
 def _pointer(path: tuple[str | int, ...]) -> str:
@@ -84,64 +83,10 @@ def _check_bounds(schema: Any, where: str) -> None:
 
 
 def _regex_problem(pattern: str) -> str | None:
-    """Why this pattern is refused (too long, invalid, may backtrack catastrophically)."""
+    """Why this pattern is refused (too long, or not one RE2 runs in linear time)."""
     if len(pattern) > MAX_PATTERN:
         return f"a pattern of {len(pattern)} characters (at most {MAX_PATTERN})"
-    try:
-        parsed: Any = sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        return f"not a valid regular expression ({exc})"
-    return _tree_problem(list(parsed))
-
-
-def _variable(items: list[Any]) -> bool:
-    """Whether this sequence may match the same text in more than one way when repeated:
-    it holds a variable repeat, or an alternation not told apart by first characters."""
-    for op, arg in items:
-        if str(op) in _REPEATS:
-            low, high, sub = arg
-            if low != high or _variable(list(sub)):
-                return True
-        elif str(op) == "SUBPATTERN":
-            if _variable(list(arg[-1])):
-                return True
-        elif str(op) == "BRANCH":
-            alternatives = [list(a) for a in arg[1]]
-            firsts = [a[0] for a in alternatives if a]
-            if (
-                len(firsts) != len(alternatives)
-                or any(str(first) != "LITERAL" for first, _ in firsts)
-                or len({value for _, value in firsts}) != len(firsts)
-                or any(_variable(a) for a in alternatives)
-            ):
-                return True
-    return False
-
-
-def _tree_problem(items: list[Any]) -> str | None:
-    for op, arg in items:
-        if str(op) in ("GROUPREF", "GROUPREF_EXISTS"):
-            return "a backreference (it can make matching exponential)"
-        subtrees: list[list[Any]] = []
-        if str(op) in _REPEATS:
-            _, high, sub = arg
-            if high > 1 and _variable(list(sub)):
-                return (
-                    "a repeated group that can match one text in several ways, e.g. (a+)+ or (a|aa)*"
-                    " (catastrophic backtracking)"
-                )
-            subtrees = [list(sub)]
-        elif str(op) == "SUBPATTERN":
-            subtrees = [list(arg[-1])]
-        elif str(op) == "BRANCH":
-            subtrees = [list(a) for a in arg[1]]
-        elif str(op) in ("ASSERT", "ASSERT_NOT"):
-            subtrees = [list(arg[1])]
-        for tree in subtrees:
-            problem = _tree_problem(tree)
-            if problem:
-                return problem
-    return None
+    return validation.pattern_problem(pattern)
 
 
 def _check_patterns(schema: Any, where: str) -> None:
@@ -190,12 +135,25 @@ def _check_references(schema: dict[str, Any], where: str) -> None:
 
 
 def _check_valid(schema: dict[str, Any], where: str) -> None:
+    """Valid 2020-12, checked without compiling its patterns (`_check_patterns` does, by RE2)."""
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
+        validation.valid(schema)
+    except validation.SchemaUnusable as exc:
+        raise ProjectError(f"{where}{exc.where}: {exc.reason}") from None
+
+
+def _check_usable(schema: dict[str, Any], where: str) -> None:
+    """No `$ref` loop, and whatever else `webui/validation.py` needs to check arguments with it."""
+    loop = validation.ref_loop(schema)
+    if loop is not None:
         raise ProjectError(
-            f"{where}{_pointer(tuple(exc.absolute_path))}: not valid JSON Schema 2020-12: {exc.message[:200]}"
-        ) from None
+            f"{where}{loop}: a reference loop: it comes back here without going into the value"
+            " (checking arguments would never end)"
+        )
+    try:
+        validation.usable(schema)
+    except validation.SchemaUnusable as exc:
+        raise ProjectError(f"{where}{exc.where}: {exc.reason}") from None
 
 
 def _check_headers(schema: dict[str, Any], where: str) -> None:
@@ -234,6 +192,7 @@ def check_input_schema(raw: Any, where: str) -> str:
     _check_valid(raw, where)
     _check_references(raw, where)
     _check_patterns(raw, where)
+    _check_usable(raw, where)
     _check_headers(raw, where)
     return json.dumps(raw, ensure_ascii=False)
 

@@ -13,22 +13,25 @@ checks it at load): it is served as written and validated the same way.
 
 Integers: a value of an `integer` property is valid when JSON Schema says so, which
 includes `2.0` (a number with no fraction: many clients cannot tell 2 from 2.0); such a
-value reaches the handler as the Python int `2`. `true` is never an integer.
+value reaches the handler as the Python int `2`. `true` is never an integer. An integer is
+within ±(2^53-1), JSON's safe range, unless the schema's own minimum/maximum allow more;
+`1e308` is not one (`webui/validation.py`).
+
+Arguments are checked by `webui/validation.py` (RE2 for patterns, bounded in size and time);
+from async code through `check_arguments`, which runs the check in the checks' own threads.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from webui.errors import InvalidArguments
-from webui.validation import validator
+from webui.validation import CheckRefused, SchemaUnusable, problems, run_check
 from webui.workflows.json_schema import X_MCP_HEADER
 from webui.workflows.params import Option, Param
 
@@ -141,12 +144,6 @@ def tool_input_schema(params: Sequence[Param], custom: str | None, *, file_mode:
 # --------------------------------------------------------------------------- validation
 
 
-@functools.lru_cache(maxsize=512)
-def _validator(schema_key: str) -> Draft202012Validator:
-    """Compiled validator per distinct schema; tool calls are a hot path."""
-    return validator(json.loads(schema_key))
-
-
 def _path(error: ValidationError) -> str:
     """`limit`, `tags[1]`, `document.id`: where in the arguments the problem is."""
     text = ""
@@ -225,11 +222,25 @@ def validate_arguments(
             for path in bad[:5]
         )
         raise InvalidArguments(f"Invalid arguments for tool {tool!r}: {where}")
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    problems = _describe(validator.iter_errors(args))
-    if problems:
-        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: " + "; ".join(problems))
+    try:
+        found = _describe(problems(schema, args))
+    except CheckRefused as exc:
+        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: {exc}") from None
+    except SchemaUnusable as exc:
+        raise InvalidArguments(
+            f"Invalid arguments for tool {tool!r}: the tool's input schema: {exc}"
+        ) from None
+    if found:
+        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: " + "; ".join(found))
     return _integral(schema, args)
+
+
+async def check_arguments(
+    schema: dict[str, Any], arguments: dict[str, Any] | None, *, tool: str
+) -> dict[str, Any]:
+    """`validate_arguments` from async code: in the checks' own threads, never on the event
+    loop nor in a database thread."""
+    return await run_check(validate_arguments, schema, arguments, tool=tool)
 
 
 def _is_integer_schema(schema: Any) -> bool:
