@@ -242,7 +242,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 stateless=False,
                 session_idle_timeout=settings.session_idle_timeout_seconds,
                 security_settings=transport_security,
-                max_request_body_size=settings.max_body_bytes,
+                max_request_body_size=settings.max_mcp_body_bytes,
                 event_store=BoundedEventStore(
                     max_events_per_stream=settings.sse_replay_max_events_per_stream,
                     max_streams=settings.sse_replay_max_streams,
@@ -333,6 +333,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         refusals=app.state.refusals,
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_file_bytes,
+        max_mcp_body_bytes=settings.max_mcp_body_bytes,
         body_pace=BodyPace(settings.body_timeout_seconds, settings.body_min_rate_bytes_per_second),
     )
     app.add_middleware(SecurityHeaders)

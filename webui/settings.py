@@ -139,8 +139,11 @@ class Settings(BaseSettings):
     worker_env_passthrough: list[str] = Field(default_factory=list)
 
     # The HTTP edge (README: "Behind a reverse proxy").
-    # JSON, form and MCP JSON-RPC bodies; file uploads keep max_file_bytes.
+    # JSON and form bodies; file uploads keep max_file_bytes.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+    # An MCP POST's JSON-RPC message (files travel by id, uploaded to the files API); the
+    # server and the MCP SDK each parse it once, so this bounds their time too.
+    max_mcp_body_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
     # Addresses or networks (CIDR) whose X-Forwarded-For/-Proto are believed; none by default.
     trusted_proxies: list[str] = Field(default_factory=list)
     # How the server reaches its own MCP endpoint (Try it); by default the listening socket

@@ -12,7 +12,9 @@ never the parser's or pydantic's internals (input values, links to their docs):
     boolean, null), a `method` that is not a string, `params` that are not an object, a
     response without its `result` or `error`.
 A message that passes goes to the SDK as it came; the SDK's own checks (methods, their
-params, the session) still apply.
+params, the session) still apply. The SDK parses the body again (on the event loop, in C:
+bounded by the MCP body cap, `STEAMHARNESS_MAX_MCP_BODY_BYTES`, and by the strict reader's
+limits this check applied first).
 """
 
 from __future__ import annotations
@@ -54,13 +56,20 @@ def usable_id(value: Any) -> bool:
 
 def check_body(body: bytes) -> Refusal | None:
     """Why this POST body is not one acceptable JSON-RPC message, or None."""
+    read = read_body(body)
+    return read if isinstance(read, Refusal) else None
+
+
+def read_body(body: bytes) -> dict[str, Any] | Refusal:
+    """The one JSON-RPC message this POST body is, or why it is not acceptable. The whole
+    of a body's parsing and checking: the caller runs it off the event loop when large."""
     try:
         doc = strict_json.loads(body)
     except UnicodeDecodeError:
         return _parse_error("the body is not UTF-8 text")
     except json.JSONDecodeError as exc:
         return _parse_error(f"{exc.msg} (line {exc.lineno}, column {exc.colno})")
-    except ValueError as exc:  # a duplicate key, NaN, nested too deep, a number too long
+    except ValueError as exc:  # a duplicate key, NaN, too deep or too many values, a number too long
         return _parse_error(str(exc))
     if isinstance(doc, list):
         return _invalid(
@@ -68,7 +77,8 @@ def check_body(body: bytes) -> Refusal | None:
         )
     if not isinstance(doc, dict):
         return _invalid("the body must be one JSON-RPC message (an object)")
-    return check_message(doc)
+    refusal = check_message(doc)
+    return doc if refusal is None else refusal
 
 
 def check_message(doc: dict[str, Any]) -> Refusal | None:

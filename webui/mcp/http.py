@@ -54,6 +54,7 @@ from webui.mcp.binding import (
 from webui.mcp.event_store import BoundedEventStore, StreamOwner, stream_owner
 from webui.mcp.replies import jsonrpc_errors, reply, retry_after
 from webui.mcp.sessions import HeldSessions
+from webui.parse_threads import run_parse
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.runs.service import RunService
 from webui.workflows.targets import BadTarget, Target, parse_target
@@ -139,14 +140,10 @@ async def _whole_body(receive: Receive) -> tuple[bytes | None, Receive]:
     return body, replay
 
 
-def _request_id(body: bytes) -> str | None:
+def _request_id(message: dict[str, Any]) -> str | None:
     """The id of the JSON-RPC request a POST carries (the SDK's stream id for it), as the
     SDK spells it; None for a notification, a response or anything else."""
-    try:
-        message = strict_json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or "method" not in message:
+    if "method" not in message:
         return None
     request_id = message.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
@@ -489,11 +486,12 @@ class McpGateway:
             body, receive = await _whole_body(receive)
             if body is None:
                 return None  # the client went away before its body arrived
-            refusal = envelope.check_body(body)
-            if refusal is not None:
-                await reply(tracking_send, 400, refusal.message, document=refusal.document())
+            # Parsed and checked once, off the event loop when large (webui.parse_threads).
+            message = await run_parse(len(body), envelope.read_body, body)
+            if isinstance(message, envelope.Refusal):
+                await reply(tracking_send, 400, message.message, document=message.document())
                 return status
-            stream_id = _request_id(body)
+            stream_id = _request_id(message)
 
         token = current_binding.set(binding) if binding is not None else None
         owner_token = stream_owner.set(owner) if owner is not None else None

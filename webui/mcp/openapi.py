@@ -139,7 +139,7 @@ def mcp_path_item() -> dict[str, Any]:
                 {
                     "406": {"description": "Accept must allow application/json and text/event-stream."},
                     "413": {
-                        "description": "Body larger than STEAMHARNESS_MAX_BODY_BYTES (1 MiB by default)."
+                        "description": "Body larger than STEAMHARNESS_MAX_MCP_BODY_BYTES (1 MiB by default)."
                     },
                 },
             ),
@@ -350,7 +350,7 @@ def _responses(m: McpMethod, schemas: dict[str, Any]) -> dict[str, Any]:
         **{k: v for k, v in COMMON.items() if k != "400"},
         "406": {"description": "Accept must allow application/json and text/event-stream."},
         "409": {"description": "The draft no longer loads."},
-        "413": {"description": "Body larger than STEAMHARNESS_MAX_BODY_BYTES (1 MiB by default)."},
+        "413": {"description": "Body larger than STEAMHARNESS_MAX_MCP_BODY_BYTES (1 MiB by default)."},
         "429": {
             "description": "Too many failed credentials from this address (Retry-After)"
             + ("; or the key holds its cap of open sessions." if m.method == "initialize" else "."),

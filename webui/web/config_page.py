@@ -38,6 +38,7 @@ from webui.errors import (
     ConfigurationRefused,
     SteamharnessError,
 )
+from webui.parse_threads import run_parse
 from webui.store import accounts as account_store
 from webui.web.configs_api import Caller, export_download, resolve_place, secrets_need_post, who
 from webui.web.deps import UserDep
@@ -458,11 +459,23 @@ async def import_config(
     finally:
         await form.close()
     service = request.app.state.services.configs
+    # Parsed before the database work (off the event loop when large); a file that is not
+    # JSON is refused once the caller may use the place, as every other refusal.
+    doc: Any = None
+    unreadable: ConfigurationRefused | None = None
+    if raw.strip():
+        try:
+            doc = await run_parse(
+                len(raw), parse_json, raw, what="the export file", error=ConfigurationRefused
+            )
+        except ConfigurationRefused as exc:
+            unreadable = exc
 
     def action(place: ConfigPlace, by: Who) -> None:
         if not raw.strip():
             raise ConfigurationRefused("choose an export file to import")
-        doc = parse_json(raw, what="the export file", error=ConfigurationRefused)
+        if unreadable is not None:
+            raise unreadable
         service.import_(place, doc, mode=mode, force=force, who=by)
 
     return await _act(request, user, project_id, account, action, notice=f"Imported ({mode}).")

@@ -14,7 +14,8 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
      401; a valid key from there works (keys are unguessable; see `webui.auth.throttle`);
   4. bodies: a declared Content-Length over the cap is refused before reading; a body that
      grows past it while streaming is cut off with 413 and the route cancelled (uploads
-     keep their own, larger limit, enforced by the file store as they stream). Every body,
+     keep their own, larger limit, enforced by the file store as they stream; the MCP
+     endpoint its own, `STEAMHARNESS_MAX_MCP_BODY_BYTES`). Every body,
      uploads included, must keep the pace (`BodyPace`: within a timeout of the request,
      plus a second per so many bytes); one that falls behind while the route reads it is
      refused with 408 and the route cancelled, its connection closed. (Bodies nobody
@@ -78,12 +79,14 @@ class RequestGuard:
         max_body_bytes: int,
         body_pace: BodyPace,
         max_upload_bytes: int | None = None,
+        max_mcp_body_bytes: int | None = None,
     ) -> None:
         self.app = app
         self.security = security
         self.throttle = throttle
         self.refusals = refusals
         self.max_body = max_body_bytes
+        self.max_mcp_body = max_body_bytes if max_mcp_body_bytes is None else max_mcp_body_bytes
         self.max_upload = max(max_body_bytes, (max_upload_bytes or 0) + FORM_OVERHEAD_BYTES)
         self.pace = body_pace
 
@@ -117,7 +120,9 @@ class RequestGuard:
             return
 
         cap: int | None = self.max_body
-        if kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]):
+        if kind == "mcp":
+            cap = self.max_mcp_body
+        elif kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]):
             cap = None  # the files API caps the file itself as it streams
         elif LARGE_BODY_PATH.fullmatch(scope["path"]):
             cap = self.max_upload

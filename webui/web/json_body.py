@@ -1,6 +1,8 @@
 """Reading JSON from a request: the one way routes parse a JSON body or an uploaded JSON
 document, through the strict reader (`webui.strict_json`: duplicate keys, NaN, depth and
-length refused). Bodies are already capped by the guard (`STEAMHARNESS_MAX_BODY_BYTES`).
+length refused). Bodies are already capped by the guard (`STEAMHARNESS_MAX_BODY_BYTES`; a
+knowledge document's, `STEAMHARNESS_MAX_FILE_BYTES` and 1 MiB); one longer than
+`webui.parse_threads.INLINE_BYTES` is parsed in a parse thread, off the event loop.
 
 `tests/security/test_json_depth.py` fails when a route under `webui/web` reads JSON
 another way (`request.json()`, `json.loads`, a pydantic body parameter FastAPI parses).
@@ -14,6 +16,7 @@ from starlette.requests import Request
 
 from webui import strict_json
 from webui.errors import BadJSON, SteamharnessError
+from webui.parse_threads import run_parse
 
 
 def parse_json(
@@ -33,8 +36,9 @@ def parse_json(
 async def json_body(
     request: Request, *, what: str = "the request body", error: type[SteamharnessError] = BadJSON
 ) -> Any:
-    """The request's body as JSON (see `parse_json`)."""
-    return parse_json(await request.body(), what=what, error=error)
+    """The request's body as JSON (see `parse_json`), parsed off the event loop when large."""
+    raw = await request.body()
+    return await run_parse(len(raw), parse_json, raw, what=what, error=error)
 
 
 async def json_object(
