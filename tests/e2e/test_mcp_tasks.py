@@ -43,7 +43,8 @@ def key(server: LiveServer) -> str:
 
 
 class Rpc:
-    """One client of the extension: its key, and whether it declares tasks."""
+    """One client of the extension: its key, whether it declares tasks, and the target it
+    calls (the draft unless told)."""
 
     def __init__(
         self,
@@ -53,9 +54,11 @@ class Rpc:
         tasks: bool = True,
         elicitation: bool = True,
         project: str = FIXTURE,
+        target: str = "draft",
     ) -> None:
         self.server = server
         self.project = project
+        self.target = target
         self.key = key
         caps: dict[str, Any] = {}
         if elicitation:
@@ -87,7 +90,7 @@ class Rpc:
         if name is not None:
             sent["Mcp-Name"] = name
         sent.update(headers)
-        r = httpx2.post(self.server.mcp_url(self.project, "draft"), json=body, headers=sent, timeout=WAIT)
+        r = httpx2.post(self.server.mcp_url(self.project, self.target), json=body, headers=sent, timeout=WAIT)
         message = _message(r)
         assert message.get("id") == self.next_id, message
         return message

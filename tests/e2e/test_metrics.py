@@ -116,7 +116,7 @@ def test_only_a_scraper_with_the_token_or_the_admin_key_reads_them(server: LiveS
 
 def test_a_call_a_failure_and_a_waiting_question_move_their_series(server: LiveServer, key: str) -> None:
     before = scrape(server)
-    rpc = Rpc(server, key, tasks=False, elicitation=False, project=PROJECT)
+    rpc = Rpc(server, key, tasks=False, elicitation=False, project=PROJECT, target="latest")
     assert rpc.result(rpc.call("ok"))["structuredContent"]["output"] == "fine"
     failed = rpc.result(rpc.call("boom"))
     assert failed["isError"] is True
@@ -169,7 +169,7 @@ def test_a_call_a_failure_and_a_waiting_question_move_their_series(server: LiveS
 
 
 def test_labels_stay_bounded_whatever_a_client_sends(server: LiveServer, key: str) -> None:
-    rpc = Rpc(server, key, tasks=False, project=PROJECT)
+    rpc = Rpc(server, key, tasks=False, project=PROJECT, target="latest")
     made_up = f"no-such-tool-{uuid.uuid4().hex}"
     assert "error" in rpc.call(made_up) or rpc.result(rpc.call(made_up)).get("isError")
     rpc.post(f"made/up/{uuid.uuid4().hex}", {})

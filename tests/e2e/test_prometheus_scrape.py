@@ -108,7 +108,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def test_prometheus_scrapes_the_server_and_stores_what_it_counted(server: LiveServer, tmp_path: Path) -> None:
     key = server.create_key("scraped")
-    rpc = Rpc(server, key, tasks=False, elicitation=False, project=PROJECT)
+    rpc = Rpc(server, key, tasks=False, elicitation=False, project=PROJECT, target="latest")
     assert rpc.result(rpc.call("ok"))["structuredContent"]["status"] == "success"
     assert rpc.result(rpc.call("boom"))["isError"] is True
     with running_prometheus(tmp_path / "prometheus", f"127.0.0.1:{server.port}") as api:

@@ -30,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from webui.observability.metrics import DRAFT
 
 PROJECT = "5d0c3e8a-7b51-4c52-9d7e-0b6f4a1e2c93"  # fixed: it names parametrized tests (xdist)
 TOKEN = "metrics-" + uuid.uuid4().hex
@@ -153,6 +154,51 @@ def test_made_up_methods_tools_and_protocol_versions_stay_bounded(server: LiveSe
     )
     text = scrape(server)
     assert marker not in text
+
+
+RENAMED = "8f3b2a61-4c0d-4e7f-a9b5-2d6c1e0f7a84"  # a project whose draft's tool is renamed
+
+
+def test_a_drafts_renamed_tools_add_no_series(server: LiveServer, tmp_path: Path) -> None:
+    """The draft's author renames its tool again and again and calls each name: no name
+    becomes a label (every draft tool is `_draft`), so the series stay as many as before;
+    the published version's tool keeps its name."""
+    root = tmp_path / "renamed"
+    root.mkdir()
+    (root / "h.py").write_text(HANDLERS, encoding="utf-8")
+
+    def manifest(tool: str) -> None:
+        entry = {"id": tool, "title": "Ok", "handler": "h.py:ok", "task": "never", "params": []}
+        doc = {"id": RENAMED, "name": "renamed", "version": "1.0.0", "projectType": "workflow"}
+        (root / "package.json").write_text(json.dumps({**doc, "entrypoints": [entry]}), encoding="utf-8")
+
+    manifest("published")
+    server.add_project(root, RENAMED)
+    key = server.create_key("renamer")  # granted every project, this one included
+    published = Rpc(server, key, tasks=False, elicitation=False, project=RENAMED, target="latest")
+    assert published.result(published.call("published"))["structuredContent"]["output"] == "fine"
+    marker = uuid.uuid4().hex[:12]
+    draft = Rpc(server, key, tasks=False, elicitation=False, project=RENAMED)
+    series: list[int] = []
+    for i in range(6):
+        manifest(f"renamed-{marker}-{i}")
+        done = draft.result(draft.call(f"renamed-{marker}-{i}"))
+        assert done["structuredContent"]["output"] == "fine", done
+        text = scrape(server)
+        series.append(
+            sum(
+                1
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if (sample.name.startswith(OP) and sample.labels["gen_ai_tool_name"] not in ("", "_other"))
+                or sample.labels.get("project") == RENAMED
+            )
+        )
+    assert marker not in text
+    assert DRAFT in label_values(text, OP, "gen_ai_tool_name")
+    assert DRAFT in label_values(text, "steamharness_run_duration_seconds", "tool")
+    assert "published" in label_values(text, "steamharness_run_duration_seconds", "tool")
+    assert len(set(series[1:])) == 1, series  # after the first draft call, no rename adds a series
 
 
 # --------------------------------------------------------------------------- reaching it

@@ -294,6 +294,7 @@ class CallBridge:
                 account_id=b.account_id,
                 session_id=b.session_id,
                 project_version=b.version,
+                draft=b.target == "draft",
                 env=dict(b.env),
                 related=dict(b.related),
                 relations=(

@@ -3,7 +3,8 @@ error type, as the OpenTelemetry MCP semantic conventions name them.
 
 A context-tier middleware of the SDK's server (beside its own tracing one), so it sees
 every request of both eras and transports. The tool is named only when the binding's
-project has it (a client's made-up name is `_other`), the method only when the server
+project has it (a client's made-up name is `_other`) and the binding is not the draft's
+(a draft's tools are all `_draft`: renamed at will, never a new series), the method only when the server
 knows it; `error_type` is the JSON-RPC code of an error answer, `tool_error` for a result
 with `isError`, `cancelled` for a request the client left, else the exception's class."""
 
@@ -19,7 +20,7 @@ from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from webui.mcp.binding import current_binding
-from webui.observability.metrics import METRICS, OTHER, error_code_label
+from webui.observability.metrics import METRICS, OTHER, error_code_label, tool_label
 
 
 def _tool(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -28,8 +29,8 @@ def _tool(ctx: ServerRequestContext[Any, Any]) -> str:
     name = ctx.params.get("name") if ctx.params else None
     binding = current_binding.get(None)
     if not isinstance(name, str) or binding is None or binding.catalog.entrypoint(name) is None:
-        return OTHER
-    return name
+        return tool_label(None, draft=False)
+    return tool_label(name, draft=binding.target == "draft")
 
 
 class OperationMetrics(ServerMiddleware[Any]):

@@ -5,8 +5,10 @@ Counters and histograms live in one registry per process (`METRICS`) and are mov
 things happen; what the process holds now (queue, worker slots, questions, tasks,
 sessions) is read at scrape time from the sources the app registers (`GaugeSource`), so
 the call path pays nothing for them. Every label is bounded: methods and tools only by the
-names the server knows (anything else is `_other`), projects by the ones it serves,
-statuses, reasons and error types by the server's own sets.
+names the server knows (anything else is `_other`), and tools only as a published version
+names them (a draft's are all `_draft`: its author renames them at will, and each name
+would be a series for the process's lifetime), projects by the ones it serves, statuses,
+reasons and error types by the server's own sets.
 
 Workflow handlers never report here: they run in worker processes that talk to the server
 only through their run's channel, so one process registry is the whole replica.
@@ -25,6 +27,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 OTHER = "_other"
+DRAFT = "_draft"
 # The OpenTelemetry MCP conventions' buckets, then minutes and an hour (a call may wait
 # for a person).
 OPERATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -171,9 +174,9 @@ class Metrics:
     def operation(self, method: str, tool: str, error_type: str, seconds: float) -> None:
         self.operation_duration.labels(method, tool, error_type).observe(seconds)
 
-    def run_ended(self, project: str, tool: str, status: str, seconds: float) -> None:
+    def run_ended(self, project: str, tool: str, status: str, seconds: float, *, draft: bool) -> None:
         self.runs_ended.labels(project, status).inc()
-        self.run_duration.labels(project, tool, status).observe(seconds)
+        self.run_duration.labels(project, tool_label(tool, draft=draft), status).observe(seconds)
 
 
 class _HeldCollector(Collector):
@@ -234,6 +237,14 @@ class _HeldCollector(Collector):
 KNOWN_ERROR_CODES = frozenset(
     {-32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32020, -32021, -32042}
 )
+
+
+def tool_label(tool: str | None, *, draft: bool) -> str:
+    """The `tool` label of a known tool (None: a name its project does not have, `_other`);
+    every tool of a draft is `_draft`."""
+    if tool is None:
+        return OTHER
+    return DRAFT if draft else tool
 
 
 def error_code_label(code: int) -> str:

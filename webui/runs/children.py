@@ -81,6 +81,7 @@ class ChildRuns:
             account_id=req.account_id,
             session_id=req.session_id,
             project_version=target.version,
+            draft=req.draft,  # a related project runs at the same kind of target as its caller
             env=dict(target.env),
             related=dict(target.paths),
             limits=target.limits or RunLimits(),

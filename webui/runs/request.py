@@ -32,6 +32,8 @@ class RunRequest:
     account_id: int | None = None
     session_id: str | None = None
     project_version: str | None = None
+    # The run is of the project's draft (its tools are not named in metrics: `_draft`).
+    draft: bool = False
     env: dict[str, str] = field(default_factory=dict)
     related: dict[str, str] = field(default_factory=dict)
     limits: RunLimits = field(default_factory=RunLimits)

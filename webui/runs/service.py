@@ -463,7 +463,13 @@ class RunService:
         self.enter(live, status)
         live.waiting_on = None
         live.outcome = (status, output, error)
-        METRICS.run_ended(req.project.id, req.entrypoint.id, status.value, time.monotonic() - live.started_at)
+        METRICS.run_ended(
+            req.project.id,
+            req.entrypoint.id,
+            status.value,
+            time.monotonic() - live.started_at,
+            draft=req.draft,
+        )
         for question in live.open_questions.values():
             question.span.set_attribute("steamharness.question.outcome", "closed")
             question.span.end()
