@@ -10,6 +10,7 @@ Every wait is bounded by WAIT."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,14 +64,102 @@ def _rows(server: LiveServer, run_id: str) -> list[dict[str, Any]]:
     )
 
 
-def _run_id(server: LiveServer) -> str:
+def _run_id(server: LiveServer, tool: str = TOOL) -> str:
     [row] = server.query(
         "SELECT id FROM runs WHERE entrypoint_id IN (:a, :b) AND status = 'waiting_for_input'"
         " ORDER BY created_at DESC LIMIT 1",
-        a=TOOL,
+        a=tool,
         b="together_task",
     )
     return row["id"]
+
+
+def _answer_in_the_browser_and_end(server: LiveServer, key: str, form_id: str, run_id: str) -> dict[str, Any]:
+    """The form answered through the API (as the browser does); the run's output once it ended."""
+    r = httpx2.post(
+        f"{server.base_url}/api/interactions/{form_id}/answer",
+        json={"action": "accept", "content": {"name": "Grace"}},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=WAIT,
+    )
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        [run] = server.query("SELECT status, output FROM runs WHERE id = :r", r=run_id)
+        if run["status"] not in ("queued", "running", "waiting_for_input", "waiting_for_child"):
+            assert run["status"] == "success", run
+            return json.loads(run["output"]) if isinstance(run["output"], str) else run["output"]
+        time.sleep(0.05)  # polling the database the server writes, bounded by the deadline
+    raise AssertionError(f"run {run_id} did not end\n{server.log()[-4000:]}")
+
+
+# The same round in two orders: the form first (ask, sample, roots), the client's requests first.
+ORDERS = [TOOL, "together_sampling_first"]
+ENDED = {
+    "name": {"name": "Grace"},
+    "greeting": SAMPLED,
+    "roots": {"refused": "the MCP client did not declare roots"},
+}
+
+
+@pytest.mark.parametrize("tool", ORDERS)
+def test_a_2026_client_declaring_only_sampling_gets_the_same_round_whichever_comes_first(
+    server: LiveServer, key: str, tool: str
+) -> None:
+    rpc = _rpc(server, key, sampling={})
+    first = rpc.result(rpc.call(tool))
+    # An input round carrying the sampling request, not interaction_required for the form.
+    assert first.get("resultType") == "input_required", first
+    assert {k: r["method"] for k, r in first["inputRequests"].items()} == {
+        "greeting": "sampling/createMessage"
+    }
+    run_id = _run_id(server, tool)
+    rows = _rows(server, run_id)
+    # The roots request it did not declare is refused at once; the form waits for the browser.
+    assert [(r["input_key"], r["status"], r["channel"]) for r in rows] == [
+        ("client_roots", "answered", "mcp-undeclared"),
+        ("greeting", "pending", None),
+        ("user_name", "pending", None),
+    ]
+    second = rpc.result(
+        rpc.call(tool, inputResponses={"greeting": SAMPLED}, requestState=first["requestState"])
+    )
+    # Nothing else is left to send this client: it is told the form waits in the browser.
+    [form] = [r for r in rows if r["kind"] == "form"]
+    assert second["structuredContent"]["status"] == "waiting_for_input", second
+    assert second["structuredContent"]["error"]["code"] == "interaction_required"
+    assert second["structuredContent"]["error"]["interactionId"] == form["id"]
+    assert _answer_in_the_browser_and_end(server, key, form["id"], run_id) == ENDED
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", ORDERS)
+async def test_a_2025_session_without_forms_is_sent_its_sampling_request_before_the_browser_is_offered(
+    server: LiveServer, key: str, tool: str
+) -> None:
+    seen: list[str] = []
+
+    async def sample(
+        ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        seen.append("sampling")
+        return types.CreateMessageResult.model_validate(SAMPLED)
+
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=WAIT)
+    ) as http:
+        with anyio.fail_after(WAIT):
+            url = server.mcp_url(FIXTURE, "draft")
+            async with Client(
+                streamable_http_client(url, http_client=http), mode="legacy", sampling_callback=sample
+            ) as client:
+                result = await client.call_tool(tool, {})
+    assert seen == ["sampling"]
+    assert result.structured_content is not None, result
+    error = result.structured_content["error"]
+    assert error["code"] == "interaction_required", result
+    run_id = result.structured_content["runId"]
+    assert _answer_in_the_browser_and_end(server, key, error["interactionId"], run_id) == ENDED
 
 
 def test_one_2026_round_carries_all_three_and_the_retry_answers_them(server: LiveServer, key: str) -> None:

@@ -44,6 +44,9 @@ from webui.store.models import Interaction, Run
 from webui.workflows.project import Entrypoint
 
 MAX_INLINE_ATTEMPTS = 3
+# The pending questions of a run and of the child runs it waits on read for one round (a
+# run has at most 16 waiting).
+MAX_READ = 50
 T = TypeVar("T")
 
 
@@ -66,28 +69,19 @@ class Questions:
         *,
         ahead: dict[str, Any] | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult | None:
-        """Deliver one question. Returns a result to end this call with, or None when the
-        answer was taken inline and the run goes on. `ahead`: answers the client sent with
-        its first call (2026-07-28), by input key; one that names this question answers it
-        (and is used up)."""
-        hint = (
-            b.answer_hint.replace("{interactionId}", ia.id).replace("{runId}", run_id)
-            if b.answer_hint
-            else None
-        )
-        if is_client_request(ia.kind):
-            return await self._deliver_client_request(ctx, b, run_id, ia, ahead)
-        if ia.blockers:
-            return interaction_required_result(
-                run_id, ep, ia, reason="; ".join(ia.blockers), answer_hint=hint
-            )
-        if not _supports_form_elicitation(ctx):
-            reason = "the client did not declare form elicitation"
-            return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
+        """Deliver one question (the one the run shows), with the others it waits on where the
+        channel takes several. Returns a result to end this call with, or None when the call
+        follows the run on (answered inline or ahead, or refused: its next question or its
+        outcome comes next). `ahead`: answers the client sent with its first call
+        (2026-07-28), by input key; one that names a question answers it (and is used up).
+        What is sent never depends on which question of a round the run shows first."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            if ahead and await self._answer_ahead(b, ia, ahead):
-                return None
-            return await self._input_required(run_id, ia, ctx)
+            return await self._round(ctx, b, ep, run_id, ia, ahead)
+        if is_client_request(ia.kind):
+            await self._deliver_client_request(ctx, b, ia)
+            return None
+        if unsendable(ctx, ia) is not None:
+            return await self._client_requests_first(ctx, b, ep, run_id, ia)
         message = _elicit_message(ia)
         for _ in range(MAX_INLINE_ATTEMPTS):
             result = await self._elicit_unless_answered_elsewhere(ctx, ia, message)
@@ -96,8 +90,7 @@ class Questions:
             if isinstance(result, MCPError):
                 # The client refused the form: the question stays open for the browser (its
                 # words are not repeated anywhere).
-                reason = "the client refused the elicitation request"
-                return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
+                return self._required(b, ep, run_id, ia, "the client refused the elicitation request")
             try:
                 await self.interactions.answer(
                     ia.id,
@@ -111,31 +104,59 @@ class Questions:
                 message = f"{exc.message}\n\n{_elicit_message(ia)}"
             except (InteractionClosed, InteractionConflict):
                 return None  # answered elsewhere first, or the run ended: follow the run
-        return interaction_required_result(
-            run_id, ep, ia, reason="the answers given did not fit the form", answer_hint=hint
+        return self._required(b, ep, run_id, ia, "the answers given did not fit the form")
+
+    @staticmethod
+    def _required(
+        b: Binding, ep: Entrypoint, run_id: str, ia: Interaction, reason: str
+    ) -> types.CallToolResult:
+        """The `interaction_required` result naming `ia`: answer it in the browser or the API."""
+        hint = (
+            b.answer_hint.replace("{interactionId}", ia.id).replace("{runId}", run_id)
+            if b.answer_hint
+            else None
         )
+        return interaction_required_result(run_id, ep, ia, reason=reason, answer_hint=hint)
+
+    async def _pending(self, run_id: str, ia: Interaction) -> list[Interaction]:
+        """The questions the run (and the child runs it waits on) has pending, `ia` first;
+        without `ia` once it is not pending any more (answered or closed since it was shown)."""
+        view = await run_db(run_store.task_view, self.runs.engine, run_id=run_id, max_pending=MAX_READ)
+        pending = view.pending if view is not None else []
+        others = [q for q in pending if q.id != ia.id]
+        if len(others) < len(pending) or len(pending) >= MAX_READ:  # shown and still pending
+            return [ia, *others]
+        return others
+
+    async def _client_requests_first(
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ep: Entrypoint, run_id: str, form: Interaction
+    ) -> types.CallToolResult | None:
+        """2025, a form this client cannot be sent: the run's pending sampling and roots
+        requests are sent inline first (or refused, not declared: only this client answers
+        them), then the form is offered in the browser (`interaction_required`) while it
+        still waits. None: the form is answered or closed (the run goes on, or ended)."""
+        pending = await self._pending(run_id, form)
+        if not pending or pending[0] is not form:
+            return None
+        requests = [q for q in pending if is_client_request(q.kind)]
+        for request in requests:
+            await self._deliver_client_request(ctx, b, request)
+        if requests and (await run_db(self.interactions.get, form.id)).status != "pending":
+            return None
+        return self._required(b, ep, run_id, form, unsendable(ctx, form) or "")
 
     async def _deliver_client_request(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        b: Binding,
-        run_id: str,
-        ia: Interaction,
-        ahead: dict[str, Any] | None,
-    ) -> types.InputRequiredResult | None:
-        """A request only the client answers (sampling, roots): never sent to a client that
-        did not declare the capability (the handler's call raises, naming it); in a round at
-        2026-07-28; inline on this call's stream on a 2025 session."""
+        self, ctx: ServerRequestContext[Any, Any], b: Binding, ia: Interaction
+    ) -> None:
+        """2025: a request only the client answers (sampling, roots), inline on this call's
+        stream; never sent to a client that did not declare the capability (the handler's
+        call raises, naming it)."""
         if not declares(ctx, CLIENT_KINDS[ia.kind]):
             await self._record(b, ia, "decline", None, UNDECLARED_CHANNEL)
-            return None
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            if ahead and await self._answer_ahead(b, ia, ahead):
-                return None
-            return await self._input_required(run_id, ia, ctx)
+            return
         got = await self._send_unless_answered_elsewhere(ctx, ia)
         if got is None:
-            return None  # the run ended, or the request was answered through another call
+            return  # the run ended, or the request was answered through another call
         action, content = got
         try:
             await self.interactions.answer(
@@ -146,7 +167,6 @@ class Questions:
             await self._record(b, ia, "decline", None, f"mcp-{ia.kind}")
         except (InteractionClosed, InteractionConflict, NotFound, OverrideRequired):
             pass
-        return None
 
     async def _record(self, b: Binding, ia: Interaction, action: str, content: Any, channel: str) -> None:
         # Answered or ended meanwhile: the run's own outcome tells the rest.
@@ -231,23 +251,48 @@ class Questions:
             pass  # answered elsewhere first, or the run ended: follow the run
         return True
 
-    async def _input_required(
-        self, run_id: str, ia: Interaction, ctx: ServerRequestContext[Any, Any]
-    ) -> types.InputRequiredResult:
-        """One input round: this request and every other one of the run (and of the child
-        runs it waits on) that this client can answer (a form it can carry, a sampling or
-        roots request it declared), each under its key; the sealed state names the run
-        and, for each key, its question."""
-        view = await run_db(run_store.task_view, self.runs.engine, run_id=run_id)
-        others = [
-            q for q in (view.pending if view is not None else []) if q.id != ia.id and answerable_by(ctx, q)
-        ]
-        asked = keyed(ia, *others)
-        return types.InputRequiredResult(
-            input_requests={key: input_request(q) for key, q in asked.items()},
-            # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
-            request_state=json.dumps({"runId": run_id, "keys": {key: q.id for key, q in asked.items()}}),
-        )
+    async def _round(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        b: Binding,
+        ep: Entrypoint,
+        run_id: str,
+        ia: Interaction,
+        ahead: dict[str, Any] | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """2026-07-28: one input round with every pending question of the run (and of the
+        child runs it waits on) that this client can be sent (a form it can carry, a
+        sampling or roots request it declared), each under its key; the sealed state names
+        the run and, for each key, its question. Whichever question the run shows first:
+        a sampling or roots request the client did not declare is refused at once; a form
+        it cannot be sent stays for the browser, and the client is told so
+        (`interaction_required`) only once nothing else is left to send it. None: the call
+        follows the run on (an answer sent ahead was taken, or nothing waits any more)."""
+        questions = await self._pending(run_id, ia)
+        sendable: list[Interaction] = []
+        unsent: list[tuple[Interaction, str]] = []
+        for q in questions:
+            if is_client_request(q.kind) and not declares(ctx, CLIENT_KINDS[q.kind]):
+                await self._record(b, q, "decline", None, UNDECLARED_CHANNEL)
+            elif (reason := unsendable(ctx, q)) is not None:
+                unsent.append((q, reason))
+            else:
+                sendable.append(q)
+        if ahead:
+            taken = [q for q in sendable if await self._answer_ahead(b, q, ahead)]
+            if taken:
+                return None  # the run goes on, or shows what it still waits for
+        if sendable:
+            asked = keyed(*sendable)
+            return types.InputRequiredResult(
+                input_requests={key: input_request(q) for key, q in asked.items()},
+                # Plaintext here; the RequestStateBoundary seals it and binds it to the principal.
+                request_state=json.dumps({"runId": run_id, "keys": {key: q.id for key, q in asked.items()}}),
+            )
+        if unsent:
+            form, reason = unsent[0]
+            return self._required(b, ep, run_id, form, reason)
+        return None
 
     def _asked_in(self, run_id: str, ids: Collection[str]) -> tuple[Run | None, dict[str, Interaction]]:
         """Blocking, in one thread hop: the run a request state names, and those of the
@@ -376,7 +421,19 @@ def answerable_by(ctx: ServerRequestContext[Any, Any], ia: Interaction) -> bool:
     """Whether this request's client can be sent `ia` in a round or a task's inputRequests."""
     if is_client_request(ia.kind):
         return declares(ctx, CLIENT_KINDS[ia.kind])
-    return not ia.blockers and _supports_form_elicitation(ctx)
+    return unsendable(ctx, ia) is None
+
+
+def unsendable(ctx: ServerRequestContext[Any, Any], ia: Interaction) -> str | None:
+    """Why this request's client cannot be sent the form (or approval) `ia`; None when it can
+    (a sampling or roots request: whether it was declared, `declares`)."""
+    if is_client_request(ia.kind):
+        return None
+    if ia.blockers:
+        return "; ".join(ia.blockers)
+    if not _supports_form_elicitation(ctx):
+        return "the client did not declare form elicitation"
+    return None
 
 
 def input_key(ia: Interaction) -> str:

@@ -21,13 +21,15 @@ def test_input_required_result_list_roots(ctx):
 
 
 def test_input_required_result_capabilities(ctx):
-    """Samples, then asks a person: a client that declared only sampling is sent only the
-    sampling request."""
-    result = ctx.sample("Say hello", max_tokens=50, key="greeting")
-    answer = ctx.ask(
-        "Your name", {"type": "object", "properties": {"name": {"type": "string"}}}, key="user_name"
-    )
-    return f"{result['content'].get('text', '')} {(answer or {}).get('name', '')}".strip()
+    """Asks a person and samples in one round, the form first: a client that declared only
+    sampling is sent only the sampling request (the form waits for the browser)."""
+    with ctx.together() as round:
+        answer = round.ask(
+            "Your name", {"type": "object", "properties": {"name": {"type": "string"}}}, key="user_name"
+        )
+        result = round.sample("Say hello", max_tokens=50, key="greeting")
+    text = result.result()["content"].get("text", "")
+    return f"{text} {(answer.result() or {}).get('name', '')}".strip()
 
 
 def roots_or_refusal(ctx):
@@ -65,6 +67,23 @@ def together_or_refusal(ctx):
             "name": round.ask("What is your name?", NAME_SCHEMA, key="user_name"),
             "greeting": round.sample(messages=GREETING, max_tokens=50, key="greeting"),
             "roots": round.roots(key="client_roots"),
+        }
+    out = {}
+    for what, one in asked.items():
+        try:
+            out[what] = one.result()
+        except RuntimeError as exc:
+            out[what] = {"refused": str(exc)}
+    return out
+
+
+def together_sampling_first(ctx):
+    """`together_or_refusal`'s round in another order: the client's requests, then the form."""
+    with ctx.together() as round:
+        asked = {
+            "greeting": round.sample(messages=GREETING, max_tokens=50, key="greeting"),
+            "roots": round.roots(key="client_roots"),
+            "name": round.ask("What is your name?", NAME_SCHEMA, key="user_name"),
         }
     out = {}
     for what, one in asked.items():
