@@ -17,7 +17,7 @@ longer says what the code does fails the tests. Each page is made from one sourc
 - the Server API tab, one page per MCP method the server serves, from what `/openapi.json`
   is built from (`webui.mcp.operations`, `webui.mcp.openapi`), with one request and response
   recorded from a live server (`docs/_fixtures/mcp_examples.json`, recorded by
-  `tests/docs/test_server_api_examples.py`).
+  `tests/docs/test_examples.py`).
 """
 
 from __future__ import annotations
@@ -679,10 +679,10 @@ def _example(method: str, examples: dict[str, Any]) -> list[str]:
     request, response = example["request"], example["response"]
     headers = "\n".join(f"{k}: {v}" for k, v in request["headers"].items())
     lines = [
-        f"Recorded from a live server by `tests/docs/test_server_api_examples.py` "
+        f"Recorded from a live server by `tests/docs/test_examples.py` "
         f"(protocol {example['era']}; ids, keys and times replaced by placeholders).\n",
         "```http\n"
-        f"POST /api/workflows/<project id>/mcp HTTP/1.1\n{headers}\n\n"
+        f"POST {request['path']} HTTP/1.1\n{headers}\n\n"
         + json.dumps(request["body"], indent=2, ensure_ascii=False)
         + "\n```\n",
     ]
