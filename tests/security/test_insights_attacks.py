@@ -1,5 +1,7 @@
 """Attacks on the insights page and its live stream: strangers get nothing; a member never
-sees another project's tools, questions or pool (whatever `project=` she sends); hostile
+sees another project's tools, questions or pool (whatever `project=` she sends), nor, in a
+project she shares, the titles of questions waiting on other accounts' runs (counted only,
+in the page and in the stream's bodies, which are never another viewer's); hostile
 tool, project and question titles reach the HTML escaped, in the page and in the stream's
 bodies; oversized or odd query strings are refused; a flood of hub events costs one read
 per settle interval, not one per event; a stream whose login ends or whose projects change
@@ -19,7 +21,8 @@ from sqlmodel import Session
 
 from tests.security.test_knowledge_page_attacks import HOSTILE as PAGE_HOSTILE
 from tests.security.test_knowledge_page_attacks import assert_inert as page_inert
-from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, engine, prepare, rendered, running
+from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, account_id, engine, prepare, rendered, running
+from webui.admin import create_user, grant_projects
 from webui.auth.ui import UiUser
 from webui.events import EventHub
 from webui.store import insights as insight_store
@@ -118,6 +121,78 @@ def test_hostile_titles_are_escaped_in_the_page(app: Web, evil: str) -> None:
     assert insights.waiting[0].title == evil
     # Nothing of it lands inside a tag: the SVG titles and table cells carry it as text.
     assert html.count("&lt;") >= 2 or "<" not in evil
+
+
+BOB = ("bob", "bob-password-1")  # a second member of HELLO, beside ann (USER)
+
+
+def owned_question(web: Web, run_id: str, owner: str | None, title: str) -> None:
+    """A question waiting on a run of HELLO owned by `owner` (None: the administrators')."""
+    with Session(engine(web)) as s:
+        s.add(
+            Run(
+                id=run_id,
+                project_id=HELLO,
+                entrypoint_id="greet",
+                entrypoint_title=f"Tool of {title}",
+                status="waiting_for_input",
+                account_id=account_id(web, owner) if owner is not None else None,
+            )
+        )
+        s.flush()
+        s.add(Interaction(id=f"q-{run_id}", run_id=run_id, kind="form", title=title, requested_schema={}))
+        s.commit()
+
+
+@pytest.fixture
+def shared(app: Web) -> Web:
+    """HELLO shared by ann and bob; a question waits on a run of each, and of the administrators."""
+    create_user(engine(app), name=BOB[0], admin=False, password=BOB[1])
+    registry = app.client.app.state.registry  # type: ignore[attr-defined]
+    grant_projects(engine(app), user=BOB[0], projects=[HELLO], registry=registry)
+    owned_question(app, "r-ann", USER[0], "ann-own-question")
+    owned_question(app, "r-bob", BOB[0], "bob-private-question")
+    owned_question(app, "r-admin", None, "admin-private-question")
+    return app
+
+
+def test_a_member_sees_other_accounts_waiting_questions_counted_never_their_titles(shared: Web) -> None:
+    """In a shared project, ann's page lists her run's question; bob's and the administrators'
+    are counted (3 waiting) but not one of their titles, tools or runs reaches her page."""
+    shared.login(*USER)
+    r = shared.client.get(f"/insights?project={HELLO}")
+    insights = rendered(r).context["insights"]
+    assert (insights.questions, insights.listable) == (3, 1)
+    assert [w.title for w in insights.waiting] == ["ann-own-question"]
+    assert "ann-own-question" in r.text and 'href="/runs/r-ann"' in r.text
+    for hidden in ("bob-private", "admin-private", "r-bob", "r-admin"):
+        assert hidden not in r.text, hidden
+    assert "2 more waiting on other accounts" in r.text
+    for query in ("", "?window=week"):  # every view of it
+        assert "bob-private" not in shared.client.get(f"/insights{query}").text
+
+    shared.logout()
+    shared.login(*BOB)
+    page = shared.client.get("/insights")
+    assert [w.title for w in rendered(page).context["insights"].waiting] == ["bob-private-question"]
+    assert "ann-own" not in page.text and "2 more waiting" in page.text
+
+    shared.logout()
+    shared.login(*ADMIN)
+    everything = rendered(shared.client.get(f"/insights?project={HELLO}")).context["insights"]
+    assert sorted(w.run_id for w in everything.waiting) == ["r-admin", "r-ann", "r-bob"]
+
+
+def test_the_stream_renders_each_members_questions_for_her_alone(shared: Web) -> None:
+    """The stream's bodies are shared between viewers of one scope: bob's, rendered first,
+    is never what ann's stream sends (and the reverse)."""
+    ann = UiUser(account_id(shared, USER[0]), USER[0], False, 1, "c", frozenset({HELLO}))
+    bob = UiUser(account_id(shared, BOB[0]), BOB[0], False, 2, "c", frozenset({HELLO}))
+    assert shared.client.portal is not None
+    [bobs] = shared.client.portal.call(_bodies, shared, scope_of(bob, "hour", ""), bob, 1)
+    [anns] = shared.client.portal.call(_bodies, shared, scope_of(ann, "hour", ""), ann, 1)
+    assert "bob-private-question" in bobs and "ann-own" not in bobs
+    assert "ann-own-question" in anns and "bob-private" not in anns and "admin-private" not in anns
 
 
 async def _bodies(app: Web, scope: Scope, user: UiUser, count: int) -> list[str]:

@@ -176,11 +176,11 @@ def test_questions_waiting_are_counted_and_the_oldest_listed_per_scope(engine: E
             )
         )
         s.commit()
-    every = insights.read_waiting(engine, project_ids=None, limit=2)
+    every = insights.read_waiting(engine, project_ids=None, shown_to=None, limit=2)
     assert every.count == 3 and [w.interaction_id for w in every.oldest] == ["q0", "q1"]
-    only_b = insights.read_waiting(engine, project_ids={"b"})
+    only_b = insights.read_waiting(engine, project_ids={"b"}, shown_to=None)
     assert only_b.count == 1 and only_b.oldest[0].project_id == "b"
-    assert insights.read_waiting(engine, project_ids=set()).count == 0
+    assert insights.read_waiting(engine, project_ids=set(), shown_to=None).count == 0
 
 
 def test_the_migration_backfills_the_runs_that_ended_before_it(tmp_path: Path) -> None:

@@ -210,7 +210,8 @@ class Insights:
     overall: Chart
     overall_rows: list[tuple[str, int, int, str]]  # time, calls, failures, p95
     questions: int
-    waiting: list[WaitingRow]
+    waiting: list[WaitingRow]  # the oldest the viewer may read: her runs' (administrators: all)
+    listable: int  # the questions the viewer may read; the others are counted only
     oldest_wait: str
     pool: Chart | None = None  # administrators only
     pool_rows: list[PoolRow] = field(default_factory=list)
@@ -235,18 +236,22 @@ def build(
     *,
     project_ids: Collection[str] | None,
     project_names: Mapping[str, str],
+    questions_of: int | None,
     pool_now: Held | None = None,
     now_s: int | None = None,
 ) -> Insights:
     """The page's model. `project_ids` None: every project (administrators, who also get the
-    worker pool: `pool_now` is this replica's, and the pool over time is every replica's)."""
+    worker pool: `pool_now` is this replica's, and the pool over time is every replica's).
+    `questions_of`: the account whose runs' waiting questions are listed (titles, tools,
+    runs); None lists every run's (administrators). Other accounts' questions in a shared
+    project are counted, never listed."""
     now_s = int(time.time()) if now_s is None else now_s
     starts = point_starts(window, now_s)
     since = window_since(window, now_s)
     tools = store.read_tools(
         engine, period_s=window.period_s, since_s=since, step_s=window.step_s, project_ids=project_ids
     )
-    waiting = store.read_waiting(engine, project_ids=project_ids)
+    waiting = store.read_waiting(engine, project_ids=project_ids, shown_to=questions_of)
     total = Sums()
     per_point = {start: Sums() for start in starts}
     rows: list[ToolRow] = []
@@ -289,7 +294,8 @@ def build(
         ],
         questions=waiting.count,
         waiting=_waiting_rows(waiting, project_names, now_s),
-        oldest_wait=age_text(now_s - waiting.oldest[0].asked_at.timestamp()) if waiting.oldest else "—",
+        listable=waiting.listable,
+        oldest_wait=age_text(now_s - waiting.oldest_at.timestamp()) if waiting.oldest_at else "—",
     )
     if project_ids is None:
         _add_pool(insights, engine, window, starts, pool_now)

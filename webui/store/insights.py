@@ -282,29 +282,46 @@ class Waiting:
 
 @dataclass
 class QuestionsWaiting:
-    count: int
-    oldest: list[Waiting]
+    count: int  # every question waiting in the projects read
+    oldest: list[Waiting]  # the oldest of those the viewer may read
+    listable: int = 0  # how many the viewer may read (the rest are other accounts' runs')
+    oldest_at: datetime | None = None  # when the oldest of all was asked
 
 
-def read_waiting(engine: Engine, *, project_ids: Collection[str] | None, limit: int = 10) -> QuestionsWaiting:
-    """Runs' questions waiting for an answer: how many, and the `limit` oldest."""
+def read_waiting(
+    engine: Engine, *, project_ids: Collection[str] | None, shown_to: int | None, limit: int = 10
+) -> QuestionsWaiting:
+    """Runs' questions waiting for an answer: how many, since when, and the `limit` oldest of
+    those whose titles the viewer may read: every run's for `shown_to` None (administrators),
+    else only the runs of account `shown_to` (a member sees how many others wait, not what
+    they ask)."""
     if project_ids is not None and not project_ids:
         return QuestionsWaiting(0, [])
     i, r = Interaction.__table__.c, Run.__table__.c  # pyright: ignore[reportAttributeAccessIssue]
     where = [i.status == "pending", i.origin == "run"]
     if project_ids is not None:
         where.append(r.project_id.in_(sorted(project_ids)))
+    listed = [*where] if shown_to is None else [*where, r.account_id == shown_to]
     joined = Interaction.__table__.join(Run.__table__, r.id == i.run_id)  # pyright: ignore[reportAttributeAccessIssue]
     with engine.connect() as conn:
-        count = conn.execute(select(func.count()).select_from(joined).where(*where)).scalar_one()
+        count, oldest_at = conn.execute(
+            select(func.count(), func.min(i.created_at)).select_from(joined).where(*where)
+        ).one()
+        listable = (
+            count
+            if shown_to is None
+            else conn.execute(select(func.count()).select_from(joined).where(*listed)).scalar_one()
+        )
         rows = conn.execute(
             select(i.id, i.run_id, r.project_id, r.entrypoint_title, i.title, i.kind, i.created_at)
             .select_from(joined)
-            .where(*where)
+            .where(*listed)
             .order_by(i.created_at, i.id)
             .limit(limit)
         ).all()
     return QuestionsWaiting(
         int(count),
         [Waiting(a, b, c, str(d), str(e), str(f), as_utc(g)) for a, b, c, d, e, f, g in rows],
+        int(listable),
+        as_utc(oldest_at) if oldest_at is not None else None,
     )

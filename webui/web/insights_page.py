@@ -7,7 +7,9 @@ with `?project=` (another project's id shows nothing, as if it had no runs). The
 whole without JavaScript; with it, `/insights/stream` pushes the page's body again when
 runs end or questions change (at most once a `SETTLE_SECONDS`, and every
 `REFRESH_SECONDS` as the window slides). What a body shows is read and rendered once per
-(window, projects, viewer kind) for every open stream (`InsightsFeed`)."""
+(window, projects, viewer kind) for every open stream (`InsightsFeed`). The questions waiting
+are listed (title, tool, run) to the account whose run asks them and to administrators; other
+members of a shared project see them counted only."""
 
 from __future__ import annotations
 
@@ -52,17 +54,20 @@ WindowName = Literal["hour", "day", "week"]
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose figures: `project_ids` None for every project (administrators)."""
+    """Whose figures: `project_ids` None for every project (administrators); `questions_of`
+    the account whose runs' waiting questions are listed, None for every run's
+    (administrators): a member sees other accounts' questions counted, never their titles."""
 
     window: view.Window
     project_ids: frozenset[str] | None
     project: str  # the `?project=` asked for ("" for all the viewer's)
     admin: bool
+    questions_of: int | None
 
     @property
     def key(self) -> tuple[Any, ...]:
         ids = None if self.project_ids is None else tuple(sorted(self.project_ids))
-        return (self.window.name, ids, self.admin)
+        return (self.window.name, ids, self.admin, self.questions_of)
 
     def url(self, path: str = "/insights", **extra: str) -> str:
         query = {"window": self.window.name, "project": self.project, **extra}
@@ -75,7 +80,9 @@ def scope_of(user: UiUser, window: str, project: str) -> Scope:
         ids = None if not project else frozenset({project})
     else:
         ids = frozenset(user.projects) if not project else frozenset({project}) & user.projects
-    return Scope(chosen, ids, project, user.is_admin and not project)
+    return Scope(
+        chosen, ids, project, user.is_admin and not project, None if user.is_admin else user.account_id
+    )
 
 
 def _names(services: Any) -> dict[str, str]:
@@ -94,6 +101,7 @@ def _model(services: Any, state: Any, scope: Scope) -> view.Insights:
         scope.window,
         project_ids=scope.project_ids,
         project_names=_names(services),
+        questions_of=scope.questions_of,
         pool_now=held,
     )
 
