@@ -193,7 +193,7 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
         (tmp_path / name / "package.json").write_text(json.dumps(docs[name]), encoding="utf-8")
         (tmp_path / name / file).write_text(code, encoding="utf-8")
     gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
-    os.chmod(gates, 0o755)  # the worker user reads it
+    os.chmod(gates, 0o755)  # the worker user reads it (in its filesystem view: a read path)
     race = load_project(tmp_path / "race")
     relations = LocalRelations.confirm(race, {"kid": str(tmp_path / "kid")}, lambda root: dict(os.environ))
 
@@ -214,7 +214,9 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
             )
         ).run_id
 
-    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
+    settings = Settings(
+        data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2, worker_read_paths=[str(gates)]
+    )
     try:
         async with open_services(settings) as svc:
             parent = await start("race", "child")
@@ -273,9 +275,11 @@ async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
     (tmp_path / "race" / "package.json").write_text(json.dumps(doc), encoding="utf-8")
     (tmp_path / "race" / "race.py").write_text(RACE_PY, encoding="utf-8")
     gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
-    os.chmod(gates, 0o755)  # the worker user reads it
+    os.chmod(gates, 0o755)  # the worker user reads it (in its filesystem view: a read path)
     race = load_project(tmp_path / "race")
-    settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
+    settings = Settings(
+        data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2, worker_read_paths=[str(gates)]
+    )
     try:
         async with open_services(settings) as svc:
 

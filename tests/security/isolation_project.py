@@ -30,6 +30,7 @@ import stat
 from collections import deque
 
 VISIT_LIMIT = 200_000
+REPORT_LIMIT = 300  # of each kind: enough to name what should not be there
 SKIP = ("/proc", "/sys", "/dev")
 
 
@@ -99,6 +100,80 @@ def walk(ctx):
         "visits": visits,
         "listed": sorted(listed),
         "read": sorted(read),
+    }
+
+
+def survey(ctx):
+    """Everything reachable from `/` and from each parent of the working directory, except
+    inside `allowed` and the run's own folders (working directory, HOME), which are not
+    walked: every folder listed there with its names, every file read, every link; then
+    each `probe` path named directly."""
+    shown = [os.path.normpath(p) for p in ctx.params.get("allowed") or []]
+    shown += [os.getcwd(), os.path.normpath(os.environ["HOME"])]
+
+    def inside(path):
+        return any(path == s or path.startswith(s.rstrip("/") + "/") for s in shown)
+
+    starts, hop = ["/", "."], ".."
+    for _ in range(64):
+        starts.append(hop)
+        if _absolute(hop) == "/":
+            break
+        hop += "/.."
+    folders, files, links, seen = {}, [], {}, set()
+    queue = deque(starts)
+    while queue and len(seen) < VISIT_LIMIT:
+        path = queue.popleft()
+        shown_as = _absolute(path)
+        if shown_as in seen or shown_as.startswith(SKIP) or inside(shown_as):
+            continue
+        seen.add(shown_as)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            links[shown_as] = os.readlink(path)
+        elif stat.S_ISDIR(st.st_mode):
+            try:
+                names = os.listdir(path)
+            except OSError:
+                continue
+            folders[shown_as] = sorted(names)
+            queue.extend(os.path.join(path, n) for n in names)
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                with open(path, "rb") as fh:
+                    fh.read(1)
+            except OSError:
+                continue
+            files.append(shown_as)
+    reached = []
+    for path in ctx.params.get("probe") or []:
+        try:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                with open(path, "rb") as fh:
+                    fh.read(1)
+        except OSError:
+            continue
+        reached.append(path)
+    try:
+        up = sorted(os.listdir(".."))
+    except OSError as exc:
+        up = exc.strerror
+    shown_folders = dict(sorted(folders.items())[:REPORT_LIMIT])
+    return {
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME"),
+        "uid": os.getuid(),
+        "up": up,
+        "folders": {k: v[:REPORT_LIMIT] for k, v in shown_folders.items()},
+        "files": sorted(files)[:REPORT_LIMIT],
+        "links": dict(sorted(links.items())[:REPORT_LIMIT]),
+        "counts": [len(folders), len(files), len(links)],
+        "reached": reached,
     }
 
 
@@ -195,6 +270,14 @@ def write_walker(folder: Path) -> Path:
                 "params": [
                     {"name": "roots", "type": "string", "multiple": True},
                     {"name": "watch", "type": "string", "multiple": True},
+                    {"name": "probe", "type": "string", "multiple": True},
+                ],
+            },
+            {
+                "id": "survey",
+                "handler": "h.py:survey",
+                "params": [
+                    {"name": "allowed", "type": "string", "multiple": True},
                     {"name": "probe", "type": "string", "multiple": True},
                 ],
             },

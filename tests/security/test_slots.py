@@ -127,10 +127,25 @@ def write_projects(base: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+def gates_root() -> Iterator[Path]:
+    """Where each test's gates are: a folder the worker users read (a read path of the
+    server's, so it is in every run's filesystem view)."""
+    folder = Path(tempfile.mkdtemp(prefix="sh-gates-"))
+    os.chmod(folder, 0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None, gates_root: Path
+) -> Iterator[LiveServer]:
     live = make_server(
         tmp_path_factory.mktemp("slots"),
         server_database_url,
+        STEAMHARNESS_WORKER_READ_PATHS=json.dumps([str(gates_root)]),
         STEAMHARNESS_MAX_CONCURRENT_RUNS=str(MAX_RUNNING),
         STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT=str(WAITING_PER_ACCOUNT),
         STEAMHARNESS_MAX_WAITING_RUNS=str(WAITING_IN_ALL),
@@ -148,9 +163,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | 
 
 
 @pytest.fixture
-def gates() -> Iterator[Path]:
+def gates(gates_root: Path) -> Iterator[Path]:
     """A folder the worker user can read, for the files that let `hold` runs finish."""
-    folder = Path(tempfile.mkdtemp(prefix="sh-gates-"))
+    folder = Path(tempfile.mkdtemp(prefix="test-", dir=gates_root))
     os.chmod(folder, 0o755)
     try:
         yield folder

@@ -80,13 +80,16 @@ def under(path: str, folder: str) -> bool:
 
 def outside_own(out: dict[str, Any], *guarded: Path) -> list[str]:
     """What the walk reached in the server's folders (`guarded`) or among the runs'
-    scratch dirs, beyond its own working directory and its own scratch dir."""
+    scratch dirs, beyond its own working directory and its own scratch dir and the folders
+    on the way to them (in its filesystem view, those list nothing else)."""
     scratch_root = os.path.dirname(out["home"])
     fenced = [str(g) for g in guarded] + [scratch_root]
+    own = (out["cwd"], out["home"])
     return [
         path
         for path in out["listed"] + out["read"]
-        if any(under(path, f) for f in fenced) and not (under(path, out["cwd"]) or under(path, out["home"]))
+        if any(under(path, f) for f in fenced)
+        and not any(under(path, o) or (under(o, path) and path in out["listed"]) for o in own)
     ]
 
 
@@ -132,8 +135,8 @@ async def test_a_stdio_run_reaches_neither_the_data_dir_nor_other_runs(tmp_path:
     base = Path(tempfile.mkdtemp(prefix="sh-stdio-"))
     try:
         os.chmod(base, 0o755)
-        # A stdio server runs the folder it is given in place: the folders beside it keep
-        # the modes their owner gave them (README, "Workflow code isolation").
+        # A stdio server runs the folder it is given in place, in a filesystem view of its
+        # own (tests/security/test_filesystem_view.py: nothing beside it is seen).
         walker = write_walker(base / "walker")
         data = base / "data"
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}

@@ -386,7 +386,14 @@ async def test_a_handler_of_a_served_project_finds_no_admin_key_and_no_data(live
     out = structured(result)["output"]
     assert out["markerSeen"]  # the scan does see environments it may read
     assert out["adminKeyIn"] == []
-    assert out["readable"] == []
+    # Its own snapshot is in the data dir: the folders on the way to it are all it lists (in
+    # its filesystem view they show nothing else), its own files all it reads.
+    cwd = out["cwd"]
+    assert cwd.startswith(f"{live.data_dir}/")
+    theirs = [
+        p for p in out["readable"] if not (p == cwd or p.startswith(f"{cwd}/") or cwd.startswith(f"{p}/"))
+    ]
+    assert theirs == []
     assert out["uid"] not in (0, NOBODY.pw_uid)  # a per-run uid
     assert not [name for name in out["envNames"] if name.startswith("STEAMHARNESS_")]
     assert live.admin_key not in json.dumps(out)

@@ -109,6 +109,7 @@ def probe(ctx):
         "environsRead": read,
         "markerSeen": marker.pid in marker_hits,
         "readable": readable,
+        "cwd": os.getcwd(),
         "envNames": sorted(os.environ),
         "uid": os.getuid(),
     }

@@ -12,10 +12,12 @@ No message is larger than MAX_FRAME_BYTES: log text and progress messages are cu
 request that would be larger raises MessageTooLarge in the handler, and an outcome that
 would be larger becomes an `output_too_large` error.
 
-Isolation: the child is forked as root (when the server runs as root) and, once it has its
-run, prepares what needs privileges (the run's scratch directory, copies of the file
-params, the project folder as working directory) and then drops to the worker user for
-good before any workflow code runs. It is a child subreaper: when the handler returns,
+Isolation: the child is forked as root (when the server runs as root). As a spare, still
+single-threaded, it builds its filesystem view when the zygote was given one
+(webui.runs.view). Once it has its run, it prepares what needs privileges (the run's
+scratch directory, copies of the file params, the view entered, the project folder as
+working directory) and then drops to the worker user for good before any workflow code
+runs. It is a child subreaper: when the handler returns,
 every process it left behind (daemonised, double-forked, setsid) is killed before the
 outcome is sent.
 """
@@ -40,6 +42,7 @@ from typing import Any
 from webui.runs import procs
 from webui.runs.context import Channel, ClientRequestRefused, Context, WorkflowFailure, frame
 from webui.runs.messages import MAX_FRAME_BYTES, READ_CHUNK, MessageTooLarge, mb
+from webui.runs.view import View
 
 
 def _forward(streams: dict[int, str], chan: Channel) -> None:
@@ -147,14 +150,22 @@ def _become(user: dict[str, Any], scratch: str) -> None:
     procs.prctl(procs.PR_SET_DUMPABLE, 0)
 
 
-def _prepare(spec: dict[str, Any]) -> dict[str, Any]:
-    """Everything before workflow code runs; returns the spec the handler sees."""
+def _prepare(spec: dict[str, Any], own_view: View | OSError | None) -> dict[str, Any]:
+    """Everything before workflow code runs; returns the spec the handler sees.
+    `own_view`: the view this worker built as a spare (why it could not: the run fails), or
+    None when the zygote was given none."""
     scratch = spec["scratch"]
     user = spec.get("user")
     os.mkdir(scratch, 0o700)
     spec = dict(spec)
     if user:
         spec["params"] = _copy_file_params(spec.get("params") or {}, scratch)
+    if isinstance(own_view, OSError):
+        raise own_view
+    if own_view is not None:
+        # Over stdio, a related project's folder is the handler's too (`ctx.related[a].path`).
+        related = [str(p) for p in (spec.get("related") or {}).values()]
+        own_view.enter(project=spec["root"], scratch=scratch, shared=related)
     # Opened before dropping: the folder may only be reachable as root (a private parent
     # directory), and the worker then still finds it as its working directory and
     # through this descriptor.
@@ -180,11 +191,12 @@ def _prepare(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def run_child(sock_path: str, cmd: dict[str, Any]) -> None:
-    """Entry point in the forked child. Never returns."""
+def run_child(sock_path: str, cmd: dict[str, Any], plan: View | None = None) -> None:
+    """Entry point in the forked child (`plan`: the view every run gets, as the zygote
+    worked it out). Never returns."""
     code = 0
     try:
-        code = _run_child(sock_path, cmd)
+        code = _run_child(sock_path, cmd, plan)
     except BaseException:  # the last line of defence in a process about to exit
         traceback.print_exc()
         code = 71
@@ -195,7 +207,18 @@ def run_child(sock_path: str, cmd: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
+def _build_view(plan: View | None) -> View | OSError | None:
+    """This spare's filesystem view, built before any thread starts (a thread keeps the
+    namespace it started in); the error instead if it cannot be."""
+    if plan is None:
+        return None
+    try:
+        return plan.prepare()
+    except OSError as exc:
+        return exc
+
+
+def _run_child(sock_path: str, cmd: dict[str, Any], plan: View | None) -> int:
     os.setsid()  # own process group: cancelling kills the handler's subprocesses too
     # Whatever the handler leaves behind becomes this process's child, to be killed.
     procs.prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
@@ -205,6 +228,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(sock_path)
+    own_view = _build_view(plan)
     chan = Channel(sock)
     threading.Thread(target=chan.read_forever, name="run-channel", daemon=True).start()
 
@@ -229,7 +253,7 @@ def _run_child(sock_path: str, cmd: dict[str, Any]) -> int:
 
     outcome: dict[str, Any]
     try:
-        spec = _prepare(spec)
+        spec = _prepare(spec, own_view)
     except Exception as exc:
         traceback.print_exc()
         outcome = {"type": "error", "message": f"The run could not be prepared: {type(exc).__name__}."}

@@ -10,6 +10,9 @@ range (a user namespace that does not map it), or the range is set empty, every 
 drops to `worker_user` (default `nobody`) instead, which still keeps it away from the
 server but not from other runs.
 
+What of the disk a run can reach: under root, a filesystem view of its own
+(webui.runs.view; `ViewSettings` in webui.runs.pool), with the operator's `read_paths`.
+
 The zygote and the workers start from a scrubbed environment; the server and the zygote
 are not dumpable, so a process of the same user cannot read their memory or
 `/proc/<pid>/environ`.
@@ -178,6 +181,17 @@ def is_mapped(path: str, start: int, end: int) -> bool:
             if first <= start and end <= first + length:
                 return True
     return False
+
+
+def read_paths(paths: list[str], setting: str = "STEAMHARNESS_WORKER_READ_PATHS") -> tuple[str, ...]:
+    """The host folders every run reads besides its own: each an absolute path that
+    exists, else ConfigError naming it."""
+    for path in paths:
+        if not os.path.isabs(path):
+            raise ConfigError(f"{setting}: {path!r} is not an absolute path")
+        if not os.path.exists(path):
+            raise ConfigError(f"{setting}: {path} does not exist")
+    return tuple(os.path.normpath(p) for p in paths)
 
 
 def zygote_env(environ: Mapping[str, str]) -> dict[str, str]:

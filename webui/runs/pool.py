@@ -5,7 +5,9 @@ Each run gets a scratch directory of its own (its HOME and TMPDIR), created by t
 under a directory only root can list, owned by the worker user, and removed once the
 zygote reports the worker gone (by then everything the run started is dead too). Under a
 per-run uid range (`WorkerUids`), the run's uid is taken when it is handed to a worker and
-given back at that same report."""
+given back at that same report. With a `view` (`ViewSettings`), every worker that drops to
+a user sees a filesystem of its own (webui.runs.view); where the zygote finds it cannot
+build one, the pool says why once, as a warning."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from webui.runs.isolation import WorkerUids, WorkerUser, sweep_shared_temp, zygote_env
 from webui.runs.messages import MAX_FRAME_BYTES, Reply, RunSpec, Start
+from webui.runs.view import ViewConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,15 @@ class WorkerProtocolError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+@dataclass(frozen=True)
+class ViewSettings:
+    """A filesystem view per run: its tmpfs's size (`/tmp`, `/var/tmp`, `/dev/shm`
+    together) and the host folders every run reads besides its own."""
+
+    tmp_bytes: int
+    read_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,11 +143,20 @@ class WorkerPool:
     zygote is started and the spares are forked."""
 
     def __init__(
-        self, *, spares: int = 2, user: WorkerUser | None = None, uids: WorkerUids | None = None
+        self,
+        *,
+        spares: int = 2,
+        user: WorkerUser | None = None,
+        uids: WorkerUids | None = None,
+        view: ViewSettings | None = None,
     ) -> None:
-        """`user`: who every run drops to; `uids`: a uid of its own per run instead."""
+        """`user`: who every run drops to; `uids`: a uid of its own per run instead; `view`:
+        a filesystem view per run (only for runs that drop to a user: root could leave it)."""
         self.user = user
         self.uids = uids
+        self.view = view if user is not None or uids is not None else None
+        # Why the zygote could not build views (None: it can, or none was asked).
+        self.view_problem: str | None = None
         self._uid_of: dict[int, int] = {}  # worker pid -> the per-run uid it holds
         self._dir: str | None = None
         self._scratch_root: str | None = None
@@ -176,13 +197,42 @@ class WorkerPool:
             self._dir = tempfile.mkdtemp(prefix="shw-")
             os.chmod(self._dir, 0o700)
             self._sock_path = os.path.join(self._dir, "runs.sock")
+            # Each worker mounts its view's root here, in its own mount namespace, and the
+            # zygote the system part of every view there, in its own.
+            os.mkdir(os.path.join(self._dir, "view"), 0o700)
+            os.mkdir(os.path.join(self._dir, "system"), 0o700)
         if self._scratch_root is None:
             # Workers (the worker user) may enter their own directory here, never list others.
-            self._scratch_root = tempfile.mkdtemp(prefix="shw-runs-")
+            # By its real path: a worker's view shows it there, and HOME must name it.
+            self._scratch_root = os.path.realpath(tempfile.mkdtemp(prefix="shw-runs-"))
             os.chmod(self._scratch_root, 0o711 if self.user else 0o700)
         self._server = await asyncio.start_unix_server(
             self._on_connect, path=self._sock_path, limit=STREAM_LIMIT
         )
+
+    def _view_argument(self) -> list[str]:
+        if self.view is None:
+            return []
+        assert self._dir is not None
+        config: ViewConfig = {
+            "mountpoint": os.path.join(self._dir, "view"),
+            "template": os.path.join(self._dir, "system"),
+            "tmpBytes": self.view.tmp_bytes,
+            "readPaths": list(self.view.read_paths),
+        }
+        return [json.dumps(config)]
+
+    def _on_ready(self, msg: dict[str, Any]) -> None:
+        if self.view is None:
+            return
+        problem = msg.get("viewProblem")
+        if problem is not None and problem != self.view_problem:
+            log.warning(
+                "workers cannot have a filesystem view of their own (%s): runs see the host's files,"
+                " closed only by their modes (README, Worker isolation)",
+                problem,
+            )
+        self.view_problem = None if problem is None else str(problem)
 
     def _zygote_alive(self) -> bool:
         # Its stdout at EOF counts as dead before it is reaped: a restart must not wait for that.
@@ -209,6 +259,7 @@ class WorkerPool:
                 "-m",
                 "webui.runs.zygote",
                 self._sock_path,
+                *self._view_argument(),
                 cwd=self._dir,
                 env=zygote_env(os.environ),  # workers inherit it: none of the server's secrets
                 stdin=asyncio.subprocess.PIPE,
@@ -239,6 +290,7 @@ class WorkerPool:
                 break
             msg = json.loads(line)
             if msg.get("type") == "ready" and not ready.done():
+                self._on_ready(msg)
                 ready.set_result(None)
             elif msg.get("type") == "exit":
                 pid = int(msg["pid"])

@@ -5,8 +5,13 @@ child runtime (and the stdlib modules handlers commonly use) once, then for each
 line on stdin forks a child that connects back to SOCKET. Forking a warm interpreter
 costs milliseconds; starting a cold one that imports the stack costs about a second.
 
-It reports on stdout, one JSON line each: `{"type": "forked", "token", "pid"}` and
-`{"type": "exit", "pid", "code", "signal"}` when it reaps a child. When stdin closes (the
+With a second argument (a `webui.runs.view.ViewConfig` as JSON) every worker builds a
+filesystem view of its own for its run; the zygote first probes once whether it can, and
+says in its ready message (`viewProblem`: why not, or null).
+
+It reports on stdout, one JSON line each: `{"type": "ready", "pid"[, "viewProblem"]}` once,
+`{"type": "forked", "token", "pid"}` and `{"type": "exit", "pid", "code", "signal"}` when it
+reaps a child. When stdin closes (the
 pool, or the whole server, went away) it kills every child it forked and exits.
 
 It is a child subreaper: whatever a run leaves behind (a daemon whose worker was killed, a
@@ -38,7 +43,7 @@ import sys
 import time
 import urllib.parse  # noqa: F401
 
-from webui.runs import child, procs
+from webui.runs import child, procs, view
 
 # How long a worker's exit report may wait for the strays killed after it to be reaped
 # (a SIGKILLed process is gone at once unless stuck in uninterruptible I/O).
@@ -96,7 +101,19 @@ def _settle(workers: set[int], wake_r: int) -> None:
         _report(msg)
 
 
-def main(sock_path: str) -> None:
+def main(sock_path: str, view_config: view.ViewConfig | None = None) -> None:
+    ready: dict[str, object] = {"type": "ready", "pid": os.getpid()}
+    plan: view.View | None = None
+    if view_config is not None:
+        # Before anything below: the probe forks, and is reaped here, not by the loop.
+        try:
+            plan = view.View.plan(view_config)
+            problem = view.probe(plan)
+        except OSError as exc:
+            problem = str(exc)
+        ready["viewProblem"] = problem
+        if problem is not None:
+            plan = None  # the workers use the host's filesystem: the pool says so
     # Move everything imported so far out of the collector's reach: a child's GC passes
     # then never touch (and copy-on-write) the zygote's pages.
     gc.freeze()
@@ -110,7 +127,7 @@ def main(sock_path: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pool, not a terminal, ends us
     children: set[int] = set()
     buf = b""
-    _report({"type": "ready", "pid": os.getpid()})
+    _report(ready)
     while True:
         readable: list[int] = []
         with contextlib.suppress(InterruptedError):
@@ -131,7 +148,7 @@ def main(sock_path: str) -> None:
             if pid == 0:
                 os.close(wake_r)
                 os.close(wake_w)
-                child.run_child(sock_path, cmd)
+                child.run_child(sock_path, cmd, plan)
             children.add(pid)
             _report({"type": "forked", "token": cmd["token"], "pid": pid})
     for pid in list(children):
@@ -144,4 +161,4 @@ def main(sock_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)
