@@ -61,6 +61,7 @@ from webui.web import (
     admin_pages,
     admin_sessions,
     api,
+    api_docs,
     audit_pages,
     auth_pages,
     config_page,
@@ -318,6 +319,10 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         summary="Workflow projects served as MCP servers",
         version="0.1.0",
         lifespan=lifespan,
+        # /docs and /redoc are ours (webui/web/api_docs.py): FastAPI's load from a CDN with an
+        # inline script, which the site's CSP blocks.
+        docs_url=None,
+        redoc_url=None,
         **_no_framework_telemetry(),
     )
     app.state.settings = settings
@@ -342,6 +347,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     # all the pages' and the API's.
     app.router.routes.insert(0, Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.mount("/help", api_docs.DocsSite(), name="help")
+    app.include_router(api_docs.router)
     app.include_router(api.router)
     app.include_router(configs_api.router)
     app.include_router(knowledge_api.router)
