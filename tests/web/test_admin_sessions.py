@@ -107,16 +107,14 @@ def test_users_who_are_not_administrators_are_refused(web: Web, method: str, pat
 
 
 def test_client_info_reads_initialize_and_ignores_anything_else() -> None:
-    body = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    body += b'"clientInfo":{"name":"cursor","version":"1.2"}}}'
-    assert client_info(body) == ("cursor", "1.2", "2025-11-25")
-    assert client_info(
-        b'{"method":"initialize","params":{"clientInfo":{"name":' + b'"' + b"x" * 500 + b'"}}}'
-    ) == (
-        "x" * 200,
-        None,
-        None,
+    params = {"protocolVersion": "2025-11-25", "clientInfo": {"name": "cursor", "version": "1.2"}}
+    assert client_info({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) == (
+        "cursor",
+        "1.2",
+        "2025-11-25",
     )
-    assert client_info(b'{"method":"tools/list"}') == (None, None, None)
-    assert client_info(b"not json") == (None, None, None)
-    assert client_info(b'{"method":"initialize","params":{"clientInfo":{"name":3}}}') == (None, None, None)
+    long_name = {"method": "initialize", "params": {"clientInfo": {"name": "x" * 500}}}
+    assert client_info(long_name) == ("x" * 200, None, None)
+    assert client_info({"method": "tools/list"}) == (None, None, None)
+    assert client_info(None) == (None, None, None)  # no JSON message read
+    assert client_info({"method": "initialize", "params": {"clientInfo": {"name": 3}}}) == (None, None, None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,7 +35,6 @@ from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.types import Message, Receive, Scope, Send
 
-from webui import strict_json
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
@@ -65,21 +65,17 @@ QUERY_CREDENTIALS = frozenset(
     {"key", "api_key", "apikey", "token", "access_token", "authorization", "bearer"}
 )
 
-CLIENT_INFO_MAX_BYTES = 65536
 CLIENT_FIELD_MAX = 200
 
 
 TRACE_CONTEXT = TraceContextTextMapPropagator()
 
 
-def client_info(body: bytes) -> tuple[str | None, str | None, str | None]:
-    """(client name, client version, protocol version) from an `initialize` request body;
-    Nones for what it does not say (or a body that is not one)."""
-    try:
-        message = strict_json.loads(body)
-    except ValueError:
-        return None, None, None
-    if not isinstance(message, dict) or message.get("method") != "initialize":
+def client_info(message: dict[str, Any] | None) -> tuple[str | None, str | None, str | None]:
+    """(client name, client version, protocol version) from an `initialize` request (the
+    POST's message, parsed and checked by `_forward`); Nones for what it does not say (or a
+    message that is not one)."""
+    if message is None or message.get("method") != "initialize":
         return None, None, None
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
@@ -375,13 +371,11 @@ class McpGateway:
             return
 
         refused = False
-        body = bytearray()
+        opening: dict[str, Any] | None = None  # the POST's message, once `_forward` read it
 
-        async def peeking_receive() -> Message:
-            message = await receive()
-            if message["type"] == "http.request" and len(body) < CLIENT_INFO_MAX_BYTES:
-                body.extend(message.get("body", b"")[: CLIENT_INFO_MAX_BYTES - len(body)])
-            return message
+        def seen(message: dict[str, Any]) -> None:
+            nonlocal opening
+            opening = message
 
         async def bind_then_send(message: Message) -> None:
             nonlocal refused
@@ -407,7 +401,7 @@ class McpGateway:
                             resolved,
                             config,
                             self.bindings.bind(scope, principal, resolved, sid, config),
-                            client_info(bytes(body)),
+                            client_info(opening),
                         )
                     except StoreUnavailable as exc:
                         # Unrecorded, the session is unknown to us (404 if used) and the
@@ -421,7 +415,7 @@ class McpGateway:
         owner = StreamOwner()
         opened = self.sessions.hold_place(principal)
         try:
-            await self._forward(scope, peeking_receive, bind_then_send, binding, owner)
+            await self._forward(scope, receive, bind_then_send, binding, owner, on_message=seen)
         finally:
             opened()
 
@@ -469,7 +463,11 @@ class McpGateway:
         send: Send,
         binding: Binding | None,
         owner: StreamOwner | None = None,
+        on_message: Callable[[dict[str, Any]], None] | None = None,
     ) -> int | None:
+        """Hands the request to the SDK under `binding`; a JSON POST's body is read whole and
+        checked first (`envelope.read_body`), its message given to `on_message`. The status
+        the response started with (None: none started)."""
         status: int | None = None
         completed = False
         stream_id: str | None = None  # a session's POST stream: its JSON-RPC request's id
@@ -492,6 +490,8 @@ class McpGateway:
                 await reply(tracking_send, 400, message.message, document=message.document())
                 return status
             stream_id = _request_id(message)
+            if on_message is not None:
+                on_message(message)
 
         token = current_binding.set(binding) if binding is not None else None
         owner_token = stream_owner.set(owner) if owner is not None else None

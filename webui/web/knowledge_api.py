@@ -47,6 +47,7 @@ from webui.blocking import run_db
 from webui.errors import InvalidRequest, KnowledgeRefused, NotFound
 from webui.files.store import FileTooLarge
 from webui.knowledge.model import DOC_ID_RE, MAX_PAGE, NAME_RE, Actor, check_name
+from webui.parse_threads import run_parse
 from webui.services import Services
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
 from webui.web.json_body import json_object, parse_json
@@ -238,7 +239,11 @@ async def list_knowledge_documents(
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
 ) -> Any:
     await caller_of(request, project_id, write=False)
-    filters = None if filter is None else parse_json(filter, what="filter", error=KnowledgeRefused)
+    filters = (
+        None
+        if filter is None
+        else await run_parse(len(filter), parse_json, filter, what="filter", error=KnowledgeRefused)
+    )
     return await run_db(
         lambda: _services(request).knowledge.documents(
             project_id, collection=collection, filter=filters, after=after, limit=limit
@@ -360,7 +365,9 @@ async def _uploaded(request: Request) -> dict[str, Any]:
         "data": data,
         "id": texts["id"] or None,
         "title": texts["title"] or None,
-        "metadata": None if not metadata else parse_json(metadata, what="metadata", error=KnowledgeRefused),
+        "metadata": None
+        if not metadata
+        else await run_parse(len(metadata), parse_json, metadata, what="metadata", error=KnowledgeRefused),
     }
 
 

@@ -32,6 +32,7 @@ from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
 from webui.knowledge import text as kt
+from webui.parse_threads import run_parse
 from webui.web.json_body import parse_json
 from webui.web.knowledge_api import request_actor
 from webui.web.mcp_page import VisibleDep
@@ -232,7 +233,8 @@ async def upload(request: Request, project: VisibleDep) -> Response:
         problem = "choose one or more files to upload"
     elif raw_meta:
         try:
-            metadata = parse_json(raw_meta.encode(), what="metadata", error=KnowledgeRefused)
+            meta = raw_meta.encode()
+            metadata = await run_parse(len(meta), parse_json, meta, what="metadata", error=KnowledgeRefused)
         except KnowledgeRefused as exc:
             problem = exc.message
     results: list[FileResult] = []

@@ -29,6 +29,7 @@ from webui.audit.log import AuditLog
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import NotFound
+from webui.parse_threads import run_parse
 from webui.projects.registry import Resolved
 from webui.store import accounts as account_store
 from webui.store import runs as run_store
@@ -98,14 +99,18 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _result_outcome(result: types.CallToolResult) -> Outcome:
+def _parsed_text(text: str) -> Any:
+    try:
+        return strict_json.loads(text)
+    except ValueError:
+        return {"text": text}
+
+
+async def _result_outcome(result: types.CallToolResult) -> Outcome:
     payload = result.structured_content
     if payload is None:
         text = next((c.text for c in result.content if isinstance(c, types.TextContent)), "")
-        try:
-            parsed = strict_json.loads(text)
-        except ValueError:
-            parsed = {"text": text}
+        parsed = await run_parse(len(text), _parsed_text, text)  # a workflow's text: off the loop when large
         payload = parsed if isinstance(parsed, dict) else {"value": parsed}
     return Outcome(kind="result", payload=payload, is_error=bool(result.is_error))
 
@@ -230,7 +235,7 @@ class TryIt:
                     ) as client,
                 ):
                     result = await client.call_tool(call.tool, call.arguments)
-            call.settle(_result_outcome(result))
+            call.settle(await _result_outcome(result))
         except Exception as exc:  # the top of a background task: every failure is the call's outcome
             call.settle(self._failure(_leaf(exc), url, bound))
 
