@@ -372,6 +372,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     async def _known_error(request: Request, exc: SteamharnessError) -> Response:
         if isinstance(exc, StoreUnavailable):
             METRICS.db_busy.labels("request").inc()
+        # Seconds a client may wait before trying again, when the error knows them (busy, throttled).
+        retry_after = getattr(exc, "retry_after", None)
         if not request.url.path.startswith("/api/"):
             response = page(
                 request,
@@ -383,14 +385,14 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 },
                 status_code=exc.status,
             )
-            if isinstance(exc, StoreUnavailable) and exc.retry_after:
-                response.headers["Retry-After"] = str(exc.retry_after)
+            if retry_after:
+                response.headers["Retry-After"] = str(retry_after)
             return response
         headers: dict[str, Any] = {}
         if isinstance(exc, AuthError):
             headers["WWW-Authenticate"] = 'Bearer realm="steamharness"'
-        if isinstance(exc, StoreUnavailable) and exc.retry_after:
-            headers["Retry-After"] = str(exc.retry_after)
+        if retry_after:
+            headers["Retry-After"] = str(retry_after)
         return JSONResponse(
             {"error": {"code": exc.code, "message": exc.message, **exc.details()}},
             status_code=exc.status,

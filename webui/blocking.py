@@ -95,6 +95,12 @@ def unavailable(exc: BaseException) -> StoreUnavailable | None:
     return None
 
 
+def in_worker_thread() -> bool:
+    """Whether this code runs in a thread `run_db` or `run_hash` started (holding one of
+    their few threads, often a database connection): no place for a network call."""
+    return getattr(_local, "pending", None) is not None
+
+
 def _limiter(var: RunVar[anyio.CapacityLimiter], size: int) -> anyio.CapacityLimiter:
     try:
         return var.get()

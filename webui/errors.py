@@ -215,6 +215,16 @@ class KnowledgeFull(OverCap):
     code = "knowledge_full"
 
 
+class TooManyExtractions(SteamharnessError):
+    """An account (`STEAMHARNESS_KNOWLEDGE_EXTRACTS_PER_ACCOUNT`) or the server
+    (`STEAMHARNESS_KNOWLEDGE_EXTRACTS`) already has as many files being read as it may, and no
+    turn came within `STEAMHARNESS_KNOWLEDGE_EXTRACT_WAIT_SECONDS`: nothing was read or written."""
+
+    code = "too_many_extractions"
+    status = 429
+    retry_after = 5
+
+
 class ServerUnreachable(SteamharnessError):
     """A steamharness server the CLI talks to did not answer (or not like one)."""
 

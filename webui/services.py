@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.log import AuditLog
 from webui.blocking import TaskSet, run_db
+from webui.bounded_child import RunAs
 from webui.configs.secrets import SecretBox
 from webui.configs.service import ConfigService
 from webui.events import EventHub
@@ -24,11 +25,12 @@ from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.knowledge.embeddings import Embedder
 from webui.knowledge.model import Limits
+from webui.knowledge.reader import FileReader, ReadLimits
 from webui.knowledge.service import KnowledgeService
 from webui.replicas import ReplicaLease
-from webui.runs.isolation import read_paths, worker_uids, worker_user
+from webui.runs.isolation import worker_uids, worker_user
 from webui.runs.outcomes import PENDING_FILE
-from webui.runs.pool import ViewSettings, WorkerPool
+from webui.runs.pool import WorkerPool
 from webui.runs.service import RunService
 from webui.secret_keys import derive_key
 from webui.settings import Settings
@@ -112,11 +114,26 @@ def knowledge_service(settings: Settings, engine: Engine, main: Engine, audit: A
         max_document_bytes=settings.knowledge_max_document_bytes,
         max_file_bytes=settings.max_file_bytes,
     )
+    user = worker_user(settings.worker_user, what="knowledge-base file parsing")
+    reader = FileReader(
+        ReadLimits(
+            seconds=settings.knowledge_extract_seconds,
+            memory_bytes=settings.knowledge_extract_memory_bytes,
+            per_account=settings.knowledge_extracts_per_account,
+            total=settings.knowledge_extracts,
+            wait_seconds=settings.knowledge_extract_wait_seconds,
+        ),
+        max_file_bytes=settings.max_file_bytes,
+        max_text_bytes=settings.knowledge_max_document_bytes,
+        run_as=RunAs(user.uid, user.gid) if user is not None else None,
+    )
     embedder = None
     if settings.embeddings_url:
         key = settings.embeddings_key.get_secret_value() if settings.embeddings_key else None
         embedder = Embedder(settings.embeddings_url, key=key, model=settings.embeddings_model)
-    return KnowledgeService(engine, audit=audit, audit_engine=main, limits=limits, embedder=embedder)
+    return KnowledgeService(
+        engine, audit=audit, audit_engine=main, limits=limits, embedder=embedder, reader=reader
+    )
 
 
 def persistent_secret(settings: Settings, name: str) -> bytes:
@@ -170,7 +187,6 @@ async def open_services(
     first run does not wait for it either (a long-lived server)."""
     user = worker_user(settings.worker_user)  # fails before anything is created
     uids = worker_uids(settings.worker_uid_base, settings.worker_uid_count) if user else None
-    view = ViewSettings(settings.worker_tmp_max_bytes, read_paths(settings.worker_read_paths))
     private_dir(settings.data_dir)
     # Snapshots, managed and created files: the server's alone (a run reaches its own
     # snapshot through a descriptor); folders made by older versions are tightened.
@@ -191,7 +207,7 @@ async def open_services(
         root=settings.resolved_shared_dir,
     )
     interactions = InteractionService(engine, audit, hub)
-    pool = WorkerPool(user=user, uids=uids, view=view)
+    pool = WorkerPool(user=user, uids=uids)
     values_engine = _side_engine(engine, settings.persistent_value_store_dir, "values.sqlite3")
     knowledge = knowledge_service(settings, values_engine, engine, audit)
     runs = RunService(

@@ -137,12 +137,6 @@ class Settings(BaseSettings):
     host_server_user: str | None = None
     # Names of server environment variables handed to runs besides PATH, LANG, LC_*, TZ.
     worker_env_passthrough: list[str] = Field(default_factory=list)
-    # Under root, each run sees a filesystem of its own (webui.runs.view): its /tmp,
-    # /var/tmp and /dev/shm share one in-memory tmpfs of this size ...
-    worker_tmp_max_bytes: int = Field(default=128 * 1024 * 1024, ge=1024 * 1024)
-    # ... and host folders (absolute paths) every run reads besides its project and the
-    # interpreter's files are listed here (shown read-only at their own paths).
-    worker_read_paths: list[str] = Field(default_factory=list)
 
     # The HTTP edge (README: "Behind a reverse proxy").
     # JSON and form bodies; file uploads keep max_file_bytes.
@@ -217,6 +211,16 @@ class Settings(BaseSettings):
     knowledge_max_collections: int = Field(default=100, ge=0)
     # One document's text (a file's is read within max_file_bytes).
     knowledge_max_document_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    # A knowledge-base file (HTML, PDF, .docx) is parsed in a child process (as worker_user
+    # when the server is root), killed past this time or address space: the file is refused
+    # ("the PDF could not be read within 30 s"), nothing is stored.
+    knowledge_extract_seconds: float = Field(default=30.0, gt=0)
+    knowledge_extract_memory_bytes: int = Field(default=1024**3, ge=256 * 1024 * 1024)
+    # Files parsed at once, of one account and of the server: one past either waits for a
+    # turn up to the wait, then is refused with `too_many_extractions` (429, Retry-After).
+    knowledge_extracts_per_account: int = Field(default=2, ge=1)
+    knowledge_extracts: int = Field(default=4, ge=1)
+    knowledge_extract_wait_seconds: float = Field(default=10.0, ge=0)
     # An OpenAI-compatible embeddings endpoint (`…/v1/embeddings`): chunks are embedded when
     # added and searches may rank by vector too. Unset: full-text search alone.
     embeddings_url: str | None = None

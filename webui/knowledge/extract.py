@@ -2,12 +2,17 @@
 markup, scripts and styles (read in one pass, not by the standard library's parser), `.pdf`
 through pypdf (its text layer), `.docx` from its main document part. Anything else, or a file
 that cannot be read as its kind, is refused naming the file; nothing here follows links, runs
-code or expands entities."""
+code or expands entities.
+
+The server reads HTML, PDF and .docx files only in a bounded child process
+(`extract_child`, run by webui.knowledge.reader): a parser's cost on a crafted file is not
+ours to bound from inside it."""
 
 from __future__ import annotations
 
 import html
 import io
+import json
 import re
 import time
 import zipfile
@@ -15,6 +20,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from webui.errors import KnowledgeRefused
+from webui.knowledge.model import MAX_TITLE_CHARS
 
 KINDS: Final = {".txt": "text", ".text": "text", ".md": "text", ".markdown": "text", ".html": "html",
                 ".htm": "html", ".pdf": "pdf", ".docx": "docx"}  # fmt: skip
@@ -22,6 +28,9 @@ MAX_PDF_PAGES: Final = 2000
 MAX_PDF_PAGE_CONTENT_BYTES: Final = 8 * 1024 * 1024  # one page's content streams, decoded
 MAX_PDF_SECONDS = 30.0  # reading a PDF's pages stops past this
 MAX_DOCX_XML_BYTES: Final = 64 * 1024 * 1024
+
+
+IN_CHILD: Final = frozenset({"html", "pdf", "docx"})  # the kinds read in a bounded child
 
 
 def kind_of(name: str) -> str:
@@ -37,14 +46,39 @@ def extract(name: str, data: bytes) -> tuple[str, str | None]:
     """(text, title found in the file or None)."""
     kind = kind_of(name)
     if kind == "text":
-        text = _utf8(name, data)
-        heading = re.match(r"\s*# +([^\n]+)", text) if name.lower().endswith((".md", ".markdown")) else None
-        return text, heading.group(1).strip() if heading else None
+        return text_file(name, data)
     if kind == "html":
         return _html(_utf8(name, data))
     if kind == "pdf":
         return _pdf(name, data), None
     return _docx(name, data), None
+
+
+def text_file(name: str, data: bytes) -> tuple[str, str | None]:
+    """A `.txt` or `.md` file's text (and a Markdown file's first heading): decoding is
+    linear in the file's size, so it needs no child process."""
+    text = _utf8(name, data)
+    heading = re.match(r"\s*# +([^\n]+)", text) if name.lower().endswith((".md", ".markdown")) else None
+    return text, heading.group(1).strip() if heading else None
+
+
+def extract_child(payload: bytes) -> bytes:
+    """`extract` in a bounded child (webui.bounded_child). `payload`: a JSON line
+    {"name", "maxTextBytes"}, then the file's bytes. Returns a JSON line, {"title"} or
+    {"refused": message}, then the text as UTF-8 (at most maxTextBytes, else refused)."""
+    head, _, data = payload.partition(b"\n")
+    spec = json.loads(head)
+    name, cap = spec["name"], spec["maxTextBytes"]
+    try:
+        text, title = extract(name, data)
+        body = text.encode("utf-8", "replace")  # a PDF's text may hold lone surrogates
+        if len(body) > cap:
+            raise KnowledgeRefused(f"{name}: its text is larger than {cap} bytes")
+    except KnowledgeRefused as exc:
+        return json.dumps({"refused": exc.message[:1000]}).encode() + b"\n"
+    # One character past the longest title: a longer one is refused as before.
+    kept = None if title is None else title[: MAX_TITLE_CHARS + 1]
+    return json.dumps({"title": kept}).encode() + b"\n" + body
 
 
 def _utf8(name: str, data: bytes) -> str:

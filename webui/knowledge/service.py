@@ -25,7 +25,6 @@ from webui.audit.log import AuditLog
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
 from webui.knowledge import text as kt
 from webui.knowledge.embeddings import Embedder
-from webui.knowledge.extract import extract
 from webui.knowledge.model import (
     MAX_PAGE,
     MAX_SEARCH_LIMIT,
@@ -39,6 +38,7 @@ from webui.knowledge.model import (
     meta_pairs,
     parse_filter,
 )
+from webui.knowledge.reader import FileReader, FileText
 from webui.store import knowledge as ks
 from webui.store.models import KnowledgeCollection, KnowledgeDocument, as_utc, utcnow
 
@@ -63,6 +63,7 @@ class NewDocument:
     title: str | None = None
     metadata: Any = None
     source: str | None = None  # for a text: where it came from (an import keeps the export's)
+    file: FileText | None = None  # a file's text, read already (FileReader.read)
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,18 @@ class KnowledgeService:
         audit_engine: Engine,
         limits: Limits | None = None,
         embedder: Embedder | None = None,
+        reader: FileReader | None = None,
     ) -> None:
         self.engine = engine
         self.audit = audit
         self.audit_engine = audit_engine
         self.limits = limits or Limits()
         self.embedder = embedder
+        # A file's text is read by `reader.read` before the database work (a route) or, for
+        # a file's bytes given to `add`, by `reader.read_blocking` (the CLI; never in run_db).
+        self.reader = reader or FileReader(
+            max_file_bytes=self.limits.max_file_bytes, max_text_bytes=self.limits.max_document_bytes
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -362,13 +369,15 @@ class KnowledgeService:
         doc_id: str | None = None,
         title: str | None = None,
         metadata: Any = None,
+        file: FileText | None = None,
     ) -> dict[str, Any]:
-        """Add a document from `text`, or from a file (`file_name` + `data`). Without `doc_id`
+        """Add a document from `text`, or from a file (`file_name` + `data`, or `file` read
+        already by `self.reader.read`). Without `doc_id`
         its id comes from its collection and text, so the same text added again changes
         nothing; with one, a different text replaces the document's chunks at once. Returns
         the document and `status`: added, replaced, updated (title or metadata only) or
         unchanged."""
-        item = NewDocument(collection, text, file_name, data, doc_id, title, metadata)
+        item = NewDocument(collection, text, file_name, data, doc_id, title, metadata, file=file)
         return self.add_many(project_id, [item], actor=actor)[0]
 
     def add_many(self, project_id: str, items: list[NewDocument], *, actor: Actor) -> list[dict[str, Any]]:
@@ -402,14 +411,15 @@ class KnowledgeService:
         if item.doc_id is not None:
             check_doc_id(item.doc_id)
         meta = check_metadata(item.metadata)
-        source, body, found_title = self._text(item.text, item.file_name, item.data)
-        if item.source is not None and item.data is None:
+        source, body, found_title = self._text(item.text, item.file_name, item.data, item.file)
+        file_name = item.file.name if item.file is not None else item.file_name
+        if item.source is not None and item.data is None and item.file is None:
             if not isinstance(item.source, str) or not 0 < len(item.source) <= 300:
                 raise KnowledgeRefused("a document's source is a string of 1-300 characters")
             source = item.source
         doc_id = item.doc_id or "d-" + hashlib.sha256(f"{item.collection}\n{body}".encode()).hexdigest()[:24]
         first_line = body.strip().split("\n", 1)[0].strip()
-        title = check_title(item.title if item.title else found_title, item.file_name or first_line or doc_id)
+        title = check_title(item.title if item.title else found_title, file_name or first_line or doc_id)
         pieces = [
             ks.ChunkRow(a, b, body[a:b], kt.terms(body[a:b], language)) for a, b in kt.chunk_spans(body)
         ]
@@ -569,18 +579,17 @@ class KnowledgeService:
         return ks.add_collection(s, project_id, name, language)
 
     def _text(
-        self, text: str | None, file_name: str | None, data: bytes | None
+        self, text: str | None, file_name: str | None, data: bytes | None, file: FileText | None = None
     ) -> tuple[str, str, str | None]:
         """(source, text, title found in the file)."""
         limits = self.limits
-        if (text is None) == (data is None):
+        if [text, data, file].count(None) != 2:
             raise KnowledgeRefused("give a document's text or a file, not both")
-        if data is not None:
-            name = file_name or "upload"
-            if len(data) > limits.max_file_bytes:
-                raise KnowledgeRefused(f"{name}: larger than {limits.max_file_bytes} bytes")
-            body, found_title = extract(name, data)
-            source = name
+        if file is not None:
+            body, found_title, source = file.text, file.title, file.name
+        elif data is not None:
+            read = self.reader.read_blocking(file_name or "upload", data)
+            body, found_title, source = read.text, read.title, read.name
         else:
             if not isinstance(text, str):
                 raise KnowledgeRefused("the text must be a string")

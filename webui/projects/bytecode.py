@@ -11,8 +11,8 @@ machinery finds it; it needs no cache of its own and no memory shared between ru
 
 The draft's code is hostile input: compiling executes none of it, but CPython's compiler
 can take minutes and gigabytes on a crafted file while it holds the GIL. So the compiling
-is done by a child process (`python -I .../webui/projects/bytecode.py FOLDER`, standard
-library only) with an address-space and CPU limit and a wall-clock bound: a child that
+is done by a bounded child process (webui.bounded_child: `compile_child`, standard library
+only) with an address-space, CPU and file-size limit and a wall-clock bound: a child that
 hits one is killed, what it compiled so far is kept (each `.pyc` is written atomically),
 and the rest is left to the runs, which compile from source as before. Bounded further: at
 most MAX_FILES files of at most MAX_FILE_BYTES each, MAX_TOTAL_BYTES in all; a file that
@@ -23,23 +23,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import py_compile
 import stat
-import subprocess
-import sys
 from pathlib import Path
+
+from webui.bounded_child import Bounds, ChildFailed, run_child_blocking
 
 log = logging.getLogger(__name__)
 
 MAX_FILES = 2000
 MAX_FILE_BYTES = 256 * 1024
 MAX_TOTAL_BYTES = 16 * 1024 * 1024  # of source compiled per publish; the rest is left to runs
-# The child's bounds: the whole compile, its CPU and its address space.
+# The child's bounds: the whole compile, its address space, each file it writes.
 TIMEOUT_SECONDS = 20.0
-CPU_SECONDS = 20
 ADDRESS_SPACE_BYTES = 1024 * 1024 * 1024
+PYC_BYTES = 64 * 1024 * 1024
 
 
 def compile_snapshot(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
@@ -47,31 +48,36 @@ def compile_snapshot(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
     process; how many it compiled (0 when it was stopped or failed: publish goes on)."""
     from webui.workflows.targets import SKIP_DIRS  # (the child imports only the stdlib)
 
-    # The file itself, isolated (-I), given the folder and the folders that are not code.
-    argv = [sys.executable, "-I", os.path.abspath(__file__), str(folder), *sorted(SKIP_DIRS)]
+    # Given the folder and the folders that are not code.
+    payload = json.dumps({"folder": str(folder), "skip": sorted(SKIP_DIRS)}).encode()
+    bounds = Bounds(
+        seconds=timeout, address_space_bytes=ADDRESS_SPACE_BYTES, output_bytes=64, file_bytes=PYC_BYTES
+    )
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
-        )
-    except subprocess.TimeoutExpired:
-        log.warning(
-            "%s: compiling its Python files took over %g s; its runs compile the rest", folder, timeout
-        )
-        return 0
-    except OSError as exc:
-        log.warning("%s: its Python files were not compiled ahead: %s", folder, exc)
-        return 0
-    if proc.returncode != 0:
-        log.warning(
-            "%s: compiling its Python files stopped (exit %s); its runs compile the rest",
-            folder,
-            proc.returncode,
-        )
+        out = run_child_blocking(f"{__name__}:compile_child", payload, bounds)
+    except ChildFailed as exc:
+        if exc.reason == "time":
+            log.warning(
+                "%s: compiling its Python files took over %g s; its runs compile the rest", folder, timeout
+            )
+        else:
+            log.warning(
+                "%s: compiling its Python files stopped (%s); its runs compile the rest",
+                folder,
+                exc.detail or exc.reason,
+            )
         return 0
     try:
-        return int(proc.stdout.strip() or 0)
+        return int(out.strip() or 0)
     except ValueError:
         return 0
+
+
+def compile_child(payload: bytes) -> bytes:
+    """In the bounded child: `payload` names the folder and the folders to skip; how many
+    files it compiled."""
+    spec = json.loads(payload)
+    return str(compile_folder(Path(spec["folder"]), frozenset(spec["skip"]))).encode()
 
 
 def compile_folder(folder: Path, skip_dirs: frozenset[str]) -> int:
@@ -120,16 +126,3 @@ def _like_its_folder(folder: Path) -> None:
     cache = folder / "__pycache__"
     with contextlib.suppress(OSError):
         os.chmod(cache, stat.S_IMODE(os.stat(folder).st_mode))
-
-
-def _limit_self() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-if __name__ == "__main__":
-    _limit_self()
-    print(compile_folder(Path(sys.argv[1]), frozenset(sys.argv[2:])))

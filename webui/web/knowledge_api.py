@@ -25,7 +25,8 @@ who may not read the project gets 404, as for an unknown project; a reader who m
 write gets 403. Who is asking is decided before a byte of the body is read; JSON bodies go
 through the strict reader, and every body is bounded by the guard: a document's (JSON, multipart)
 and an import by `STEAMHARNESS_MAX_FILE_BYTES` plus 1 MiB, every other by
-`STEAMHARNESS_MAX_BODY_BYTES`; a file by `STEAMHARNESS_MAX_FILE_BYTES`.
+`STEAMHARNESS_MAX_BODY_BYTES`; a file by `STEAMHARNESS_MAX_FILE_BYTES`. An uploaded file is
+read (webui.knowledge.reader: a bounded child, a few at once per account) before any database work.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from webui.blocking import run_db
 from webui.errors import InvalidRequest, KnowledgeRefused, NotFound
 from webui.files.store import FileTooLarge
 from webui.knowledge.model import DOC_ID_RE, MAX_PAGE, NAME_RE, Actor, check_name
-from webui.parse_threads import run_parse
 from webui.services import Services
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
 from webui.web.json_body import json_object, parse_json
@@ -239,11 +239,7 @@ async def list_knowledge_documents(
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
 ) -> Any:
     await caller_of(request, project_id, write=False)
-    filters = (
-        None
-        if filter is None
-        else await run_parse(len(filter), parse_json, filter, what="filter", error=KnowledgeRefused)
-    )
+    filters = None if filter is None else parse_json(filter, what="filter", error=KnowledgeRefused)
     return await run_db(
         lambda: _services(request).knowledge.documents(
             project_id, collection=collection, filter=filters, after=after, limit=limit
@@ -297,6 +293,7 @@ ADD_BODY = {
         200: {"description": "replaced, updated (title or metadata) or unchanged: see `status`"},
         413: {"description": "file_too_large: the file is larger than a file may be"},
         422: {"description": "invalid_request: a multipart body without its collection or file"},
+        429: {"description": "too_many_extractions: the account's (or server's) files being read at once"},
         **WRITE,
     },
 )
@@ -313,14 +310,20 @@ async def add_knowledge_document(request: Request, project_id: str) -> Response:
         if not isinstance(body.get("text"), str):
             raise KnowledgeRefused('text: expected the document\'s text as a string (or upload a "file")')
         fields = {key: body.get(key) for key in ("collection", "text", "id", "title", "metadata")}
+    file = None
+    if fields.get("data") is not None:
+        check_name(fields["collection"])  # before the file is read
+        # Read in a bounded child during one of the account's turns, before any database work.
+        file = await _services(request).knowledge.reader.read(
+            fields["file_name"], fields["data"], account=caller.actor
+        )
     view = await run_db(
         lambda: _services(request).knowledge.add(
             project_id,
             fields["collection"],
             actor=actor_of(request, caller),
             text=fields.get("text"),
-            file_name=fields.get("file_name"),
-            data=fields.get("data"),
+            file=file,
             doc_id=fields.get("id"),
             title=fields.get("title"),
             metadata=fields.get("metadata"),
@@ -365,9 +368,7 @@ async def _uploaded(request: Request) -> dict[str, Any]:
         "data": data,
         "id": texts["id"] or None,
         "title": texts["title"] or None,
-        "metadata": None
-        if not metadata
-        else await run_parse(len(metadata), parse_json, metadata, what="metadata", error=KnowledgeRefused),
+        "metadata": None if not metadata else parse_json(metadata, what="metadata", error=KnowledgeRefused),
     }
 
 

@@ -30,9 +30,9 @@ from starlette.datastructures import FormData, UploadFile
 from webui.auth.keys import Forbidden
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
-from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
+from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound, TooManyExtractions
 from webui.knowledge import text as kt
-from webui.parse_threads import run_parse
+from webui.knowledge.model import check_name
 from webui.web.json_body import parse_json
 from webui.web.knowledge_api import request_actor
 from webui.web.mcp_page import VisibleDep
@@ -233,8 +233,7 @@ async def upload(request: Request, project: VisibleDep) -> Response:
         problem = "choose one or more files to upload"
     elif raw_meta:
         try:
-            meta = raw_meta.encode()
-            metadata = await run_parse(len(meta), parse_json, meta, what="metadata", error=KnowledgeRefused)
+            metadata = parse_json(raw_meta.encode(), what="metadata", error=KnowledgeRefused)
         except KnowledgeRefused as exc:
             problem = exc.message
     results: list[FileResult] = []
@@ -244,18 +243,15 @@ async def upload(request: Request, project: VisibleDep) -> Response:
                 results.append(FileResult(name, error=f"{name}: larger than the {limit} bytes a file may be"))
                 continue
             try:
+                check_name(collection)  # before the file is read
+                # Read in a bounded child during one of the account's turns, before any database work.
+                file = await service.reader.read(name, data, account=project.user.actor)
                 view = await run_db(
-                    lambda n=name, d=data: service.add(
-                        project_id,
-                        collection,
-                        actor=actor,
-                        file_name=n,
-                        data=d,
-                        title=title,
-                        metadata=metadata,
+                    lambda f=file: service.add(
+                        project_id, collection, actor=actor, file=f, title=title, metadata=metadata
                     )
                 )
-            except (KnowledgeRefused, KnowledgeFull) as exc:
+            except (KnowledgeRefused, KnowledgeFull, TooManyExtractions) as exc:
                 message = exc.message if exc.message.startswith(name) else f"{name}: {exc.message}"
                 results.append(FileResult(name, error=message))
             else:

@@ -1,0 +1,312 @@
+"""Work on hostile input in a child process that bounds can stop.
+
+Where a parser of someone else's bytes decides the cost (pypdf on a crafted PDF, CPython's
+compiler on a crafted source file), the cost is paid by a child process, never by the
+server's event loop or one of its threads: `python -I -m webui.bounded_child MODULE:FUNCTION
+...` limits itself before it imports MODULE — address space (RLIMIT_AS), CPU seconds
+(RLIMIT_CPU), the files it may write (RLIMIT_FSIZE, none by default), no core file — makes
+itself undumpable and unable to gain privileges, then calls FUNCTION with the bytes it reads
+from stdin and writes the bytes FUNCTION returns to stdout (at most `output_bytes`; an
+exception is reported as its type and a bounded message, never its data). The parent
+kills the child's process group once its wall-clock bound passes, reads at most
+`output_bytes` of its stdout, and says why a child failed (`ChildFailed.reason`).
+
+The child gets no environment of the server's (no keys, no database URL): only a locale and
+what the dynamic linker needs, `/` as its folder, no descriptors but its pipes. With `run_as`
+(a server running as root) it switches to that unprivileged user, with no groups, once its
+limits are set and its target imported, before it reads a byte of input; folders of the
+import path it can no longer reach by name (Python under a private home) stay reachable
+through descriptors it opened before, as a run's worker does (webui.runs.child).
+
+`run_child` is for async code (it waits without blocking the event loop, and a cancelled
+caller kills the child); `run_child_blocking` for the CLI and code already in a thread.
+Standard library only, up to the target's import (anyio is imported by `run_child` alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, NoReturn
+
+Reason = Literal["time", "memory", "output", "error"]
+
+MEMORY_EXIT = 3  # the target ran out of its address space
+OUTPUT_EXIT = 4  # the target returned more than the parent reads
+ERROR_EXIT = 5  # the target raised
+MAX_ERROR_BYTES = 2048  # of a child's stderr the parent keeps (for the log)
+# What the child keeps of the server's environment: what the interpreter needs to start.
+CHILD_ENV_NAMES = ("LD_LIBRARY_PATH",)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A child's bounds. `seconds`: from its start to its exit (the parent kills it past
+    that; its CPU limit is a second above, for a parent that could not); `file_bytes`: the
+    largest file it may write (0: none)."""
+
+    seconds: float
+    address_space_bytes: int = 1024 * 1024 * 1024
+    output_bytes: int = 1024 * 1024
+    file_bytes: int = 0
+
+    @property
+    def cpu_seconds(self) -> int:
+        return math.ceil(self.seconds) + 1
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The unprivileged user a child of a root server runs as."""
+
+    uid: int
+    gid: int
+
+
+class ChildFailed(Exception):
+    """The child gave no result: it ran past its time (`time`), out of its address space
+    (`memory`), returned more than its output bound (`output`), or failed (`error`)."""
+
+    def __init__(self, reason: Reason, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason: Reason = reason
+        self.detail = detail
+
+
+# ----------------------------------------------------------------------------- the parent
+
+
+def child_argv(target: str, bounds: Bounds, run_as: RunAs | None = None) -> list[str]:
+    return [
+        sys.executable,
+        "-I",  # none of the environment's PYTHON* variables, no user site, no cwd on sys.path
+        "-m",
+        __name__,
+        target,
+        str(bounds.address_space_bytes),
+        str(bounds.cpu_seconds),
+        str(bounds.output_bytes),
+        str(bounds.file_bytes),
+        f"{run_as.uid}:{run_as.gid}" if run_as is not None else "-",
+    ]
+
+
+def child_env() -> dict[str, str]:
+    env = {"LC_ALL": "C.UTF-8"}
+    env.update({name: os.environ[name] for name in CHILD_ENV_NAMES if name in os.environ})
+    return env
+
+
+def _kill(pid: int) -> None:
+    """The child and anything it started (it leads its own process group)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _judge(returncode: int, *, timed_out: bool, over: bool, stderr: bytes) -> ChildFailed | None:
+    if timed_out or returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return ChildFailed("time")
+    if over or returncode == OUTPUT_EXIT:
+        return ChildFailed("output")
+    if returncode == MEMORY_EXIT:
+        return ChildFailed("memory")
+    if returncode != 0:
+        said = stderr[-MAX_ERROR_BYTES:].decode("utf-8", "replace").strip()
+        return ChildFailed("error", f"exit {returncode}: {said}" if said else f"exit {returncode}")
+    return None
+
+
+def run_child_blocking(target: str, payload: bytes, bounds: Bounds, *, run_as: RunAs | None = None) -> bytes:
+    """FUNCTION(payload) of `target` ("module:function") in a bounded child; waits in this
+    thread. Raises ChildFailed."""
+    try:
+        proc = subprocess.Popen(
+            child_argv(target, bounds, run_as),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env(),
+            cwd="/",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ChildFailed("error", f"could not start: {exc.strerror or exc}") from None
+    timed_out = False
+    out, err = b"", b""
+    try:
+        # The child bounds what it writes (its result, a short error), so reading it whole is bounded.
+        out, err = proc.communicate(payload, timeout=bounds.seconds)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        if proc.returncode is None or timed_out:
+            _kill(proc.pid)
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:  # never wait for an end of file a grandchild could hold
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+            proc.wait()
+    returncode = proc.wait()
+    failed = _judge(returncode, timed_out=timed_out, over=len(out) > bounds.output_bytes, stderr=err)
+    if failed is not None:
+        raise failed
+    return out
+
+
+async def run_child(target: str, payload: bytes, bounds: Bounds, *, run_as: RunAs | None = None) -> bytes:
+    """`run_child_blocking` for async code: the event loop waits on the child's pipes; a
+    caller cancelled meanwhile kills it."""
+    import anyio
+    from anyio.abc import ByteReceiveStream
+
+    try:
+        proc = await anyio.open_process(
+            child_argv(target, bounds, run_as), env=child_env(), cwd="/", start_new_session=True
+        )
+    except OSError as exc:
+        raise ChildFailed("error", f"could not start: {exc.strerror or exc}") from None
+    out = bytearray()
+    err = bytearray()
+    over = False
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await proc.stdin.send(payload)
+        with contextlib.suppress(OSError):
+            await proc.stdin.aclose()
+
+    async def read(stream: ByteReceiveStream | None, into: bytearray, cap: int, kill: bool) -> None:
+        nonlocal over
+        assert stream is not None
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            async for chunk in stream:
+                into += chunk[: max(0, cap + 1 - len(into))]
+                if len(into) > cap and kill:
+                    over = True
+                    _kill(proc.pid)
+                    return
+
+    try:
+        with anyio.move_on_after(bounds.seconds) as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(feed)
+                tg.start_soon(read, proc.stdout, out, bounds.output_bytes, True)
+                tg.start_soon(read, proc.stderr, err, MAX_ERROR_BYTES, False)
+            await proc.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if proc.returncode is None:
+                _kill(proc.pid)
+            await proc.aclose()
+    returncode = proc.returncode
+    assert returncode is not None
+    failed = _judge(returncode, timed_out=deadline.cancelled_caught, over=over, stderr=bytes(err))
+    if failed is not None:
+        raise failed
+    return bytes(out)
+
+
+# ------------------------------------------------------------------------------ the child
+
+
+def _prctl(option: int, value: int) -> None:
+    """As webui.runs.procs.prctl (this module may not import the runs layer)."""
+    import ctypes
+
+    func = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if func is not None:
+        func(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+def _limit_self(address_space: int, cpu_seconds: int, file_bytes: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _become(uid: int, gid: int) -> None:
+    """That user for good (no groups, real = effective = saved ids), the import path's
+    folders still reachable (as webui.runs.child: `_hold_import_dirs`, `_reach_import_dirs`)."""
+    held: dict[int, int] = {}
+    for index, entry in enumerate(sys.path):
+        if entry and os.path.isdir(entry):
+            with contextlib.suppress(OSError):
+                held[index] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise PermissionError("could not switch to the unprivileged user")
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # no process of its own (root would ignore it)
+    moved: dict[str, str] = {}
+    for index, fd in held.items():
+        if os.access(sys.path[index], os.R_OK | os.X_OK):
+            os.close(fd)
+        else:
+            moved[sys.path[index]] = sys.path[index] = f"/proc/self/fd/{fd}"
+    # Packages imported already (`encodings`, ...) find their submodules by their own path.
+    for module in list(sys.modules.values()):
+        paths = getattr(module, "__path__", None)
+        if isinstance(paths, list):
+            paths[:] = [_moved(str(path), moved) for path in paths]
+    sys.path_importer_cache.clear()
+
+
+def _moved(path: str, moved: dict[str, str]) -> str:
+    for old, new in moved.items():
+        if path == old or path.startswith(old.rstrip("/") + "/"):
+            return new + path[len(old.rstrip("/")) :]
+    return path
+
+
+def _report(message: str, code: int) -> NoReturn:
+    sys.stderr.write(message[:MAX_ERROR_BYTES] + "\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: Sequence[str]) -> None:
+    target, address_space, cpu_seconds, output_bytes, file_bytes, user = argv[:6]
+    _limit_self(int(address_space), int(cpu_seconds), int(file_bytes))
+    module_name, _, function_name = target.partition(":")
+    try:
+        import importlib
+
+        function = getattr(importlib.import_module(module_name), function_name)
+        if user != "-":
+            uid, _, gid = user.partition(":")
+            _become(int(uid), int(gid))
+        _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid program raises it again
+        _prctl(4, 0)  # PR_SET_DUMPABLE 0: a process of the same user cannot read its memory
+        result = function(sys.stdin.buffer.read())
+        if not isinstance(result, bytes):
+            raise TypeError(f"{target} returned {type(result).__name__}, not bytes")
+    except MemoryError:
+        _report("out of memory", MEMORY_EXIT)
+    except BaseException as exc:  # the child's top level: a short, bounded report
+        try:
+            said = str(exc)[:500]
+        except BaseException:  # a message that cannot be made is left out
+            said = ""
+        _report(f"{type(exc).__name__}: {said}", ERROR_EXIT)
+    if len(result) > int(output_bytes):
+        _report(f"{len(result)} bytes of output", OUTPUT_EXIT)
+    sys.stdout.buffer.write(result)
+    sys.stdout.buffer.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
