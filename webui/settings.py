@@ -82,7 +82,8 @@ class Settings(BaseSettings):
     # Worker slots: runs executing at once (per process). A run waiting for a person or
     # for its child runs gives its slot up but keeps its worker process: those are capped
     # apart, in all and per account with an open question (past a cap, the asking run
-    # fails with `too_many_waiting`). A question nobody answers within the timeout
+    # fails with `too_many_waiting`); the last quarter of `max_waiting_runs` is kept for
+    # accounts with none waiting, one each. A question nobody answers within the timeout
     # expires and its run fails with `question_expired`.
     max_concurrent_runs: int = Field(default=8, ge=1)
     max_waiting_runs: int = Field(default=32, ge=1)

@@ -269,6 +269,7 @@ async def test_unanswered_questions_hold_no_slot_and_are_capped_per_account_and_
     asker = server.create_key("asker")
     other = server.create_key("other")
     third = server.create_key("third")
+    fourth = server.create_key("fourth")
     questions: list[tuple[str, str]] = []
     try:
         with anyio.fail_after(BOUND):
@@ -288,17 +289,22 @@ async def test_unanswered_questions_hold_no_slot_and_are_capped_per_account_and_
         assert stored[0]["status"] == "failed"
         assert server.query("select id from interactions where run_id = :r", r=over["runId"]) == []
 
-        # Another account still waits, up to the server's cap of waiting runs in all.
+        # Another account still waits, but the server's last place (a quarter of its cap) is
+        # kept for an account with none waiting; then the server's cap holds for everyone.
         with anyio.fail_after(BOUND):
-            for _ in range(WAITING_IN_ALL - WAITING_PER_ACCOUNT):
-                interaction_id, _ = await open_question(server, other)
-                questions.append((interaction_id, other))
-            full = await call(server, third, "ask", {})
+            interaction_id, _ = await open_question(server, other)
+            questions.append((interaction_id, other))
+            kept = await call(server, other, "ask", {})
+            assert kept["status"] == "failed" and kept["error"]["code"] == "too_many_waiting", kept
+            assert "kept for accounts with none waiting" in kept["error"]["message"]
+            interaction_id, _ = await open_question(server, third)
+            questions.append((interaction_id, third))
+            full = await call(server, fourth, "ask", {})
         assert full["status"] == "failed" and full["error"]["code"] == "too_many_waiting", full
         assert "STEAMHARNESS_MAX_WAITING_RUNS)" in full["error"]["message"]
         # Running is not waiting: a plain call still gets a slot.
         with anyio.fail_after(PROMPT):
-            plain = await call(server, third, "greet", {"name": "Di"}, project=HELLO)
+            plain = await call(server, fourth, "greet", {"name": "Di"}, project=HELLO)
         assert plain["status"] == "success", plain
     finally:
         with anyio.fail_after(BOUND):

@@ -100,6 +100,31 @@ class Admission:
             n += 1
         return n
 
+    def waiting_full(self, account_id: int | None, max_waiting_runs: int) -> str | None:
+        """Why one more run of `account_id` may not wait now (give its slot up and keep its
+        worker process), as the end of a sentence; None when it may. The server's cap, and
+        its last `reserved_waiting` places only for an account with no run waiting: no few
+        accounts fill them all (one pass over the live runs)."""
+        total = held = 0
+        for live in self.live.values():
+            if live.worker is None or live.slot or live.done.is_set():
+                continue
+            total += 1
+            held += live.request.account_id == account_id
+        if total >= max_waiting_runs:
+            return (
+                f"the server already has {max_waiting_runs} runs waiting for an answer or a child run"
+                " (STEAMHARNESS_MAX_WAITING_RUNS)"
+            )
+        reserved = reserved_waiting(max_waiting_runs)
+        if held and total >= max_waiting_runs - reserved:
+            return (
+                f"the server's last {reserved} of {max_waiting_runs} places for waiting runs are kept"
+                f" for accounts with none waiting, and this account has {held}"
+                " (STEAMHARNESS_MAX_WAITING_RUNS)"
+            )
+        return None
+
     def waiting_of(self, account_id: int | None) -> int:
         """Runs of `account_id` holding a worker process but no slot, for any reason."""
         return sum(
@@ -290,6 +315,13 @@ class Admission:
         """Every run waiting for a slot looks again (one was freed, or one stopped waiting)."""
         async with self._condition:
             self._condition.notify_all()
+
+
+def reserved_waiting(max_waiting_runs: int) -> int:
+    """How many of the server's places for waiting runs are kept for accounts with no run
+    waiting (one each): a quarter of them, 8 of the default 32. Filling the server then takes
+    many accounts, not the few whose per-account caps add up to it."""
+    return max_waiting_runs // 4
 
 
 def queue_limit(holding: int, queued: int) -> RunRefused:

@@ -93,11 +93,10 @@ class ChildRuns:
 
     def _check_caps(self, live: LiveRun, alias: str) -> None:
         runs = self.runs
-        if live.slot and runs.admission.waiting() >= runs.max_waiting_runs:
-            raise RelatedProjectError(
-                f"related project {alias!r}: the server already has {runs.max_waiting_runs} runs"
-                " waiting (STEAMHARNESS_MAX_WAITING_RUNS); try again later"
-            )
+        if live.slot and (
+            full := runs.admission.waiting_full(live.request.account_id, runs.max_waiting_runs)
+        ):
+            raise RelatedProjectError(f"related project {alias!r}: {full}; try again later")
         # An account's runs waiting for children count against its own cap too: chains of
         # child runs, each level a waiting run, would otherwise let one account fill the
         # server's whole cap while its open questions stay under the account's.

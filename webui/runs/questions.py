@@ -2,8 +2,9 @@
 run's slot given up and its time limit paused, answered (on any replica) or expired.
 
 A run waiting for a person keeps its worker process, so waiting runs have caps of their own
-(`max_waiting_runs` in all, `max_waiting_per_account` with an open question), and a
-question expires after `question_timeout_seconds` (the run fails, `question_expired`).
+(`max_waiting_runs` in all, its last quarter only for accounts with none waiting;
+`max_waiting_per_account` with an open question), and a question expires after
+`question_timeout_seconds` (the run fails, `question_expired`).
 """
 
 from __future__ import annotations
@@ -184,11 +185,6 @@ class RunQuestions:
         """Why this run may not wait for a person now (a waiting run keeps its worker
         process): None when it may."""
         runs = self.runs
-        if live.slot and runs.admission.waiting() >= runs.max_waiting_runs:
-            return (
-                f"The server already has {runs.max_waiting_runs} runs waiting for an answer or a"
-                " child run (STEAMHARNESS_MAX_WAITING_RUNS); this run stopped instead of waiting."
-            )
         account = live.request.account_id
         if not live.pending and runs.admission.waiting(account, asking=True) >= runs.max_waiting_per_account:
             return (
@@ -196,6 +192,8 @@ class RunQuestions:
                 " (STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT); answer or cancel one of them, then"
                 " call again."
             )
+        if live.slot and (full := runs.admission.waiting_full(account, runs.max_waiting_runs)):
+            return f"{full[0].upper()}{full[1:]}; this run stopped instead of waiting."
         return None
 
     async def open(self, live: LiveRun, rid: int, op: str, args: dict[str, Any]) -> None:
