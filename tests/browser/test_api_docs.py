@@ -1,10 +1,14 @@
 """The in-app API reference works offline and under the site's Content-Security-Policy:
 `/docs` is Swagger UI from the server's own vendored files (no CDN), started by a script
 file of ours, and Chromium renders the operations of `/openapi.json` with no CSP violation
-or other console error; the page's CSP is the one every page has."""
+or other console error; the page's CSP is the one every page has.
+
+The docs' screenshot of a project's MCP page is taken here, of the docs' first project, so
+it shows the current UI (`scripts/docs` writes it: `STEAMHARNESS_DOCS_RECORD=1`)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +23,17 @@ from tests.helpers import WAIT
 from webui.web.api_docs import SWAGGER_UI_CSS, SWAGGER_UI_JS
 from webui.web.security import CSP
 
+ROOT = Path(__file__).resolve().parents[2]
+FIRST = "5d6f2c1a-3b4e-4f70-9a8b-1c2d3e4f5a6b"
+SCREENSHOT = ROOT / "docs/images/mcp-page.png"
+ADMIN = ("demo", "browser-docs-pw-1")
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("api-docs")) as live:
+        live.add_project(ROOT / "docs/examples/first-project", FIRST)
+        live.add_user(ADMIN[0], admin=True, password=ADMIN[1])
         yield live
 
 
@@ -67,3 +78,21 @@ def test_every_page_links_to_the_documentation_and_the_api_reference(server: Liv
     expect(footer.get_by_role("link", name="API reference")).to_have_attribute("href", "/docs")
     footer.get_by_role("link", name="API reference").click()
     expect(ui.locator(".opblock-tag", has_text="mcp methods")).to_be_visible()
+
+
+def test_the_docs_screenshot_of_the_mcp_page_is_this_ui(server: LiveServer, ui: Page, tmp_path: Path) -> None:
+    ui.set_viewport_size({"width": 1200, "height": 900})
+    path = f"/projects/{FIRST}/mcp"
+    ui.goto(f"{server.base_url}/login?next={path}")
+    ui.get_by_label("Username").fill(ADMIN[0])
+    ui.get_by_label("Password").fill(ADMIN[1])
+    ui.get_by_role("button", name="Log in").click()
+    expect(ui).to_have_url(f"{server.base_url}{path}?target=latest")
+    expect(ui.get_by_text("count_words").first).to_be_visible()
+    shot = tmp_path / "mcp-page.png"
+    ui.screenshot(path=str(shot))
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    if os.environ.get("STEAMHARNESS_DOCS_RECORD") == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        SCREENSHOT.write_bytes(shot.read_bytes())
+    assert SCREENSHOT.is_file(), "the docs' screenshot is missing: run scripts/docs"
