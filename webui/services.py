@@ -24,6 +24,7 @@ from webui.files.created import prepare_dir
 from webui.files.store import FileStore
 from webui.interactions.service import InteractionService
 from webui.knowledge.embeddings import Embedder
+from webui.knowledge.gates import EmbeddingsGate, ReadSlots
 from webui.knowledge.model import Limits
 from webui.knowledge.reader import FileReader, ReadLimits
 from webui.knowledge.service import KnowledgeService
@@ -131,8 +132,20 @@ def knowledge_service(settings: Settings, engine: Engine, main: Engine, audit: A
     if settings.embeddings_url:
         key = settings.embeddings_key.get_secret_value() if settings.embeddings_key else None
         embedder = Embedder(settings.embeddings_url, key=key, model=settings.embeddings_model)
+    gate = EmbeddingsGate(
+        per_minute=settings.embeddings_requests_per_minute,
+        per_account_per_minute=settings.embeddings_requests_per_minute_per_account,
+        concurrent=settings.embeddings_max_concurrent,
+    )
     return KnowledgeService(
-        engine, audit=audit, audit_engine=main, limits=limits, embedder=embedder, reader=reader
+        engine,
+        audit=audit,
+        audit_engine=main,
+        limits=limits,
+        embedder=embedder,
+        reader=reader,
+        gate=gate,
+        reads=ReadSlots(settings.knowledge_max_reads_per_account),
     )
 
 
@@ -254,11 +267,13 @@ async def open_services(
                 tasks.spawn(replica.keep(), name=f"lease {replica_id}")
             if warm_pool:
                 tasks.spawn(_warm(pool), name="worker pool")
+            tasks.spawn(knowledge.resume_removals(), name="knowledge removals")
             yield Services(
                 settings, engine, audit, files, interactions, pool, runs, hub, configs, knowledge, replica
             )
         finally:
             await tasks.cancel_all()
+            await knowledge.close()
             await runs.shutdown()
             if replica is not None:
                 await replica.stop()

@@ -483,3 +483,24 @@ def test_the_key_scopes_page_offers_the_knowledge_scope(kb: Web) -> None:
     assert page.status_code == 200
     assert 'value="knowledge"' in page.text
     assert "Change the knowledge base of the key" in page.text
+
+
+def test_an_accounts_searches_and_exports_past_its_read_slots_are_429_with_retry_after(kb: Web) -> None:
+    """Searches and exports are heavy reads: an account running as many as it may is refused
+    the next one at once (another account is not); a slot given back is taken again."""
+    add(kb, admin(), id="tea", text="How to brew tea.")
+    reads = kb.client.app.state.services.knowledge.reads  # type: ignore[attr-defined]
+    held = [reads.take("admin") for _ in range(reads.limit)]  # the admin key's account: "admin"
+    search = kb.client.post(f"{BASE}/search", json={"query": "tea"}, headers=admin())
+    export = kb.client.get(f"{BASE}/export", headers=admin())
+    for r in (search, export):
+        assert r.status_code == 429, r.text
+        assert error(r)["code"] == "too_many_reads" and r.headers["retry-after"] == "1"
+    other = key(kb, ["runs.read"], [HELLO])
+    assert kb.client.post(f"{BASE}/search", json={"query": "tea"}, headers=other).status_code == 200
+    held.pop()()
+    assert kb.client.post(f"{BASE}/search", json={"query": "tea"}, headers=admin()).status_code == 200
+    assert kb.client.get(f"{BASE}/export", headers=admin()).status_code == 200
+    assert reads.held("admin") == reads.limit - 1  # the export gave its slot back once sent
+    for release in held:
+        release()

@@ -2,29 +2,46 @@
 indexed for ranked full-text search (webui.store.knowledge), with optional vector search where
 an embedding endpoint is configured (webui.knowledge.embeddings).
 
-Every method blocks (call it through `run_db`). Writes are one transaction each: a document
-is added or replaced with all its chunks, index rows and metadata rows, or not at all, and
-the caps of its project are counted in that transaction. Each write is audited; the event
-commits with the change when the knowledge base lives in the main store, else right after.
+The plain methods block: the command line calls them as they are, the server through
+`run_db`, and those never call the network. The `async` ones are what the server calls (a
+route, a handler's `ctx.knowledge`): each runs its database work in short `run_db` steps
+(`run`) and the embeddings endpoint between them, never inside a database thread or session,
+within the account's allowance (webui.knowledge.gates); a search and an export also hold one
+of the account's read slots.
+
+Writes are one transaction each: a document is added or replaced with all its chunks, index
+rows and metadata rows, or not at all, and the caps of its project (its vectors' bytes
+counted with its text's) are counted in that transaction. A collection is removed in steps:
+marked (hidden from every read and write from then on, and audited once), then its
+documents deleted a bounded batch a transaction with a pause between them (a waiting writer
+gets its turn), then its row; a removal cut short (a crash, a shutdown) is finished at the
+next start or by removing it again. Each write is audited; the event commits with the change
+when the knowledge base lives in the main store, else right after.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
 import struct
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
 
+import anyio
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
+from webui.blocking import DatabaseBusy, TaskSet, run_db
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
 from webui.knowledge import text as kt
-from webui.knowledge.embeddings import Embedder
+from webui.knowledge.embeddings import Embedder, batches
+from webui.knowledge.gates import EmbeddingsGate, ReadSlots
 from webui.knowledge.model import (
     MAX_PAGE,
     MAX_SEARCH_LIMIT,
@@ -49,6 +66,22 @@ IMPORT_BATCH = 100  # documents an import writes in one transaction
 # scoring each is not (BM25 over 100k matches costs ~200 ms).
 RANKED_CANDIDATES = 4000
 RRF_K = 60  # reciprocal rank fusion: score = sum 1 / (RRF_K + rank)
+# An export reads at most this many documents, or (at least one) about this much text, a step.
+EXPORT_BATCH_DOCUMENTS = 100
+EXPORT_BATCH_BYTES = 4 * 1024 * 1024
+# A removal deletes at most this many chunks (and documents) a transaction, then pauses as
+# long as the step took (at least REMOVE_PAUSE_SECONDS, at most 1 s): a writer waiting for
+# the database's lock gets it between two steps.
+REMOVE_CHUNKS = 250
+REMOVE_DOCUMENTS = 500
+REMOVE_PAUSE_SECONDS = 0.05
+REMOVE_BUSY_RETRIES = 5  # a step that finds the database busy is tried again this often
+DEFAULT_READS_PER_ACCOUNT = 4
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
+# Runs a blocking step in a database thread: `run_db`, or a run's own writer (retried while busy).
+Runner = Callable[..., Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -78,6 +111,19 @@ class _Prepared:
     digest: str
     size: int
     pieces: list[ks.ChunkRow]
+
+    @property
+    def vector_bytes(self) -> int:
+        return sum(len(p.vector) for p in self.pieces if p.vector is not None)
+
+
+class ExportCursor(NamedTuple):
+    """Where an export goes on: in `collection` (its line `started` already), after the
+    document `after` (None: from its first)."""
+
+    collection: str
+    after: str | None
+    started: bool
 
 
 _Event = tuple[AuditName, Actor, str, dict[str, Any]]
@@ -113,6 +159,7 @@ def collection_view(row: KnowledgeCollection, documents: int, chunks: int, size:
         "documents": documents,
         "chunks": chunks,
         "bytes": size,
+        "vectorBytes": row.vector_bytes,
         "createdAt": as_utc(row.created_at).isoformat(),
     }
 
@@ -130,12 +177,18 @@ class KnowledgeService:
         limits: Limits | None = None,
         embedder: Embedder | None = None,
         reader: FileReader | None = None,
+        gate: EmbeddingsGate | None = None,
+        reads: ReadSlots | None = None,
     ) -> None:
         self.engine = engine
         self.audit = audit
         self.audit_engine = audit_engine
         self.limits = limits or Limits()
         self.embedder = embedder
+        self.gate = gate or EmbeddingsGate()  # the embeddings endpoint's allowance
+        self.reads = reads or ReadSlots(DEFAULT_READS_PER_ACCOUNT)  # searches and exports at once
+        self._tasks = TaskSet()  # collection removals, finished even when their request is not
+        self._removals: dict[int, asyncio.Task[None]] = {}
         # A file's text is read by `reader.read` before the database work (a route) or, for
         # a file's bytes given to `add`, by `reader.read_blocking` (the CLI; never in run_db).
         self.reader = reader or FileReader(
@@ -207,14 +260,80 @@ class KnowledgeService:
         """The best chunks for `query`, best first, each with its document, a snippet and the
         positions of the matching words in it. `mode`: `text`, `vector`, `hybrid`, or `auto`
         (hybrid with an embedding endpoint, else text). `approximate`: more than
-        RANKED_CANDIDATES chunks matched, and only the newest of them were ranked."""
+        RANKED_CANDIDATES chunks matched, and only the newest of them were ranked.
+
+        Blocking, the query's embedding included: the command line's (the server's is
+        `search_async`)."""
+        used = self._search_mode(query, mode)
+        vector = None
+        if used in ("vector", "hybrid"):
+            assert self.embedder is not None
+            [vector] = self.embedder.embed([query])
+        return self.search_embedded(
+            project_id, query, collection=collection, filter=filter, limit=limit, mode=used, vector=vector
+        )
+
+    async def search_async(
+        self,
+        project_id: str,
+        query: str,
+        *,
+        account: str,
+        collection: str | list[str] | None = None,
+        filter: Any = None,
+        limit: int | None = None,
+        mode: str = "auto",
+        run: Runner = run_db,
+    ) -> dict[str, Any]:
+        """`search`, holding one of the account's read slots (else `too_many_reads`): the
+        query is embedded first (within the account's allowance), then searched in one
+        database step."""
+        with self.reads.holding(account):
+            used = self._search_mode(query, mode)
+            vector = None
+            if used in ("vector", "hybrid"):
+                if not query.strip():
+                    raise KnowledgeRefused("the query has no words to search for")
+                [vector] = await self._embed(account, [query])
+            return await run(
+                self.search_embedded,
+                project_id,
+                query,
+                collection=collection,
+                filter=filter,
+                limit=limit,
+                mode=used,
+                vector=vector,
+            )
+
+    def _search_mode(self, query: Any, mode: Any) -> str:
+        """The mode a search runs in (`auto` chosen), once its query and mode are checked."""
         if not isinstance(query, str):
             raise KnowledgeRefused("the query must be a string")
+        if len(query) > kt.MAX_QUERY_CHARS:
+            raise KnowledgeRefused(f"the query is longer than {kt.MAX_QUERY_CHARS} characters")
         if mode not in ("auto", "text", "vector", "hybrid"):
             raise KnowledgeRefused("mode must be auto, text, vector or hybrid")
         if mode in ("vector", "hybrid") and self.embedder is None:
             raise KnowledgeRefused(f"{mode} search needs an embedding endpoint (STEAMHARNESS_EMBEDDINGS_URL)")
-        used = ("hybrid" if self.embedder is not None else "text") if mode == "auto" else mode
+        return ("hybrid" if self.embedder is not None else "text") if mode == "auto" else mode
+
+    def search_embedded(
+        self,
+        project_id: str,
+        query: str,
+        *,
+        collection: str | list[str] | None = None,
+        filter: Any = None,
+        limit: int | None = None,
+        mode: str = "auto",
+        vector: list[float] | None = None,
+    ) -> dict[str, Any]:
+        """`search` with the query's embedding given (`vector`, for the vector and hybrid
+        modes): blocking, and no network call."""
+        used = self._search_mode(query, mode)
+        if used in ("vector", "hybrid") and vector is None:
+            raise ValueError("a vector or hybrid search needs the query's embedding")
         size = check_limit(limit, 10, MAX_SEARCH_LIMIT)
         filters = parse_filter(filter)
         names = [collection] if isinstance(collection, str) else collection
@@ -228,15 +347,22 @@ class KnowledgeService:
             searched = (
                 list(every.values()) if names is None else [every[name] for name in dict.fromkeys(names)]
             )
+            # "All of the project's chunks" is a cheaper scope, but holds a collection being removed.
+            whole = not ks.removing(s, project_id)
             # The collections of each language searched; None where that is all of them (no filter).
             groups: dict[str, list[int]] = {}
             for c in searched:
                 if c.id is not None:
                     groups.setdefault(c.language, []).append(c.id)
             by_language: dict[str, list[int] | None] = {
-                language: None if len(chosen) == len(every) else chosen for language, chosen in groups.items()
+                language: None if whole and len(chosen) == len(every) else chosen
+                for language, chosen in groups.items()
             }
-            ids = None if len(searched) == len(every) else [c.id for c in searched if c.id is not None]
+            ids = (
+                None
+                if whole and len(searched) == len(every)
+                else [c.id for c in searched if c.id is not None]
+            )
             try:
                 parsed = {
                     lang: kt.parse_query(query, lang) for lang in by_language or {kt.DEFAULT_LANGUAGE: None}
@@ -245,7 +371,7 @@ class KnowledgeService:
                 raise KnowledgeRefused(str(exc)) from None
             text_hits: list[ks.Match] = []
             approximate = False
-            if used != "vector":
+            if searched and used != "vector":  # no collection: nothing to search in
                 pool = size if used == "text" else max(size * 3, 30)
                 for lang, q in parsed.items():
                     chosen = by_language.get(lang)
@@ -258,8 +384,8 @@ class KnowledgeService:
                     )
                 text_hits.sort(key=lambda m: (-m.score, m.chunk_id))
             vector_hits: list[ks.Match] = []
-            if used in ("vector", "hybrid"):
-                vector_hits = self._vector_search(s, project_id, query, ids, filters, max(size * 3, 30))
+            if searched and vector is not None and used in ("vector", "hybrid"):
+                vector_hits = self._vector_search(s, project_id, vector, ids, filters, max(size * 3, 30))
         hits = _fuse(text_hits, vector_hits, size) if used == "hybrid" else (text_hits or vector_hits)[:size]
         return {"mode": used, "approximate": approximate, "hits": [self._hit(m, parsed) for m in hits]}
 
@@ -278,14 +404,12 @@ class KnowledgeService:
         }
 
     def _vector_search(
-        self, s: Session, project_id: str, query: str, ids: list[int] | None, filters: Any, pool: int
+        self, s: Session, project_id: str, wanted: list[float], ids: list[int] | None, filters: Any, pool: int
     ) -> list[ks.Match]:
-        """The chunks nearest to the query's embedding by cosine, compared in batches (at most
-        VECTOR_SCAN_CAP chunks; memory stays one batch)."""
+        """The chunks nearest to the query's embedding (`wanted`) by cosine, compared in
+        batches (at most VECTOR_SCAN_CAP chunks; memory stays one batch)."""
         import numpy as np
 
-        assert self.embedder is not None
-        [wanted] = self.embedder.embed([query])
         target = np.asarray(wanted, dtype=np.float32)
         norm = float(np.linalg.norm(target))
         if not norm:
@@ -310,24 +434,72 @@ class KnowledgeService:
         return [replace(found[c], score=v) for v, c in best if c in found]
 
     def export(self, project_id: str, collection: str | None = None) -> Iterator[dict[str, Any]]:
-        """JSON lines: each collection, then each of its documents with its text."""
+        """JSON lines: each collection, then each of its documents with its text. Read a
+        batch a transaction (`export_batch`): no read stays open while the lines are used."""
+        cursor: ExportCursor | None = None
+        while True:
+            lines, cursor = self.export_batch(project_id, collection, cursor)
+            yield from lines
+            if cursor is None:
+                return
+
+    def export_counts(self, project_id: str, collection: str | None = None) -> dict[str, int]:
+        """What an export starting now holds (its audit's counts); `NotFound` for an unknown
+        collection."""
+        views = self.collections(project_id)
+        if collection is not None:
+            views = [v for v in views if v["name"] == collection]
+            if not views:
+                raise NotFound(f"collection {collection!r} not found")
+        return {"collections": len(views), "documents": sum(v["documents"] for v in views)}
+
+    def export_batch(
+        self, project_id: str, collection: str | None, cursor: ExportCursor | None
+    ) -> tuple[list[dict[str, Any]], ExportCursor | None]:
+        """The export's next lines from `cursor` (None: its start), read in one short
+        transaction: at most EXPORT_BATCH_DOCUMENTS documents, and no more once about
+        EXPORT_BATCH_BYTES of text are in (at least one document); and where it goes on
+        (None: done). Collections by name, documents by id: a document added or removed
+        meanwhile is in the export or not by where it falls."""
+        lines: list[dict[str, Any]] = []
+        room, held = EXPORT_BATCH_DOCUMENTS, 0
         with Session(self.engine) as s:
             for coll, *_ in ks.collections(s, project_id):
                 if collection is not None and coll.name != collection:
                     continue
+                if cursor is not None and coll.name < cursor.collection:
+                    continue
                 assert coll.id is not None
-                yield {"type": "collection", "name": coll.name, "language": coll.language}
-                for row in ks.collection_documents(s, coll.id):
-                    assert row.id is not None
-                    yield {
+                going_on = cursor is not None and coll.name == cursor.collection and cursor.started
+                if not room or held >= EXPORT_BATCH_BYTES:
+                    return lines, ExportCursor(coll.name, None, False)
+                after = cursor.after if going_on and cursor is not None else None
+                if not going_on:
+                    lines.append({"type": "collection", "name": coll.name, "language": coll.language})
+                rows = ks.collection_documents(s, coll.id, after=after, limit=room)
+                taken: list[KnowledgeDocument] = []
+                for row in rows:
+                    if held >= EXPORT_BATCH_BYTES:
+                        break
+                    taken.append(row)
+                    held += row.size
+                bodies = ks.texts(s, [row.id for row in taken if row.id is not None])
+                lines += [
+                    {
                         "type": "document",
                         "collection": coll.name,
                         "id": row.doc_id,
                         "title": row.title,
                         "metadata": row.meta,
                         "source": row.source,
-                        "text": "".join(c.body for c in ks.chunks(s, row.id)),
+                        "text": bodies.get(row.id or 0, ""),
                     }
+                    for row in taken
+                ]
+                room -= len(taken)
+                if len(taken) < len(rows) or (rows and not room):
+                    return lines, ExportCursor(coll.name, taken[-1].doc_id, True)
+        return lines, None
 
     # ------------------------------------------------------------------ writes
 
@@ -338,7 +510,11 @@ class KnowledgeService:
         check_name(name)
         lang = self._language(language)
         with self._writing(project_id) as (s, events):
-            row = ks.collection(s, project_id, name)
+            row = ks.collection_row(s, project_id, name)
+            if row is not None and row.removing:
+                raise KnowledgeRefused(
+                    f"collection {name!r} is being removed; create it again once that is done"
+                )
             created = row is None
             if row is None:
                 self._new_collection(s, project_id, name, lang)
@@ -348,14 +524,92 @@ class KnowledgeService:
         return {**self.collection(project_id, name), "created": created}
 
     def remove_collection(self, project_id: str, name: str, *, actor: Actor) -> dict[str, Any]:
+        """Remove the collection and its documents (blocking: the command line's; the
+        server's is `remove_collection_async`), in short transactions."""
+        collection_id, documents = self.begin_removal(project_id, name, actor=actor)
+        while True:
+            started = time.monotonic()
+            if self.remove_step(project_id, collection_id):
+                return {"name": name, "removedDocuments": documents}
+            time.sleep(_pause(time.monotonic() - started))
+
+    async def remove_collection_async(self, project_id: str, name: str, *, actor: Actor) -> dict[str, Any]:
+        """Remove the collection: marked at once, then emptied by a task of this service,
+        which goes on if the caller leaves; returns once it is gone."""
+        collection_id, documents = await run_db(self.begin_removal, project_id, name, actor=actor)
+        await asyncio.shield(self._removal(project_id, collection_id))
+        return {"name": name, "removedDocuments": documents}
+
+    def begin_removal(self, project_id: str, name: str, *, actor: Actor) -> tuple[int, int]:
+        """Mark the collection as being removed (audited, once): from now on it is hidden
+        from every read and write. Returns its row id and its documents. One marked already
+        (a removal cut short, or still under way) is returned as it is."""
         check_name(name)
         with self._writing(project_id) as (s, events):
-            row = ks.collection(s, project_id, name)
+            row = ks.collection_row(s, project_id, name)
             if row is None:
                 raise NotFound(f"collection {name!r} not found")
-            removed = ks.remove_collection(s, row)
-            events.append((AuditName.KNOWLEDGE_COLLECTION_REMOVED, actor, name, {"documents": removed}))
-        return {"name": name, "removedDocuments": removed}
+            assert row.id is not None
+            if not row.removing:
+                ks.mark_removing(s, row)
+                events.append(
+                    (AuditName.KNOWLEDGE_COLLECTION_REMOVED, actor, name, {"documents": row.documents})
+                )
+            return row.id, row.documents
+
+    def remove_step(self, project_id: str, collection_id: int) -> bool:
+        """One short transaction of a removal (webui.store.knowledge.remove_batch); True once
+        the collection is gone."""
+        with self._writing(project_id) as (s, _events):
+            _, done = ks.remove_batch(s, collection_id, chunks=REMOVE_CHUNKS, documents=REMOVE_DOCUMENTS)
+        return done
+
+    def _removal(self, project_id: str, collection_id: int) -> asyncio.Task[None]:
+        """The task emptying the collection: the one under way, or a new one."""
+        task = self._removals.get(collection_id)
+        if task is None or task.done():
+            task = self._tasks.spawn(
+                self._remove_all(project_id, collection_id), name=f"knowledge removal {collection_id}"
+            )
+            self._removals[collection_id] = task
+        return task
+
+    async def _remove_all(self, project_id: str, collection_id: int) -> None:
+        try:
+            busy = 0
+            while True:
+                started = time.monotonic()
+                try:
+                    if await run_db(self.remove_step, project_id, collection_id):
+                        return
+                except DatabaseBusy:
+                    busy += 1
+                    if busy > REMOVE_BUSY_RETRIES:
+                        raise
+                    log.warning("knowledge removal %s: database busy, trying again", collection_id)
+                await anyio.sleep(_pause(time.monotonic() - started))
+        finally:
+            if self._removals.get(collection_id) is asyncio.current_task():
+                del self._removals[collection_id]
+
+    async def resume_removals(self) -> None:
+        """Finish the removals a stop cut short (the collections still marked)."""
+
+        def marked() -> list[tuple[str, int]]:
+            with Session(self.engine) as s:
+                return [(row.project_id, row.id) for row in ks.removing(s) if row.id is not None]
+
+        for project_id, collection_id in await run_db(marked):
+            try:
+                await asyncio.shield(self._removal(project_id, collection_id))
+            except Exception:
+                log.exception(
+                    "knowledge removal %s: not finished; it is tried again at the next start", collection_id
+                )
+
+    async def close(self) -> None:
+        """Stop the removals under way (each goes on at the next start)."""
+        await self._tasks.cancel_all()
 
     def add(
         self,
@@ -382,7 +636,52 @@ class KnowledgeService:
 
     def add_many(self, project_id: str, items: list[NewDocument], *, actor: Actor) -> list[dict[str, Any]]:
         """Several documents in one transaction: all are written or none (the first refusal
-        is raised, naming its document's position when there are several)."""
+        is raised, naming its document's position when there are several). Blocking, the
+        embeddings included: the command line's (the server's is `add_many_async`)."""
+        return _drive(self._add_steps(project_id, items, actor=actor), self._embed_blocking)
+
+    async def add_many_async(
+        self, project_id: str, items: list[NewDocument], *, actor: Actor, account: str, run: Runner = run_db
+    ) -> list[dict[str, Any]]:
+        """`add_many`: read and chunked in one database step, embedded (within the account's
+        allowance) outside any, written in another."""
+        prepared = await run(self.prepare_many, project_id, items)
+        texts = _texts(prepared)
+        if self.embedder is not None and texts:
+            prepared = _with_vectors(prepared, await self._embed(account, texts))
+        return await run(self.write_many, project_id, prepared, actor=actor)
+
+    async def add_async(
+        self,
+        project_id: str,
+        collection: str,
+        *,
+        actor: Actor,
+        account: str,
+        text: str | None = None,
+        file: FileText | None = None,
+        doc_id: str | None = None,
+        title: str | None = None,
+        metadata: Any = None,
+        run: Runner = run_db,
+    ) -> dict[str, Any]:
+        """`add` of a text, or of a file read already (`self.reader.read`), for the server."""
+        item = NewDocument(collection, text, None, None, doc_id, title, metadata, file=file)
+        return (await self.add_many_async(project_id, [item], actor=actor, account=account, run=run))[0]
+
+    def _add_steps(
+        self, project_id: str, items: list[NewDocument], *, actor: Actor
+    ) -> Generator[list[str], list[list[float]], list[dict[str, Any]]]:
+        """`add_many` as steps: yields the texts to embed (when there is an endpoint) and is
+        sent their embeddings; holds no session across a yield."""
+        prepared = self.prepare_many(project_id, items)
+        texts = _texts(prepared)
+        if self.embedder is not None and texts:
+            prepared = _with_vectors(prepared, (yield texts))
+        return self.write_many(project_id, prepared, actor=actor)
+
+    def prepare_many(self, project_id: str, items: list[NewDocument]) -> list[_Prepared]:
+        """Each document read, checked and chunked (no embeddings yet, nothing written)."""
         languages: dict[str, str] = {}
         prepared: list[_Prepared] = []
         for number, item in enumerate(items, start=1):
@@ -394,6 +693,10 @@ class KnowledgeService:
             except KnowledgeRefused as exc:
                 message = exc.message if len(items) == 1 else f"document {number}: {exc.message}"
                 raise KnowledgeRefused(message) from None
+        return prepared
+
+    def write_many(self, project_id: str, prepared: list[_Prepared], *, actor: Actor) -> list[dict[str, Any]]:
+        """The documents prepared (and embedded), written in one transaction."""
         with self._writing(project_id) as (s, events):
             batch = _Batch(s, project_id, [p.doc_id for p in prepared])
             done = [self._write(batch, events, actor, p) for p in prepared]
@@ -433,7 +736,7 @@ class KnowledgeService:
             source=source,
             digest=hashlib.sha256(body.encode()).hexdigest(),
             size=len(body.encode()),
-            pieces=self._embedded(pieces),
+            pieces=pieces,
         )
 
     def _write(self, batch: _Batch, events: list[_Event], actor: Actor, p: _Prepared) -> dict[str, Any]:
@@ -451,6 +754,11 @@ class KnowledgeService:
         if row is not None and row.collection_id != coll.id:
             other = s.get(KnowledgeCollection, row.collection_id)
             where = other.name if other else "?"
+            if other is not None and other.removing:
+                raise KnowledgeRefused(
+                    f"document {p.doc_id!r} is in collection {where!r}, which is being removed;"
+                    " add it again once that is done"
+                )
             raise KnowledgeRefused(f"document {p.doc_id!r} is in collection {where!r}; remove it there first")
         if row is not None and row.digest == p.digest:
             if row.title == p.title and row.meta == p.meta:
@@ -462,11 +770,12 @@ class KnowledgeService:
             ks.set_meta(s, row, p.pairs)
             status = "updated"
         else:
-            self._check_caps(batch.usage, row, p.size, len(p.pieces))
+            old_vectors = ks.vector_bytes(s, row.id) if row is not None and row.id is not None else 0
+            self._check_caps(batch.usage, row, old_vectors, p)
             created_at = row.created_at if row is not None else utcnow()
             if row is not None:
                 ks.remove_document(s, row)
-                batch.counted(row, -1)
+                batch.counted(row, -1, old_vectors)
             status = "replaced" if row is not None else "added"
             row = KnowledgeDocument(
                 project_id=project_id,
@@ -481,7 +790,7 @@ class KnowledgeService:
                 created_at=created_at,
             )
             ks.add_document(s, row, p.pieces, p.pairs)
-            batch.counted(row, 1)
+            batch.counted(row, 1, p.vector_bytes)
             batch.docs[p.doc_id] = row
         details = {"collection": p.collection, "document": p.doc_id, "bytes": p.size, "chunks": len(p.pieces)}
         events.append((_EVENTS[status], actor, p.doc_id, details))
@@ -494,8 +803,9 @@ class KnowledgeService:
             if row is None:
                 return False
             coll = s.get(KnowledgeCollection, row.collection_id)
+            vectors = ks.vector_bytes(s, row.id) if row.id is not None else 0
             ks.remove_document(s, row)
-            ks.count(s, row.collection_id, -1, -row.chunks, -row.size)
+            ks.count(s, row.collection_id, -1, -row.chunks, -row.size, -vectors)
             details = {"collection": coll.name if coll else None, "document": doc_id}
             events.append((AuditName.KNOWLEDGE_DOCUMENT_REMOVED, actor, doc_id, details))
         return True
@@ -503,19 +813,41 @@ class KnowledgeService:
     def import_lines(self, project_id: str, lines: Iterable[Any], *, actor: Actor) -> dict[str, Any]:
         """Apply an export: collections are created, documents added or replaced by id, in
         transactions of IMPORT_BATCH documents. Stops at the first line it cannot use, naming
-        it; what came before it stays."""
+        it; what came before it stays. Blocking, the embeddings included: the command line's
+        (the server's is `import_async`)."""
+        return _drive(self._import_steps(project_id, lines, actor=actor), self._embed_blocking)
+
+    async def import_async(
+        self, project_id: str, lines: Iterable[Any], *, actor: Actor, account: str
+    ) -> dict[str, Any]:
+        """`import_lines` in database steps (each batch read and written in its own), its
+        embeddings fetched between them, outside any."""
+        steps = self._import_steps(project_id, lines, actor=actor)
+        vectors: list[list[float]] | None = None
+        try:
+            while True:
+                done, value = await run_db(_step, steps, vectors)
+                if done:
+                    return cast(dict[str, Any], value)
+                vectors = await self._embed(account, cast(list[str], value))
+        finally:
+            steps.close()
+
+    def _import_steps(
+        self, project_id: str, lines: Iterable[Any], *, actor: Actor
+    ) -> Generator[list[str], list[list[float]], dict[str, Any]]:
         counts = {"collections": 0, "added": 0, "replaced": 0, "updated": 0, "unchanged": 0}
         batch: list[tuple[int, NewDocument]] = []
         seen: set[str] = set()  # the collection lines already applied
 
-        def flush() -> None:
+        def flush() -> Generator[list[str], list[list[float]], None]:
             try:
-                done = self.add_many(project_id, [item for _, item in batch], actor=actor)
+                done = yield from self._add_steps(project_id, [item for _, item in batch], actor=actor)
             except (KnowledgeRefused, KnowledgeFull):
                 done = []
                 for number, item in batch:  # again one by one: the lines before the bad one stay
                     try:
-                        done.append(self.add_many(project_id, [item], actor=actor)[0])
+                        done.append((yield from self._add_steps(project_id, [item], actor=actor))[0])
                     except (KnowledgeRefused, KnowledgeFull) as exc:
                         raise type(exc)(f"line {number}: {exc.message}", **_cap_args(exc)) from None
             for view in done:
@@ -532,7 +864,7 @@ class KnowledgeService:
             if batch and (
                 not shaped or line["type"] == "collection" or not isinstance(line.get("text"), str)
             ):
-                flush()  # what came before this line is written first
+                yield from flush()  # what came before this line is written first
             if not shaped:
                 raise KnowledgeRefused(f'{where}: expected an object with "type": "collection" or "document"')
             if line["type"] == "collection":
@@ -557,9 +889,9 @@ class KnowledgeService:
             )
             batch.append((number, item))
             if len(batch) >= IMPORT_BATCH:
-                flush()
+                yield from flush()
         if batch:
-            flush()
+            yield from flush()
         return counts
 
     # ------------------------------------------------------------------ helpers
@@ -602,23 +934,31 @@ class KnowledgeService:
             raise KnowledgeRefused(f"{source}: its text is larger than {limits.max_document_bytes} bytes")
         return source, body, found_title
 
-    def _embedded(self, pieces: list[ks.ChunkRow]) -> list[ks.ChunkRow]:
-        if self.embedder is None or not pieces:
-            return pieces
-        vectors = self.embedder.embed([p.body for p in pieces])
-        return [
-            ks.ChunkRow(p.start, p.end, p.body, p.terms, pack_vector(v))
-            for p, v in zip(pieces, vectors, strict=True)
-        ]
+    def _embed_blocking(self, texts: list[str]) -> list[list[float]]:
+        assert self.embedder is not None
+        return self.embedder.embed(texts)
 
-    def _check_caps(self, used: ks.Usage, replaced: KnowledgeDocument | None, size: int, chunks: int) -> None:
+    async def _embed(self, account: str, texts: list[str]) -> list[list[float]]:
+        """The texts' embeddings, paid from the account's (and the server's) allowance, one
+        of the server's requests in flight at a time; never inside a database thread."""
+        assert self.embedder is not None
+        self.gate.admit(account, batches(len(texts)))
+        async with self.gate.in_flight():
+            return await self.embedder.embed_async(texts)
+
+    def _check_caps(
+        self, used: ks.Usage, replaced: KnowledgeDocument | None, replaced_vectors: int, p: _Prepared
+    ) -> None:
+        """The project's caps, with `p` in place of `replaced`: bytes count the text's and
+        the stored vectors'."""
         docs = used.documents + (0 if replaced else 1)
-        total = used.size + size - (replaced.size if replaced else 0)
-        pieces = used.chunks + chunks - (replaced.chunks if replaced else 0)
+        total = used.size + used.vector_bytes + p.size + p.vector_bytes
+        total -= (replaced.size + replaced_vectors) if replaced else 0
+        pieces = used.chunks + len(p.pieces) - (replaced.chunks if replaced else 0)
         limits = self.limits
         for cap, value, what in (
             (limits.max_documents, docs, "documents"),
-            (limits.max_bytes, total, "bytes of text"),
+            (limits.max_bytes, total, "bytes (text and vectors)"),
             (limits.max_chunks, pieces, "chunks"),
         ):
             if cap and value > cap:
@@ -655,29 +995,35 @@ class _Batch:
         self.project_id = project_id
         self.colls: dict[str, KnowledgeCollection | None] = {}
         self.docs = ks.documents_by_id(s, project_id, doc_ids)
-        used = ks.usage(s, project_id)
-        self.usage = ks.Usage(used.documents, used.size, used.chunks)
+        self.usage = ks.usage(s, project_id)
         self._deltas: dict[int, list[int]] = {}
 
     def collection(self, name: str) -> KnowledgeCollection | None:
         if name not in self.colls:
-            self.colls[name] = ks.collection(self.s, self.project_id, name)
+            row = ks.collection_row(self.s, self.project_id, name)
+            if row is not None and row.removing:
+                raise KnowledgeRefused(
+                    f"collection {name!r} is being removed; add to it again once that is done"
+                )
+            self.colls[name] = row
         return self.colls[name]
 
-    def counted(self, row: KnowledgeDocument, sign: int) -> None:
-        delta = self._deltas.setdefault(row.collection_id, [0, 0, 0])
+    def counted(self, row: KnowledgeDocument, sign: int, vectors: int) -> None:
+        delta = self._deltas.setdefault(row.collection_id, [0, 0, 0, 0])
         delta[0] += sign
         delta[1] += sign * row.chunks
         delta[2] += sign * row.size
+        delta[3] += sign * vectors
         self.usage = ks.Usage(
             self.usage.documents + sign,
             self.usage.size + sign * row.size,
             self.usage.chunks + sign * row.chunks,
+            self.usage.vector_bytes + sign * vectors,
         )
 
     def count(self) -> None:
-        for collection_id, (documents, chunks, size) in self._deltas.items():
-            ks.count(self.s, collection_id, documents, chunks, size)
+        for collection_id, (documents, chunks, size, vectors) in self._deltas.items():
+            ks.count(self.s, collection_id, documents, chunks, size, vectors)
 
 
 def _fields(project_id: str, actor: Actor, target: str, details: dict[str, Any]) -> dict[str, Any]:
@@ -699,6 +1045,54 @@ def _cap_args(exc: Exception) -> dict[str, Any]:
 
 def pack_vector(values: list[float]) -> bytes:
     return struct.pack(f"<{len(values)}f", *values)
+
+
+def _texts(prepared: list[_Prepared]) -> list[str]:
+    return [p.body for item in prepared for p in item.pieces]
+
+
+def _with_vectors(prepared: list[_Prepared], vectors: list[list[float]]) -> list[_Prepared]:
+    """The documents with their chunks' embeddings (in the order of `_texts`)."""
+    left = iter(vectors)
+    out = [
+        replace(
+            item,
+            pieces=[
+                ks.ChunkRow(p.start, p.end, p.body, p.terms, pack_vector(next(left))) for p in item.pieces
+            ],
+        )
+        for item in prepared
+    ]
+    if next(left, None) is not None:
+        raise ValueError("more embeddings than texts")
+    return out
+
+
+def _drive(
+    steps: Generator[list[str], list[list[float]], T], embed: Callable[[list[str]], list[list[float]]]
+) -> T:
+    """Run steps to their end here, embedding what they ask with `embed` (blocking)."""
+    try:
+        texts = next(steps)
+        while True:
+            texts = steps.send(embed(texts))
+    except StopIteration as stop:
+        return cast(T, stop.value)
+
+
+def _step(
+    steps: Generator[list[str], list[list[float]], Any], sent: list[list[float]] | None
+) -> tuple[bool, Any]:
+    """One step (in a database thread): (False, texts to embed) or (True, the result)."""
+    try:
+        return False, next(steps) if sent is None else steps.send(sent)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def _pause(took: float) -> float:
+    """The pause after a removal step that took `took` seconds."""
+    return min(max(took, REMOVE_PAUSE_SECONDS), 1.0)
 
 
 def _fuse(text_hits: list[ks.Match], vector_hits: list[ks.Match], size: int) -> list[ks.Match]:

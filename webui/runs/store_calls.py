@@ -1,13 +1,17 @@
 """The worker's calls answered at once from the server's stores: `kv.*`, `values.*`,
 `knowledge.*`, a related project's `related.kv.get` / `related.values.get` /
-`related.knowledge.search|get`, and `files.create`."""
+`related.knowledge.search|get`, and `files.create`.
+
+The knowledge calls (`answer_knowledge`) are awaited: a search or an add fetches its embeddings
+outside any database thread, between its database steps (each one of the run's writes,
+`run`), within the allowance of the account that started the run (webui.knowledge.gates)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -17,7 +21,7 @@ from webui.blocking import DatabaseBusy
 from webui.errors import SteamharnessError
 from webui.files.store import FileStore, output_view, worker_view
 from webui.knowledge.model import Actor
-from webui.knowledge.service import KnowledgeService
+from webui.knowledge.service import KnowledgeService, Runner
 from webui.runs.live import LiveRun
 from webui.runs.pool import Worker
 from webui.runs.related import RelatedTarget
@@ -99,19 +103,12 @@ class StoreCalls:
         if family == "related":
             # ctx.related[alias].kv / .values: the related project's stores, read-only
             store, _, verb = verb.partition(".")
-            if store == "knowledge" and verb in ("search", "get"):
-                target = resolve_related(live, str(args.get("alias")))
-                return self._knowledge(live, target.project.id, verb, args, writable=False)
             if store in stores and verb == "get":
                 target = resolve_related(live, str(args.get("alias")))
                 engine, table = stores[store]
                 key = str(args.get("key"))
                 found, value = kv_store.get_value(engine, table, project_id=target.project.id, key=key)
                 return {"found": found, "value": value}
-        if family == "knowledge":
-            return self._knowledge(
-                live, project_id, verb, args, writable=live.request.entrypoint.knowledge_write
-            )
         if family in stores:
             engine, table = stores[family]
             key = str(args.get("key"))
@@ -125,25 +122,47 @@ class StoreCalls:
                 return kv_store.delete_value(engine, table, project_id=project_id, key=key)
         raise SteamharnessError(f"unknown operation {op!r}")
 
-    def _knowledge(
-        self, live: LiveRun, project_id: str, verb: str, args: dict[str, Any], *, writable: bool
+    @staticmethod
+    def is_knowledge(op: str) -> bool:
+        """Whether `op` is a knowledge call (answered by `answer_knowledge`, awaited)."""
+        return op.startswith("knowledge.") or op.startswith("related.knowledge.")
+
+    async def answer_knowledge(
+        self, live: LiveRun, op: str, args: dict[str, Any], run: Callable[..., Awaitable[Any]]
     ) -> Any:
         """ctx.knowledge (and a related project's, read-only): search and get; add and
-        remove where the entrypoint declares `"knowledge": "write"`."""
+        remove where the entrypoint declares `"knowledge": "write"`. `run` runs a blocking
+        step as one of the run's writes."""
+        if op.startswith("related."):
+            verb = op.removeprefix("related.knowledge.")
+            if verb not in ("search", "get"):
+                raise SteamharnessError(f"unknown operation {op!r}")
+            target = await run(resolve_related, live, str(args.get("alias")))
+            return await self._knowledge(live, target.project.id, verb, args, run, writable=False)
+        verb = op.removeprefix("knowledge.")
+        writable = live.request.entrypoint.knowledge_write
+        return await self._knowledge(live, live.request.project.id, verb, args, run, writable=writable)
+
+    async def _knowledge(
+        self, live: LiveRun, project_id: str, verb: str, args: dict[str, Any], run: Runner, *, writable: bool
+    ) -> Any:
         kb = self.knowledge
         if kb is None:
             raise SteamharnessError("this server has no knowledge base")
+        account = live.request.actor or "local"  # whose allowance the run's embeddings use
         if verb == "search":
-            return kb.search(
+            return await kb.search_async(
                 project_id,
                 args.get("query"),  # type: ignore[arg-type]
+                account=account,
                 collection=args.get("collection"),
                 filter=args.get("filter"),
                 limit=args.get("limit"),
                 mode=str(args.get("mode") or "auto"),
+                run=run,
             )
         if verb == "get":
-            return kb.get(project_id, args.get("id"))  # type: ignore[arg-type]
+            return await run(kb.get, project_id, args.get("id"))
         if verb in ("add", "remove"):
             if not writable:
                 raise SteamharnessError(
@@ -152,15 +171,17 @@ class StoreCalls:
                 )
             actor = Actor(actor=live.request.actor or "run", source="run", run_id=live.run_id)
             if verb == "remove":
-                return kb.remove(project_id, args.get("id"), actor=actor)  # type: ignore[arg-type]
-            return kb.add(
+                return await run(kb.remove, project_id, args.get("id"), actor=actor)
+            return await kb.add_async(
                 project_id,
                 args.get("collection"),  # type: ignore[arg-type]
                 actor=actor,
+                account=account,
                 text=args.get("text"),
                 doc_id=args.get("id"),
                 title=args.get("title"),
                 metadata=args.get("metadata"),
+                run=run,
             )
         raise SteamharnessError(f"unknown operation knowledge.{verb}")
 

@@ -6,6 +6,7 @@ stores (webui.runs.store_calls)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any, TextIO
@@ -323,6 +324,10 @@ class WorkerLoop:
                 return
             if op == "files.create":
                 result = await self.runs.write(live, self.calls.create_file, live, worker, args)
+            elif self.calls.is_knowledge(op):
+                result = await self.calls.answer_knowledge(
+                    live, op, args, functools.partial(self.runs.write, live)
+                )
             else:
                 result = await self.runs.write(live, self.calls.serve, live, op, args)
         except SteamharnessError as exc:

@@ -46,6 +46,7 @@ class Usage:
     documents: int
     size: int
     chunks: int
+    vector_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,13 @@ def begin_write(s: Session, project_id: str) -> None:
 
 
 def collection(s: Session, project_id: str, name: str) -> KnowledgeCollection | None:
+    """The collection named, unless it is being removed."""
+    row = collection_row(s, project_id, name)
+    return None if row is None or row.removing else row
+
+
+def collection_row(s: Session, project_id: str, name: str) -> KnowledgeCollection | None:
+    """The collection named, even one being removed (its name is not free yet)."""
     query = select(KnowledgeCollection).where(
         KnowledgeCollection.project_id == project_id, KnowledgeCollection.name == name
     )
@@ -108,13 +116,28 @@ def collection(s: Session, project_id: str, name: str) -> KnowledgeCollection | 
 
 
 def collections(s: Session, project_id: str) -> list[tuple[KnowledgeCollection, int, int, int]]:
-    """Each collection with its documents, chunks and bytes, by name."""
+    """Each collection with its documents, chunks and bytes, by name (none being removed)."""
     rows = s.exec(
         select(KnowledgeCollection)
-        .where(KnowledgeCollection.project_id == project_id)
+        .where(KnowledgeCollection.project_id == project_id, col(KnowledgeCollection.removing).is_(False))
         .order_by(col(KnowledgeCollection.name))
     ).all()
     return [(row, row.documents, row.chunks, row.size) for row in rows]
+
+
+def removing(s: Session, project_id: str | None = None) -> list[KnowledgeCollection]:
+    """The collections being removed (of the project; of every project with None)."""
+    query = select(KnowledgeCollection).where(col(KnowledgeCollection.removing).is_(True))
+    if project_id is not None:
+        query = query.where(KnowledgeCollection.project_id == project_id)
+    return list(s.exec(query.order_by(col(KnowledgeCollection.id))).all())
+
+
+def _hidden(project_id: str) -> Any:
+    """The ids of the project's collections being removed (their documents are not shown)."""
+    return select(KnowledgeCollection.id).where(
+        KnowledgeCollection.project_id == project_id, col(KnowledgeCollection.removing).is_(True)
+    )
 
 
 def add_collection(s: Session, project_id: str, name: str, language: str) -> KnowledgeCollection:
@@ -125,30 +148,51 @@ def add_collection(s: Session, project_id: str, name: str, language: str) -> Kno
 
 
 def usage(s: Session, project_id: str) -> Usage:
-    n, size, chunks = s.exec(
+    """What the project's knowledge base holds, collections being removed included (they
+    hold it until they are gone)."""
+    n, size, chunks, vectors = s.exec(
         select(
             func.coalesce(func.sum(KnowledgeCollection.documents), 0),
             func.coalesce(func.sum(KnowledgeCollection.size), 0),
             func.coalesce(func.sum(KnowledgeCollection.chunks), 0),
+            func.coalesce(func.sum(KnowledgeCollection.vector_bytes), 0),
         ).where(KnowledgeCollection.project_id == project_id)
     ).one()
-    return Usage(int(n), int(size), int(chunks))
+    return Usage(int(n), int(size), int(chunks), int(vectors))
 
 
-def count(s: Session, collection_id: int, documents: int, chunks: int, size: int) -> None:
+def count(
+    s: Session, collection_id: int, documents: int, chunks: int, size: int, vector_bytes: int = 0
+) -> None:
     table = _COLLECTIONS
     s.connection().execute(
         update(table)
         .where(table.c.id == collection_id)
         .values(
-            documents=table.c.documents + documents, chunks=table.c.chunks + chunks, size=table.c.size + size
+            documents=table.c.documents + documents,
+            chunks=table.c.chunks + chunks,
+            size=table.c.size + size,
+            vector_bytes=table.c.vector_bytes + vector_bytes,
         )
     )
 
 
+def vector_bytes(s: Session, document_id: int) -> int:
+    """The bytes of the document's stored vectors."""
+    found = s.connection().execute(
+        select(func.coalesce(func.sum(func.length(_CHUNKS.c.vector)), 0)).where(
+            _CHUNKS.c.document_id == document_id, _CHUNKS.c.vector.is_not(None)
+        )
+    )
+    return int(found.scalar_one())
+
+
 def document(s: Session, project_id: str, doc_id: str) -> KnowledgeDocument | None:
+    """The document, unless its collection is being removed."""
     query = select(KnowledgeDocument).where(
-        KnowledgeDocument.project_id == project_id, KnowledgeDocument.doc_id == doc_id
+        KnowledgeDocument.project_id == project_id,
+        KnowledgeDocument.doc_id == doc_id,
+        col(KnowledgeDocument.collection_id).not_in(_hidden(project_id)),
     )
     return s.exec(query).first()
 
@@ -174,10 +218,12 @@ def documents(
     after: str | None,
     limit: int,
 ) -> list[KnowledgeDocument]:
-    """A page of documents by id, after `after`."""
+    """A page of documents by id, after `after` (none of a collection being removed)."""
     query = select(KnowledgeDocument).where(KnowledgeDocument.project_id == project_id)
     if collection_id is not None:
         query = query.where(KnowledgeDocument.collection_id == collection_id)
+    else:
+        query = query.where(col(KnowledgeDocument.collection_id).not_in(_hidden(project_id)))
     for key, values in filters:
         having = select(KnowledgeMeta.document_id).where(
             KnowledgeMeta.key == key, col(KnowledgeMeta.value).in_(list(values))
@@ -188,14 +234,37 @@ def documents(
     return list(s.exec(query.order_by(col(KnowledgeDocument.doc_id)).limit(limit)).all())
 
 
-def collection_documents(s: Session, collection_id: int) -> list[KnowledgeDocument]:
+def collection_documents(
+    s: Session, collection_id: int, *, after: str | None = None, limit: int | None = None
+) -> list[KnowledgeDocument]:
+    """The collection's documents by id, after `after`, at most `limit`."""
     query = select(KnowledgeDocument).where(KnowledgeDocument.collection_id == collection_id)
-    return list(s.exec(query.order_by(col(KnowledgeDocument.doc_id))).all())
+    if after is not None:
+        query = query.where(KnowledgeDocument.doc_id > after)
+    query = query.order_by(col(KnowledgeDocument.doc_id))
+    if limit is not None:
+        query = query.limit(limit)
+    return list(s.exec(query).all())
 
 
 def chunks(s: Session, document_id: int) -> list[KnowledgeChunk]:
     query = select(KnowledgeChunk).where(KnowledgeChunk.document_id == document_id)
     return list(s.exec(query.order_by(col(KnowledgeChunk.position))).all())
+
+
+def texts(s: Session, document_ids: Sequence[int]) -> dict[int, str]:
+    """The text of each document named (its chunks in order), in one query."""
+    if not document_ids:
+        return {}
+    rows = s.connection().execute(
+        select(_CHUNKS.c.document_id, _CHUNKS.c.body)
+        .where(_CHUNKS.c.document_id.in_(list(document_ids)))
+        .order_by(_CHUNKS.c.document_id, _CHUNKS.c.position)
+    )
+    pieces: dict[int, list[str]] = {int(i): [] for i in document_ids}
+    for document_id, body in rows:
+        pieces[int(document_id)].append(body)
+    return {i: "".join(parts) for i, parts in pieces.items()}
 
 
 def _token(kind: str, *parts: str) -> str:
@@ -322,23 +391,67 @@ def remove_document(s: Session, row: KnowledgeDocument) -> None:
         s.expunge(row)
 
 
-def remove_collection(s: Session, row: KnowledgeCollection) -> int:
-    assert row.id is not None
+def mark_removing(s: Session, row: KnowledgeCollection) -> None:
+    """From now on the collection is hidden from every read and write; its name is not free
+    until `remove_batch` has removed its row."""
+    s.connection().execute(update(_COLLECTIONS).where(_COLLECTIONS.c.id == row.id).values(removing=True))
+
+
+def remove_batch(s: Session, collection_id: int, *, chunks: int, documents: int) -> tuple[int, bool]:
+    """One bounded step of removing a collection marked so: its first documents (by row id)
+    holding at most `chunks` chunks together and at most `documents` of them, with their
+    chunks, index rows and metadata; a document of more chunks than that loses `chunks` of
+    them a step until it goes. Once none is left, the collection's row. Returns (documents
+    removed, whether the collection is gone)."""
     conn = s.connection()
+    docs = conn.execute(
+        select(_DOCUMENTS.c.id, _DOCUMENTS.c.chunks)
+        .where(_DOCUMENTS.c.collection_id == collection_id)
+        .order_by(_DOCUMENTS.c.id)
+        .limit(documents)
+    ).all()
+    if not docs:
+        conn.execute(delete(_COLLECTIONS).where(_COLLECTIONS.c.id == collection_id))
+        return 0, True
     column = "chunk_id" if conn.dialect.name == "postgresql" else "rowid"
-    docs = select(_DOCUMENTS.c.id).where(_DOCUMENTS.c.collection_id == row.id)
-    removed = int(conn.execute(select(func.count()).select_from(docs.subquery())).scalar_one())
-    in_collection = (
-        "SELECT c.id FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id"
-        " WHERE d.collection_id = :c"
+    first, held = int(docs[0][0]), int(docs[0][1])
+    if held > chunks:  # a large document: a slice of its chunks this step
+        ids = list(
+            conn.execute(
+                select(_CHUNKS.c.id)
+                .where(_CHUNKS.c.document_id == first)
+                .order_by(_CHUNKS.c.id)
+                .limit(chunks)
+            ).scalars()
+        )
+        if ids:
+            ids_param = bindparam("ids", expanding=True)
+            conn.execute(
+                text(f"DELETE FROM knowledge_fts WHERE {column} IN :ids").bindparams(ids_param), {"ids": ids}
+            )
+            conn.execute(delete(_CHUNKS).where(_CHUNKS.c.id.in_(ids)))
+        if len(ids) == chunks:
+            return 0, False
+        taken = [first]
+    else:
+        taken, total = [], 0
+        for doc, n in docs:
+            if taken and total + int(n) > chunks:
+                break
+            taken.append(int(doc))
+            total += int(n)
+    ids_param = bindparam("docs", expanding=True)
+    conn.execute(
+        text(
+            f"DELETE FROM knowledge_fts WHERE {column} IN"
+            " (SELECT id FROM knowledge_chunks WHERE document_id IN :docs)"
+        ).bindparams(ids_param),
+        {"docs": taken},
     )
-    conn.execute(text(f"DELETE FROM knowledge_fts WHERE {column} IN ({in_collection})"), {"c": row.id})
-    conn.execute(delete(_CHUNKS).where(_CHUNKS.c.document_id.in_(docs)))
-    conn.execute(delete(_META).where(_META.c.document_id.in_(docs)))
-    conn.execute(delete(_DOCUMENTS).where(_DOCUMENTS.c.collection_id == row.id))
-    s.delete(row)
-    s.flush()
-    return removed
+    conn.execute(delete(_CHUNKS).where(_CHUNKS.c.document_id.in_(taken)))
+    conn.execute(delete(_META).where(_META.c.document_id.in_(taken)))
+    conn.execute(delete(_DOCUMENTS).where(_DOCUMENTS.c.id.in_(taken)))
+    return len(taken), False
 
 
 _JOINS = (

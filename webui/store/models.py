@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text, false
 from sqlmodel import Field, SQLModel
 
 # A 64-bit integer (file sizes, the ids of tables that grow with every event): BIGINT on
@@ -427,11 +427,16 @@ class KnowledgeCollection(SQLModel, table=True):
     project_id: str
     name: str
     language: str
-    # Its documents, their chunks and bytes of text, kept by every write (the caps count them).
+    # Its documents, their chunks, bytes of text and of vectors, kept by every write (the
+    # caps count them).
     documents: int = 0
     chunks: int = 0
     size: int = Field(default=0, sa_type=BIG_INT)
     created_at: datetime = Field(default_factory=utcnow)
+    vector_bytes: int = Field(default=0, sa_type=BIG_INT, sa_column_kwargs={"server_default": "0"})
+    # Being removed (webui.knowledge.service): hidden from every read and write while its
+    # documents are deleted in short batches, then the row itself.
+    removing: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class KnowledgeDocument(SQLModel, table=True):

@@ -25,22 +25,29 @@ who may not read the project gets 404, as for an unknown project; a reader who m
 write gets 403. Who is asking is decided before a byte of the body is read; JSON bodies go
 through the strict reader, and every body is bounded by the guard: a document's (JSON, multipart)
 and an import by `STEAMHARNESS_MAX_FILE_BYTES` plus 1 MiB, every other by
-`STEAMHARNESS_MAX_BODY_BYTES`; a file by `STEAMHARNESS_MAX_FILE_BYTES`. An uploaded file is
+`STEAMHARNESS_MAX_BODY_BYTES`; a file by `STEAMHARNESS_MAX_FILE_BYTES`.
+
+Searches and exports are heavy reads: one account runs at most
+`STEAMHARNESS_KNOWLEDGE_MAX_READS_PER_ACCOUNT` at once (the next is `too_many_reads`, 429
+with Retry-After); an export holds its slot until it is downloaded. An export is streamed,
+read a bounded batch a short database step (nothing is spooled), and audited as it starts.
+Embeddings are fetched outside any database step, within the endpoint's allowance
+(`embeddings_throttled`, 429 with Retry-After; webui.knowledge.gates). An uploaded file is
 read (webui.knowledge.reader: a bounded child, a few at once per account) before any database work.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.datastructures import UploadFile
+from starlette.types import Receive, Scope, Send
 
 from webui.audit.events import AuditName
 from webui.auth.keys import AuthError, Forbidden, Principal
@@ -48,6 +55,8 @@ from webui.blocking import run_db
 from webui.errors import InvalidRequest, KnowledgeRefused, NotFound
 from webui.files.store import FileTooLarge
 from webui.knowledge.model import DOC_ID_RE, MAX_PAGE, NAME_RE, Actor, check_name
+from webui.knowledge.service import ExportCursor, KnowledgeService
+from webui.parse_threads import run_parse
 from webui.services import Services
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
 from webui.web.json_body import json_object, parse_json
@@ -58,8 +67,6 @@ NDJSON = "application/x-ndjson"
 FORM_OVERHEAD = 64 * 1024  # a multipart body's boundaries, headers and small fields
 MAX_FIELD_BYTES = 64 * 1024  # one non-file field of a multipart body (metadata: 8 KiB)
 MAX_FILE_NAME = 255
-SPOOL_BYTES = 8 * 1024 * 1024  # an export is kept in memory up to this, then on disk
-STREAM_CHUNK = 64 * 1024
 DOCUMENT_MEMBERS = frozenset({"collection", "text", "id", "title", "metadata"})
 FORM_FIELDS = frozenset({"collection", "file", "id", "title", "metadata"})
 SEARCH_MEMBERS = frozenset({"query", "collection", "filter", "limit", "mode"})
@@ -211,11 +218,11 @@ async def show_knowledge_collection(request: Request, project_id: str, name: Col
 
 @router.delete("/collections/{name}", summary="Remove a collection and every document in it", responses=WRITE)
 async def remove_knowledge_collection(request: Request, project_id: str, name: CollectionName) -> Any:
+    """Hidden at once, then removed in short transactions (a removal under way, or cut short,
+    goes on when it is asked again)."""
     caller = await caller_of(request, project_id, write=True)
-    return await run_db(
-        lambda: _services(request).knowledge.remove_collection(
-            project_id, name, actor=actor_of(request, caller)
-        )
+    return await _services(request).knowledge.remove_collection_async(
+        project_id, name, actor=actor_of(request, caller)
     )
 
 
@@ -239,7 +246,11 @@ async def list_knowledge_documents(
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
 ) -> Any:
     await caller_of(request, project_id, write=False)
-    filters = None if filter is None else parse_json(filter, what="filter", error=KnowledgeRefused)
+    filters = (
+        None
+        if filter is None
+        else await run_parse(len(filter), parse_json, filter, what="filter", error=KnowledgeRefused)
+    )
     return await run_db(
         lambda: _services(request).knowledge.documents(
             project_id, collection=collection, filter=filters, after=after, limit=limit
@@ -317,17 +328,16 @@ async def add_knowledge_document(request: Request, project_id: str) -> Response:
         file = await _services(request).knowledge.reader.read(
             fields["file_name"], fields["data"], account=caller.actor
         )
-    view = await run_db(
-        lambda: _services(request).knowledge.add(
-            project_id,
-            fields["collection"],
-            actor=actor_of(request, caller),
-            text=fields.get("text"),
-            file=file,
-            doc_id=fields.get("id"),
-            title=fields.get("title"),
-            metadata=fields.get("metadata"),
-        )
+    view = await _services(request).knowledge.add_async(
+        project_id,
+        fields["collection"],
+        actor=actor_of(request, caller),
+        account=caller.actor,
+        text=fields.get("text"),
+        file=file,
+        doc_id=fields.get("id"),
+        title=fields.get("title"),
+        metadata=fields.get("metadata"),
     )
     return JSONResponse(view, status_code=201 if view["status"] == "added" else 200)
 
@@ -368,7 +378,9 @@ async def _uploaded(request: Request) -> dict[str, Any]:
         "data": data,
         "id": texts["id"] or None,
         "title": texts["title"] or None,
-        "metadata": None if not metadata else parse_json(metadata, what="metadata", error=KnowledgeRefused),
+        "metadata": None
+        if not metadata
+        else await run_parse(len(metadata), parse_json, metadata, what="metadata", error=KnowledgeRefused),
     }
 
 
@@ -422,93 +434,137 @@ async def remove_knowledge_document(request: Request, project_id: str, doc_id: D
         },
         ["query"],
     ),
-    responses={400: WRITE[400], **NOT_FOUND},
+    responses={
+        400: WRITE[400],
+        429: {"description": "too_many_reads or embeddings_throttled (with Retry-After)"},
+        **NOT_FOUND,
+    },
 )
 async def search_knowledge(request: Request, project_id: str) -> Any:
-    await caller_of(request, project_id, write=False)  # a POST: a browser session sends its token
+    caller = await caller_of(request, project_id, write=False)  # a POST: a browser session sends its token
     body = await _object(request, SEARCH_MEMBERS)
     if "query" not in body:
         raise KnowledgeRefused("query: the words to search for are missing")
     mode = body.get("mode")
-    return await run_db(
-        lambda: _services(request).knowledge.search(
-            project_id,
-            body["query"],
-            collection=body.get("collection"),
-            filter=body.get("filter"),
-            limit=body.get("limit"),
-            mode="auto" if mode is None else mode,
-        )
+    return await _services(request).knowledge.search_async(
+        project_id,
+        body["query"],
+        account=caller.actor,
+        collection=body.get("collection"),
+        filter=body.get("filter"),
+        limit=body.get("limit"),
+        mode="auto" if mode is None else mode,
     )
 
 
 # --------------------------------------------------------------------------- export, import
 
 
-def _spool_export(request: Request, caller: Caller, project_id: str, collection: str | None) -> IO[bytes]:
-    """The export written to a spool file (memory, then disk), so no read transaction stays
-    open while a slow client downloads it; audited once written."""
+class HeldStream(StreamingResponse):
+    """A streamed response that gives its read slot back when it ends, however it ends (sent
+    in full, the client gone, the server shutting down)."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def _export_started(request: Request, caller: Caller, project_id: str, collection: str | None) -> None:
+    """Audited as the export starts, with what it holds then (404 for an unknown collection)."""
     services = _services(request)
-    if collection is not None:
-        services.knowledge.collection(project_id, collection)  # 404 when absent
-    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - streamed, then closed
-    counts = {"collections": 0, "documents": 0}
-    try:
-        for line in services.knowledge.export(project_id, collection):
-            counts["collections" if line["type"] == "collection" else "documents"] += 1
-            spool.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
-        actor = actor_of(request, caller)
-        services.audit.record_alone(
-            services.engine,
-            AuditName.KNOWLEDGE_EXPORTED,
-            actor=actor.actor,
-            project_id=project_id,
-            target=collection,
-            source=actor.source,
-            client_address=actor.client_address,
-            user_agent=actor.user_agent,
-            details={"collection": collection, **counts},
-        )
-    except BaseException:
-        spool.close()
-        raise
-    spool.seek(0)
-    return spool
+    counts = services.knowledge.export_counts(project_id, collection)
+    actor = actor_of(request, caller)
+    services.audit.record_alone(
+        services.engine,
+        AuditName.KNOWLEDGE_EXPORTED,
+        actor=actor.actor,
+        project_id=project_id,
+        target=collection,
+        source=actor.source,
+        client_address=actor.client_address,
+        user_agent=actor.user_agent,
+        details={"collection": collection, **counts},
+    )
 
 
-def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
-    with spool:
-        while chunk := spool.read(STREAM_CHUNK):
-            yield chunk
+def _export_batch(
+    kb: KnowledgeService, project_id: str, collection: str | None, cursor: ExportCursor | None
+) -> tuple[bytes, ExportCursor | None]:
+    """The export's next lines as NDJSON, read and encoded in one short database step."""
+    lines, cursor = kb.export_batch(project_id, collection, cursor)
+    encoded = b"".join(
+        json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for line in lines
+    )
+    return encoded, cursor
+
+
+async def _exported(kb: KnowledgeService, project_id: str, collection: str | None) -> AsyncIterator[bytes]:
+    cursor: ExportCursor | None = None
+    while True:
+        data, cursor = await run_db(_export_batch, kb, project_id, collection, cursor)
+        if data:
+            yield data
+        if cursor is None:
+            return
 
 
 @router.get(
     "/export",
     summary="Export the knowledge base (or one collection) as NDJSON: collections, then their documents",
-    responses={200: {"content": {NDJSON: {}}, "description": "one JSON object a line"}, **NOT_FOUND},
+    responses={
+        200: {"content": {NDJSON: {}}, "description": "one JSON object a line"},
+        429: {"description": "too_many_reads: the account's searches and exports running at once"},
+        **NOT_FOUND,
+    },
 )
 async def export_knowledge(request: Request, project_id: str, collection: CollectionQuery = None) -> Response:
     caller = await caller_of(request, project_id, write=False)
-    spool = await run_db(_spool_export, request, caller, project_id, collection)
+    kb = _services(request).knowledge
+    release = kb.reads.take(caller.actor)  # over the cap: 429, nothing held
+    try:
+        await run_db(_export_started, request, caller, project_id, collection)
+    except BaseException:
+        release()
+        raise
     name = f"knowledge-{project_id}" + (f"-{collection}" if collection else "")
-    return StreamingResponse(
-        _chunks(spool),
+    return HeldStream(
+        _exported(kb, project_id, collection),
+        release,
         media_type=NDJSON,
         headers={"Content-Disposition": f'attachment; filename="{name}.ndjson"', "Cache-Control": "no-store"},
     )
 
 
-def _lines(raw: bytes) -> Iterator[Any]:
-    """The body's NDJSON lines, parsed one at a time (blank lines skipped, still counted)."""
+def _parsed_lines(raw: bytes) -> list[Any]:
+    """The body's NDJSON lines parsed (blank lines skipped, still counted), up to the first
+    that is not JSON: that one's error, last."""
+    parsed: list[Any] = []
     for number, line in enumerate(raw.split(b"\n"), start=1):
         if line.strip():
-            yield parse_json(line, what=f"line {number}", error=KnowledgeRefused)
+            try:
+                parsed.append(parse_json(line, what=f"line {number}", error=KnowledgeRefused))
+            except KnowledgeRefused as exc:
+                parsed.append(exc)
+                break
+    return parsed
 
 
-def _import(request: Request, caller: Caller, project_id: str, raw: bytes) -> dict[str, Any]:
+def _replayed(parsed: list[Any]) -> Iterator[Any]:
+    """The lines parsed, the first bad one raising its error where it stood."""
+    for line in parsed:
+        if isinstance(line, KnowledgeRefused):
+            raise line
+        yield line
+
+
+def _imported(request: Request, actor: Actor, project_id: str, size: int, counts: dict[str, Any]) -> None:
     services = _services(request)
-    actor = actor_of(request, caller)
-    counts = services.knowledge.import_lines(project_id, _lines(raw), actor=actor)
     services.audit.record_alone(
         services.engine,
         AuditName.KNOWLEDGE_IMPORTED,
@@ -517,9 +573,8 @@ def _import(request: Request, caller: Caller, project_id: str, raw: bytes) -> di
         source=actor.source,
         client_address=actor.client_address,
         user_agent=actor.user_agent,
-        details={"bytes": len(raw), **counts},
+        details={"bytes": size, **counts},
     )
-    return counts
 
 
 @router.post(
@@ -542,4 +597,12 @@ async def import_knowledge(request: Request, project_id: str) -> Any:
     raw = await request.body()  # bounded by the guard (webui.web.guard: LARGE_BODY_PATH)
     if not raw.strip():
         raise KnowledgeRefused("the body is empty; send the NDJSON lines of an export")
-    return await run_db(_import, request, caller, project_id, raw)
+    actor = actor_of(request, caller)
+    # Parsed in a parse thread; then each batch of lines written in a database step of its
+    # own, its embeddings fetched between them.
+    parsed = await run_parse(len(raw), _parsed_lines, raw)
+    counts = await _services(request).knowledge.import_async(
+        project_id, _replayed(parsed), actor=actor, account=caller.actor
+    )
+    await run_db(_imported, request, actor, project_id, len(raw), counts)
+    return counts

@@ -13,6 +13,11 @@ templates render it through autoescaping only, snippets piece by piece (`Snippet
 Each POST answers 303 back to the page with a fixed notice (a notice code, never text taken
 from the URL), or the page with the error. An upload sent by static/js/knowledge.js
 (`Accept: application/json`) gets its per-file results as JSON instead.
+
+An upload is refused (403) to anyone but an administrator before a byte of its body is
+read (`uploader`); a search on the page is one of the person's heavy reads
+(webui.knowledge.gates) and is embedded before any database work; a collection is removed
+in short transactions (webui.knowledge.service).
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import FormData, UploadFile
 
@@ -32,10 +37,14 @@ from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound, TooManyExtractions
 from webui.knowledge import text as kt
+from webui.knowledge.embeddings import EmbeddingsFailed
+from webui.knowledge.gates import EmbeddingsThrottled, TooManyReads
 from webui.knowledge.model import check_name
+from webui.parse_threads import run_parse
+from webui.web.deps import LoginRequired, RegistryDep, get_ui_user, require_user
 from webui.web.json_body import parse_json
 from webui.web.knowledge_api import request_actor
-from webui.web.mcp_page import VisibleDep
+from webui.web.mcp_page import Visible, VisibleDep, visible_record
 from webui.web.templating import page
 
 router = APIRouter(tags=["pages"])
@@ -89,10 +98,13 @@ def _load(
     q: str | None,
     collection: str | None,
     after: str | None,
+    found: dict[str, Any] | None = None,
+    search_error: str | None = None,
     notice: str | None = None,
     error: str | None = None,
     results: list[FileResult] | None = None,
 ) -> dict[str, Any]:
+    """The page's context; `found`: the search for `q`, made before (`_search`)."""
     service = request.app.state.services.knowledge
     project_id = project.record.id
     collections = service.collections(project_id)
@@ -103,16 +115,11 @@ def _load(
     except (KnowledgeRefused, NotFound) as exc:
         list_error = exc.message
     hits: list[Hit] | None = None
-    search_error = None
-    if q:
-        try:
-            found = service.search(project_id, q, collection=collection or None)
-            hits = [
-                Hit(h["documentId"], h["collection"], h["title"], parts(h["snippet"], h["highlights"]))
-                for h in found["hits"]
-            ]
-        except (KnowledgeRefused, NotFound) as exc:
-            search_error = exc.message
+    if found is not None:
+        hits = [
+            Hit(h["documentId"], h["collection"], h["title"], parts(h["snippet"], h["highlights"]))
+            for h in found["hits"]
+        ]
     more = listing["next"]
     return {
         "record": project.record,
@@ -135,9 +142,24 @@ def _load(
     }
 
 
+async def _search(request: Request, project: Any, q: str | None, collection: str | None) -> dict[str, Any]:
+    """The page's search (`found`, or the reason it has none: `search_error`)."""
+    if not q:
+        return {}
+    service = request.app.state.services.knowledge
+    try:
+        found = await service.search_async(
+            project.record.id, q, account=project.user.actor, collection=collection or None
+        )
+    except (KnowledgeRefused, NotFound, TooManyReads, EmbeddingsThrottled, EmbeddingsFailed) as exc:
+        return {"search_error": exc.message}
+    return {"found": found}
+
+
 async def _render(request: Request, project: Any, status_code: int = 200, **kwargs: Any) -> Response:
-    defaults: dict[str, Any] = {"q": None, "collection": None, "after": None}
-    context = await run_db(lambda: _load(request, project, **{**defaults, **kwargs}))
+    given: dict[str, Any] = {"q": None, "collection": None, "after": None, **kwargs}
+    given.update(await _search(request, project, given["q"], given["collection"]))
+    context = await run_db(lambda: _load(request, project, **given))
     return page(request, "projects/knowledge.html", context, status_code=status_code)
 
 
@@ -181,6 +203,18 @@ def _admin(user: UiUser) -> None:
         raise Forbidden("only administrators change a project's knowledge base")
 
 
+async def uploader(request: Request, project_id: str, registry: RegistryDep) -> Visible:
+    """An administrator's upload, decided before a byte of the body is read: the session
+    (cookie), the project (404 as for an unknown one), the role (403); only then the CSRF
+    token, which may be a field of the form (`require_user` reads it)."""
+    user = await run_db(get_ui_user, request)
+    if user is None:
+        raise LoginRequired()
+    record = await run_db(visible_record, registry, user, project_id)
+    _admin(user)
+    return Visible(await require_user(request), registry, record)
+
+
 async def _fields(request: Request, *keys: str) -> list[str]:
     """The text fields of a small form (the form, and any file in it, closed after)."""
     async with request.form(max_files=0, max_fields=8) as form:
@@ -207,14 +241,13 @@ def _file_limit(request: Request) -> int:
 
 
 @router.post("/projects/{project_id}/knowledge/upload", summary="Upload documents into a collection")
-async def upload(request: Request, project: VisibleDep) -> Response:
+async def upload(request: Request, project: Annotated[Visible, Depends(uploader)]) -> Response:
     project_id = project.record.id
     limit = _file_limit(request)
     # The guard bounds the whole body (webui.web.guard: LARGE_BODY_PATH); each file is bounded here.
     async with request.form(max_files=MAX_UPLOAD_FILES, max_fields=16) as form:
-        # Inside the form's context: a form-field CSRF token means the session check has read
-        # the form already, and leaving here closes its spooled files either way.
-        _admin(project.user)
+        # A form-field CSRF token means the session check has read the form already; leaving
+        # here closes its spooled files either way.
         collection = _text(form, "collection")
         title = _text(form, "title") or None
         raw_meta = _text(form, "metadata")
@@ -233,7 +266,8 @@ async def upload(request: Request, project: VisibleDep) -> Response:
         problem = "choose one or more files to upload"
     elif raw_meta:
         try:
-            metadata = parse_json(raw_meta.encode(), what="metadata", error=KnowledgeRefused)
+            meta = raw_meta.encode()
+            metadata = await run_parse(len(meta), parse_json, meta, what="metadata", error=KnowledgeRefused)
         except KnowledgeRefused as exc:
             problem = exc.message
     results: list[FileResult] = []
@@ -246,12 +280,22 @@ async def upload(request: Request, project: VisibleDep) -> Response:
                 check_name(collection)  # before the file is read
                 # Read in a bounded child during one of the account's turns, before any database work.
                 file = await service.reader.read(name, data, account=project.user.actor)
-                view = await run_db(
-                    lambda f=file: service.add(
-                        project_id, collection, actor=actor, file=f, title=title, metadata=metadata
-                    )
+                view = await service.add_async(
+                    project_id,
+                    collection,
+                    actor=actor,
+                    account=project.user.actor,
+                    file=file,
+                    title=title,
+                    metadata=metadata,
                 )
-            except (KnowledgeRefused, KnowledgeFull, TooManyExtractions) as exc:
+            except (
+                KnowledgeRefused,
+                KnowledgeFull,
+                TooManyExtractions,
+                EmbeddingsThrottled,
+                EmbeddingsFailed,
+            ) as exc:
                 message = exc.message if exc.message.startswith(name) else f"{name}: {exc.message}"
                 results.append(FileResult(name, error=message))
             else:
@@ -267,9 +311,12 @@ async def upload(request: Request, project: VisibleDep) -> Response:
     return RedirectResponse(page_url(project_id, done="uploaded"), status_code=303)
 
 
-async def _write(request: Request, project: Any, action: Any, done: str) -> Response:
+async def _write(
+    request: Request, project: Any, action: Any, done: str, *, blocking: bool = True
+) -> Response:
+    """`action` (blocking: in a database thread; else awaited), then back to the page."""
     try:
-        await run_db(action)
+        await (run_db(action) if blocking else action())
     except (KnowledgeRefused, KnowledgeFull, NotFound) as exc:
         return await _render(
             request, project, status_code=exc.status if exc.status != 404 else 409, error=exc.message
@@ -316,6 +363,7 @@ async def remove_collection(request: Request, project: VisibleDep) -> Response:
     return await _write(
         request,
         project,
-        lambda: service.remove_collection(project.record.id, name, actor=actor),
+        lambda: service.remove_collection_async(project.record.id, name, actor=actor),
         "collection-removed",
+        blocking=False,
     )

@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HEAD = "0008_insights"
+HEAD = "0009_knowledge_removal"
 BASELINE = "0001_baseline"
 SCRIPT_DIR = Path(__file__).resolve().parent
