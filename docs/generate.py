@@ -53,9 +53,18 @@ def _banner(source: str) -> str:
     )
 
 
+def _prose(text: Any) -> str:
+    """Text for Markdown: `<` and `>` outside code spans escaped (`Mcp-Param-<Name>` is no
+    HTML tag)."""
+    parts = str(text).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "\\<").replace(">", "\\>")
+    return "`".join(parts)
+
+
 def _cell(text: Any) -> str:
     """Text for one Markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _prose(" ".join(str(text).split()).replace("|", "\\|"))
 
 
 def _code(text: Any) -> str:
@@ -471,7 +480,7 @@ def _operation(lines: list[str], method: str, path: str, op: dict[str, Any]) -> 
     if op.get("summary"):
         lines.append(op["summary"] + "\n")
     if op.get("description") and op["description"] != op.get("summary"):
-        lines.append(op["description"].strip() + "\n")
+        lines.append(_prose(op["description"].strip()) + "\n")
     params = op.get("parameters", [])
     if params:
         lines += ["| parameter | in | required | what |", "|---|---|---|---|"]
@@ -706,7 +715,7 @@ def _method_page(
         f"# {m.method}\n",
         f"{kind} · `POST {MCP_PATH}` · protocol eras: {', '.join(m.eras)} · "
         f"operation `{m.operation_id}` in `/openapi.json`\n",
-        op["description"] + "\n",
+        _prose(op["description"]) + "\n",
         "## Headers\n",
         "| header | required | what |",
         "|---|---|---|",
