@@ -352,6 +352,29 @@ def test_remove_a_document_and_a_collection(project: str, data: Path, docs: Path
     )
 
 
+def test_removing_a_collection_again_finishes_a_removal_cut_short(
+    project: str, data: Path, docs: Path
+) -> None:
+    from webui.audit.log import AuditLog
+    from webui.knowledge.model import Actor
+    from webui.knowledge.service import KnowledgeService
+    from webui.store.db import make_engine, sqlite_url
+
+    ok(kb(data, "add", project, "manuals", str(docs)))
+    engine = make_engine(sqlite_url(data / "steamharness.sqlite3"))
+    try:  # a removal marked, then stopped (a crash) before its batches ran
+        KnowledgeService(engine, audit=AuditLog(), audit_engine=engine).begin_removal(
+            PROJECT, "manuals", actor=Actor("cli", "cli")
+        )
+    finally:
+        engine.dispose()
+    assert as_json(kb(data, "collections", project, "--json")) == []  # hidden already
+    gone = ok(kb(data, "remove", project, "--collection", "manuals", "--yes")).stdout
+    assert gone == "removed collection manuals (5 document(s))\n"
+    refused(kb(data, "remove", project, "--collection", "manuals", "--yes"), "collection 'manuals' not found")
+    assert as_json(kb(data, "list", project, "--json"))["documents"] == []
+
+
 def test_the_persistent_value_store_dir_holds_the_knowledge_base(
     project: str, data: Path, docs: Path, tmp_path: Path
 ) -> None:

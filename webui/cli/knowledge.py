@@ -547,8 +547,11 @@ def knowledge_remove(
         echo(f"removed {doc_id}")
         return
     assert collection is not None
-    view = target.service.collection(target.project_id, collection)
-    if not yes:
+    try:
+        view = target.service.collection(target.project_id, collection)
+    except NotFound:  # unknown (said below), or a removal cut short: decided already, finished now
+        view = None
+    if not yes and view is not None:
         what = f"collection {collection} and its {view['documents']} document(s)"
         if not sys.stdin.isatty():
             raise ConfigError(f"--yes is required to remove {what}")
