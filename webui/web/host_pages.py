@@ -36,6 +36,7 @@ from webui.blocking import run_db
 from webui.errors import ConfigError, NotFound, SteamharnessError
 from webui.events import EventHub
 from webui.host.service import HostService
+from webui.parse_threads import run_parse
 from webui.store import accounts as account_store
 from webui.store.models import HostConversation
 from webui.validation import field_errors, run_check
@@ -330,7 +331,7 @@ async def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
     if tool.problem:
         tool.arguments_json = str(form.get("arguments_json") or "").strip() or "{}"
         try:
-            parsed = strict_json.loads(tool.arguments_json)
+            parsed = await run_parse(len(tool.arguments_json), strict_json.loads, tool.arguments_json)
         except ValueError as exc:
             tool.json_error = f"not valid JSON: {exc}"
             return None
