@@ -228,14 +228,15 @@ class Settings(BaseSettings):
     embeddings_key: SecretStr | None = None
     embeddings_model: str = "text-embedding-3-small"
     # Requests a minute the server sends the embeddings endpoint (a paid API), all accounts
-    # together (0: no limit); a call past it is refused with `embeddings_throttled` (429,
-    # Retry-After).
+    # together (0: no limit), its last quarter kept for accounts that sent none within the
+    # minute; a call past it is refused with `embeddings_throttled` (429, Retry-After).
     embeddings_requests_per_minute: int = Field(default=600, ge=0)
     # Requests a minute one account's searches, adds and imports (its runs' included) send
     # the embeddings endpoint (0: no limit); past it: `embeddings_throttled` (429, Retry-After).
     embeddings_requests_per_minute_per_account: int = Field(default=120, ge=0)
-    # The server's requests in flight to the embeddings endpoint; another waits up to 30 s
-    # for one, then is refused with `embeddings_throttled`.
+    # The server's requests in flight to the embeddings endpoint, a quarter of them (at least
+    # one) an account's, the last quarter kept for accounts with none; another waits up to
+    # 30 s for one, then is refused with `embeddings_throttled`.
     embeddings_max_concurrent: int = Field(default=8, ge=1)
     # Knowledge-base searches and exports one account may run at once in one serve process
     # (an export holds one until it is downloaded); the next is `too_many_reads` (429).

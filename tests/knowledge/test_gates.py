@@ -73,6 +73,18 @@ def test_no_limit_is_no_limit() -> None:
         gate.admit("user:a", 64)
 
 
+def test_the_last_quarter_of_the_servers_requests_is_kept_for_accounts_that_sent_none() -> None:
+    clock = Clock()
+    gate = EmbeddingsGate(per_minute=8, per_account_per_minute=100, clock=clock)
+    gate.admit("user:busy", 6)  # 2 of the server's 8 left: its last quarter
+    with pytest.raises(EmbeddingsThrottled, match="the last quarter kept for accounts that sent none"):
+        gate.admit("user:busy", 1)
+    gate.admit("user:new", 1)  # an account that sent none this minute still gets one
+    gate.admit("user:other", 1)
+    with pytest.raises(EmbeddingsThrottled, match=r"the server's requests .* \(8 a minute\)"):
+        gate.admit("user:last", 1)
+
+
 def test_the_requests_in_flight_are_capped_and_a_wait_is_bounded() -> None:
     gate = EmbeddingsGate(concurrent=1, wait_seconds=0.2)
 
@@ -81,18 +93,59 @@ def test_the_requests_in_flight_are_capped_and_a_wait_is_bounded() -> None:
         done = anyio.Event()
 
         async def holder() -> None:
-            async with gate.in_flight():
+            async with gate.in_flight("user:a"):
                 held.set()
                 await done.wait()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(holder)
             await held.wait()
-            with pytest.raises(EmbeddingsThrottled, match="1 requests of this server in flight"):
-                async with gate.in_flight():
+            with pytest.raises(EmbeddingsThrottled, match="in flight as it may"):
+                async with gate.in_flight("user:b"):
                     pass
             done.set()
-        async with gate.in_flight():  # given back
+        async with gate.in_flight("user:b"):  # given back
             pass
+
+    anyio.run(main)
+
+
+def test_a_few_accounts_never_hold_every_request_in_flight() -> None:
+    """8 in flight: 2 an account, the last 2 for accounts with none (one each)."""
+    gate = EmbeddingsGate(concurrent=8, wait_seconds=0.1)
+
+    async def main() -> None:
+        done = anyio.Event()
+        taken: list[str] = []
+
+        async def hold(account: str, started: anyio.Event) -> None:
+            async with gate.in_flight(account):
+                taken.append(account)
+                started.set()
+                await done.wait()
+
+        async def take(tg: anyio.abc.TaskGroup, account: str) -> bool:
+            started = anyio.Event()
+            tg.start_soon(hold, account, started)
+            with anyio.move_on_after(1):
+                await started.wait()
+            return started.is_set()
+
+        async def refused(account: str) -> None:
+            with pytest.raises(EmbeddingsThrottled):
+                async with gate.in_flight(account):
+                    pass
+
+        async with anyio.create_task_group() as tg:
+            for account in ("a", "a", "b", "b", "c", "c"):
+                assert await take(tg, account)
+            await refused("a")  # its share
+            await refused("c")
+            assert await take(tg, "d")  # the reserve: one for an account with none
+            await refused("d")
+            assert await take(tg, "e")
+            await refused("f")  # every one of the 8 taken
+            done.set()
+        assert sorted(taken) == ["a", "a", "b", "b", "c", "c", "d", "e"]
 
     anyio.run(main)

@@ -99,7 +99,8 @@ def spool_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(tmp_path_factory: pytest.TempPathFactory, endpoint: str, spool_dir: Path) -> Iterator[LiveServer]:
     env = {
         "STEAMHARNESS_EMBEDDINGS_URL": endpoint,
-        "STEAMHARNESS_EMBEDDINGS_MAX_CONCURRENT": str(SEARCHES),
+        # A quarter of these an account: the reader's 24 searches put 16 in flight at once.
+        "STEAMHARNESS_EMBEDDINGS_MAX_CONCURRENT": str(64),
         "STEAMHARNESS_KNOWLEDGE_MAX_READS_PER_ACCOUNT": str(SEARCHES),
         "TMPDIR": str(spool_dir),
     }

@@ -8,8 +8,12 @@ reads (searches and exports) and its calls to the embeddings endpoint (a paid AP
   its buckets hold a token, and pays for every request it makes (a large document may leave
   them in debt: the next call waits for the refill); otherwise it is refused at once with
   `embeddings_throttled` (429, `Retry-After`: when a token is back). At most `concurrent`
-  requests are in flight server-wide; a call waits for one up to the endpoint's own timeout,
-  then is refused the same way.
+  requests are in flight server-wide, a quarter of them (at least one) per account; a call
+  waits for one up to the endpoint's own timeout, then is refused the same way.
+- Room is kept for accounts that hold none (as for waiting runs): the last quarter of the
+  server's requests a minute goes only to accounts that sent none within the last minute,
+  the last quarter of its requests in flight only to accounts with none in flight, one each.
+  So a few accounts at their own limits never shut every other account out.
 
 Accounts are named by their audit actor (`user:<name>`, `admin`): an account's keys, its
 browser session and the runs it started share one allowance."""
@@ -28,6 +32,7 @@ import anyio
 from webui.errors import SteamharnessError
 
 MAX_TRACKED: Final = 10_000  # accounts' buckets kept; full ones are dropped first
+RESERVE_SHARE: Final = 4  # the last quarter of the server's allowance: for accounts holding none
 
 
 class TooManyReads(SteamharnessError):
@@ -113,9 +118,13 @@ class _Bucket:
         self.at = now
         return self.tokens
 
-    def wait(self) -> int:
-        """Seconds until it holds a whole token again."""
-        return max(1, math.ceil((1.0 - self.tokens) * 60.0 / self.per_minute))
+    @property
+    def full(self) -> bool:
+        return self.tokens >= self.per_minute
+
+    def wait(self, level: float = 1.0) -> int:
+        """Seconds until it holds `level` tokens again."""
+        return max(1, math.ceil((level - self.tokens) * 60.0 / self.per_minute))
 
 
 class EmbeddingsGate:
@@ -133,36 +142,43 @@ class EmbeddingsGate:
         self.per_minute = per_minute
         self.per_account_per_minute = per_account_per_minute
         self.concurrent = concurrent
+        self.reserved = concurrent // RESERVE_SHARE  # in flight, for accounts with none
+        self.per_account_in_flight = max(1, concurrent // RESERVE_SHARE)
         self.wait_seconds = wait_seconds
         self._clock = clock
         self._lock = threading.Lock()
         self._server = _Bucket(per_minute, clock()) if per_minute else None
         self._accounts: dict[str, _Bucket] = {}
-        self._in_flight: anyio.Semaphore | None = None
+        self._flying: dict[str, int] = {}  # on the event loop only
+        self._changed: anyio.Event | None = None
 
     def admit(self, account: str, requests: int) -> None:
-        """Charge `requests` to the server's and the account's buckets, or refuse (nothing charged)."""
+        """Charge `requests` to the account's and the server's buckets, or refuse (nothing
+        charged). The last quarter of the server's is kept for accounts that sent none
+        within the last minute (their own bucket full)."""
         now = self._clock()
         with self._lock:
-            buckets: list[tuple[_Bucket, str]] = []
-            if self._server is not None:
-                buckets.append((self._server, "the server's"))
+            mine = None
             if self.per_account_per_minute:
-                bucket = self._accounts.get(account)
-                if bucket is None:
+                mine = self._accounts.get(account)
+                if mine is None:
                     self._forget_full(now)
-                    bucket = self._accounts[account] = _Bucket(self.per_account_per_minute, now)
-                buckets.append((bucket, "this account's"))
-            for bucket, whose in buckets:
-                if bucket.refill(now) < 1.0:
-                    wait = bucket.wait()
-                    raise EmbeddingsThrottled(
-                        f"{whose} requests to the embeddings endpoint are used up for now"
-                        f" ({bucket.per_minute} a minute); try again in {wait} seconds",
-                        retry_after=wait,
+                    mine = self._accounts[account] = _Bucket(self.per_account_per_minute, now)
+                if mine.refill(now) < 1.0:
+                    raise _throttled("this account's", mine.per_minute, mine.wait())
+            server = self._server
+            if server is not None:
+                floor = 1.0
+                if mine is not None and not mine.full:
+                    floor += server.per_minute / RESERVE_SHARE
+                if server.refill(now) < floor:
+                    kept = (
+                        ", the last quarter kept for accounts that sent none within it" if floor > 1 else ""
                     )
-            for bucket, _ in buckets:
-                bucket.tokens -= requests
+                    raise _throttled("the server's", server.per_minute, server.wait(floor), kept)
+                server.tokens -= requests
+            if mine is not None:
+                mine.tokens -= requests
 
     def _forget_full(self, now: float) -> None:
         if len(self._accounts) < MAX_TRACKED:
@@ -173,21 +189,48 @@ class EmbeddingsGate:
         if len(self._accounts) >= MAX_TRACKED:  # all in use: the oldest goes
             del self._accounts[next(iter(self._accounts))]
 
+    def _may_fly(self, account: str) -> bool:
+        """Whether the account may have one more request in flight now: at most its share,
+        and the last `reserved` of the server's only for an account with none."""
+        total = sum(self._flying.values())
+        mine = self._flying.get(account, 0)
+        if mine >= self.per_account_in_flight:
+            return False
+        return total < self.concurrent - self.reserved or (mine == 0 and total < self.concurrent)
+
     @contextlib.asynccontextmanager
-    async def in_flight(self) -> AsyncIterator[None]:
-        """One of the server's concurrent requests, waited for at most `wait_seconds`."""
-        if self._in_flight is None:
-            self._in_flight = anyio.Semaphore(self.concurrent)
+    async def in_flight(self, account: str) -> AsyncIterator[None]:
+        """One of the server's requests in flight for the account, waited for at most
+        `wait_seconds`."""
         try:
             with anyio.fail_after(self.wait_seconds):
-                await self._in_flight.acquire()
+                while not self._may_fly(account):
+                    if self._changed is None:
+                        self._changed = anyio.Event()
+                    await self._changed.wait()
         except TimeoutError:
             raise EmbeddingsThrottled(
-                f"the embeddings endpoint already has {self.concurrent} requests of this server in"
-                " flight; try again in a moment",
+                "the embeddings endpoint already has as many requests of this server (or of this"
+                " account) in flight as it may; try again in a moment",
                 retry_after=5,
             ) from None
+        self._flying[account] = self._flying.get(account, 0) + 1
         try:
             yield
         finally:
-            self._in_flight.release()
+            left = self._flying[account] - 1
+            if left:
+                self._flying[account] = left
+            else:
+                del self._flying[account]
+            changed, self._changed = self._changed, None
+            if changed is not None:
+                changed.set()
+
+
+def _throttled(whose: str, per_minute: int, wait: int, kept: str = "") -> EmbeddingsThrottled:
+    return EmbeddingsThrottled(
+        f"{whose} requests to the embeddings endpoint are used up for now ({per_minute} a minute{kept});"
+        f" try again in {wait} seconds",
+        retry_after=wait,
+    )

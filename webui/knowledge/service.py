@@ -943,7 +943,7 @@ class KnowledgeService:
         of the server's requests in flight at a time; never inside a database thread."""
         assert self.embedder is not None
         self.gate.admit(account, batches(len(texts)))
-        async with self.gate.in_flight():
+        async with self.gate.in_flight(account):
             return await self.embedder.embed_async(texts)
 
     def _check_caps(
