@@ -17,6 +17,18 @@ CONNECT_TIMEOUT = 60.0
 CALL_SLACK = 60.0  # a call may wait for a person: expiry plus this
 
 
+def unchecked_results(client: Client) -> None:
+    """`client` no longer checks a tool's result against the server's `outputSchema`: the
+    SDK would check it on the event loop with Python's backtracking `re`, so a hostile
+    server's pattern and result could freeze the host. The host shows results; it relies
+    on none of them."""
+
+    async def unchecked(name: str, result: types.CallToolResult) -> None:
+        return None
+
+    setattr(client.session, "validate_tool_result", unchecked)  # noqa: B010 (a method of the instance)
+
+
 class HostError(SteamharnessError):
     code = "host_error"
     status = 502

@@ -56,6 +56,7 @@ from webui.host.connection import (
     Listing,
     ServerState,
     describe,
+    unchecked_results,
 )
 from webui.host.elicitation import Elicitations
 from webui.host.transport import Launcher
@@ -299,6 +300,7 @@ class HostService:
                 elicitation_callback=self._elicitations.callback(conn),
                 read_timeout_seconds=self.expiry + CALL_SLACK,
             ) as client:
+                unchecked_results(client)
                 conn.client = client
                 conn.tools = list((await client.list_tools()).tools)
                 conn.state = "ready"
