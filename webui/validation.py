@@ -74,6 +74,7 @@ MAX_INSTANCE_NODES: Final = 200_000
 MAX_INSTANCE_DEPTH: Final = strict_json.MAX_DEPTH
 MAX_INSTANCE_CHARS: Final = strict_json.MAX_CHARS
 MAX_ERRORS: Final = 50
+MAX_MESSAGE: Final = 300
 CHECK_SECONDS: Final = 5.0
 CHECK_THREADS: Final = 2
 # The largest integer a JSON number holds exactly in every reader (IEEE double).
@@ -117,9 +118,14 @@ _state = _State()
 # --------------------------------------------------------------------------- regular expressions
 
 
+# ECMA-262's `\\s`: its white space and line terminators (RE2's is ASCII only).
+_ECMA_SPACE: Final = "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{FEFF}\\x{2028}\\x{2029}\\p{Zs}"
+
+
 def _ecma_to_re2(pattern: str) -> str:
     """An ECMA-262 pattern in RE2's syntax, or ValueError naming what RE2 cannot run. One
-    pass: escapes rewritten (`\\uXXXX`, `\\u{X}`, `\\cX`, `\\0`), `(?<name>` as `(?P<name>`."""
+    pass: escapes rewritten (`\\uXXXX`, `\\u{X}`, `\\cX`, `\\0`; `\\s` as ECMA's white space,
+    and `\\S` outside a class), `(?<name>` as `(?P<name>`."""
     out: list[str] = []
     i, n, in_class = 0, len(pattern), False
     while i < n:
@@ -149,6 +155,14 @@ def _ecma_to_re2(pattern: str) -> str:
                 continue
             if e == "0" and not pattern[i + 2 : i + 3].isdigit():
                 out.append("\\x00")
+                i += 2
+                continue
+            if e == "s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+                i += 2
+                continue
+            if e == "S" and not in_class:
+                out.append(f"[^{_ECMA_SPACE}]")
                 i += 2
                 continue
             if e in "123456789" and not in_class:
@@ -743,16 +757,22 @@ def field_errors(schema: dict[str, Any], values: dict[str, Any]) -> dict[str, st
     out: dict[str, str] = {}
     for err in errors:
         path = list(err.absolute_path)
-        out.setdefault(str(path[0]) if path else "", err.message)
+        out.setdefault(str(path[0]) if path else "", clipped(err.message))
     return out
 
 
+def clipped(message: str) -> str:
+    """A problem's message at most `MAX_MESSAGE` characters (jsonschema's quote the value)."""
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+
+
 def describe(errors: Iterable[ValidationError]) -> list[str]:
-    """`where: message` per problem (where: the dotted path into the value), sorted by where."""
+    """`where: message` per problem (where: the dotted path into the value, clipped like the
+    message), sorted by where."""
     parts: list[str] = []
     for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
-        where = ".".join(str(p) for p in err.absolute_path)
-        parts.append(f"{where}: {err.message}" if where else err.message)
+        where = clipped(".".join(str(p) for p in err.absolute_path))
+        parts.append(f"{where}: {clipped(err.message)}" if where else clipped(err.message))
     return parts
 
 

@@ -231,10 +231,11 @@ async def test_a_browser_answer_to_an_external_servers_form_is_checked_in_linear
         engine, row=question("ia_hostile", origin="host", requested_schema=hostile)
     )
     service = InteractionService(engine, AuditLog(), EventHub())
-    with pytest.raises(InvalidAnswer, match=r"a: 'aaaa.*does not match '\^\(a\+\)\+\$'"):
+    with pytest.raises(InvalidAnswer, match=r"a: 'aaaa.*does not match '\^\(a\+\)\+\$'") as refused:
         await service.answer(
             "ia_hostile", action="accept", content={"a": "a" * 50_000 + "!"}, channel="browser"
         )
+    assert len(refused.value.message) < 400  # the value is quoted clipped
     answered = await service.answer("ia_hostile", action="accept", content={"a": "aaa"}, channel="browser")
     assert answered.content == {"a": "aaa"}
 
@@ -444,3 +445,9 @@ def test_load_time_checks_name_patterns_re2_cannot_run(tmp_path: Path) -> None:
     ecma = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^\\u0041(?<n>b)\\cJ$"}}}
     schema = json.loads(check_input_schema(ecma, "s"))
     assert validate_arguments(schema, {"a": "Ab\n"}, tool="t") == {"a": "Ab\n"}
+    # ECMA-262's white space, not RE2's ASCII one
+    spaced = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^\\S+\\s[^\\s]$"}}}
+    schema = json.loads(check_input_schema(spaced, "s"))
+    assert validate_arguments(schema, {"a": "x\u2028y"}, tool="t") == {"a": "x\u2028y"}
+    with pytest.raises(InvalidArguments, match="does not match"):
+        validate_arguments(schema, {"a": "x\u00a0y z"}, tool="t")
