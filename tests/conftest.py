@@ -94,7 +94,7 @@ def node() -> str:
 # ---------------------------------------------------------------------------- markers
 #
 # Applied here from where a test lives and what it uses, so that no module has to remember
-# them (registered in pyproject.toml; the README's testing section says what each selects):
+# them (registered in pyproject.toml; CONTRIBUTING.md says what each selects):
 #   browser   tests/browser (headless Chromium)
 #   node      the TypeScript SDK clients (`node`) and the MCP conformance suite (`node22`)
 #   postgres  every test that gets a PostgreSQL database (a `postgresql` parameter, or the

@@ -85,7 +85,7 @@ def node_executable() -> str:
     """Node on PATH with the TypeScript MCP SDK installed in tests/node, or the test fails."""
     node = shutil.which("node")
     if node is None:
-        pytest.fail("node is not on PATH: the TypeScript SDK tests need Node.js 18+ (see README.md)")
+        pytest.fail("node is not on PATH: the TypeScript SDK tests need Node.js 18+ (see CONTRIBUTING.md)")
     if not (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
         pytest.fail(
             f"{NODE_DIR}/node_modules is missing the TypeScript MCP SDK: run `bash scripts/test` "

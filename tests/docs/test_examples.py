@@ -23,6 +23,7 @@ import httpx2
 import pytest
 
 from docs import generate
+from tests.docs import test_readme
 from tests.e2e.server import LiveServer, running_server
 from tests.helpers import WAIT
 from webui.mcp.operations import served_methods
@@ -30,6 +31,7 @@ from webui.mcp.operations import served_methods
 DOCS = Path(generate.__file__).resolve().parent
 FIRST = "5d6f2c1a-3b4e-4f70-9a8b-1c2d3e4f5a6b"
 REVIEW = "8e1a4b2c-7d3f-4a59-b6c0-2d4e6f8a0b1c"
+GREETER = "3f2b8c1d-6a4e-4d7b-9e0f-7a1c5b3d2e90"  # the README's project
 HANDSHAKE, MODERN = "2025-11-25", "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
 RECORD = os.environ.get("STEAMHARNESS_DOCS_RECORD") == "1"
@@ -41,6 +43,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with running_server(tmp_path_factory.mktemp("docs")) as server:
         server.add_project(DOCS / "examples/first-project", FIRST)
         server.add_project(DOCS / "examples/review", REVIEW)
+        server.add_project(DOCS / "examples/readme", GREETER)
         yield server
 
 
@@ -65,6 +68,19 @@ def test_the_python_sdk_example_answers_the_question_and_passes_the_file(
     assert lines[0] == "asked: How should I greet?"
     assert "'greeting': 'Good day, Ada!'" in lines[1]
     assert "'file': 'notes.txt'" in lines[2] and "'words': 4" in lines[2]
+
+
+def test_the_readmes_python_sdk_example_as_written_answers_the_question(
+    live: LiveServer, key: str, tmp_path: Path
+) -> None:
+    example = test_readme.blocks("python")[1]
+    script = example.replace("http://127.0.0.1:8000", live.base_url).replace("<YOUR_API_KEY>", key)
+    assert script != example
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'greeting': 'Good day, Ada!'}"
 
 
 def test_every_method_a_live_server_serves_has_its_page(live: LiveServer) -> None:

@@ -13,7 +13,7 @@ checks.json holds no FAILURE and no WARNING and at least one SUCCESS.
 
 `SCENARIOS` is the release's list (a test checks it against `conformance list`, so a new
 release's scenarios cannot be missed); `EXCLUDED` are the scenarios this server does not
-take, each with its reason (README, "Conformance"). The suite is pinned to
+take, each with its reason (docs/reference/conformance.md). The suite is pinned to
 0.2.0-alpha.12, the newest release.
 """
 
@@ -131,7 +131,7 @@ _RESOURCES = (
     "a workflow project has no resources: resources/list is empty and every read is -32602 (SEP-2164)"
 )
 _PROMPTS = "a workflow project has no prompts: prompts/list is empty and every prompts/get is -32602"
-# Not taken, for good: each reason is the README's ("Conformance").
+# Not taken, for good: each reason is docs/reference/conformance.md's.
 EXCLUDED: dict[str, str] = {
     "tools-call-image": _CONTENT,
     "tools-call-audio": _CONTENT,
@@ -151,7 +151,7 @@ EXCLUDED: dict[str, str] = {
     "prompts-get-with-image": _PROMPTS,
     "input-required-result-non-tool-request": "its input round is on prompts/get: " + _PROMPTS,
 }
-# Not passing yet: issue #22 is open while this is not empty (README, "Conformance").
+# Not passing yet: issue #22 is open while this is not empty (docs/reference/conformance.md).
 PENDING: dict[str, str] = {}
 # The suite itself skips it: it says it needs subscriptions/listen (SEP-2575), and sends nothing.
 SKIPPED_BY_THE_SUITE = {"tasks-status-notifications"}

@@ -451,7 +451,7 @@ def test_structure_prints_the_report(tmp_path: Path) -> None:
 
 
 def test_the_readme_client_config_works_as_written() -> None:
-    """The README's generic config names `steamharness` and `mcp /abs/dir` only."""
+    """The README's stdio config names `steamharness` and `mcp /abs/dir` only."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert '"command": "steamharness", "args": ["mcp", "/absolute/path/to/examples/interactive"]' in readme
+    assert '"command": "steamharness", "args": ["mcp", "/absolute/path/to/greeter"]' in readme
     assert shutil.which("steamharness", path=os.path.dirname(STEAMHARNESS))
