@@ -93,13 +93,23 @@ def test_arrays_and_objects_and_values_are_counted_before_parsing() -> None:
     with pytest.raises(strict_json.StrictJSONError, match=r"^the document holds more than 3 values$"):
         strict_json.loads("[1, 2, 3, 4]", max_values=3)
     assert strict_json.loads('["a,b,c,d,e"]', max_values=1) == ["a,b,c,d,e"]
-    # The default limits: 100,000 arrays and objects, 1,000,000 values.
+    # The default limits: 20,000 arrays and objects, 50,000 values.
     many = "[" + ",".join(["[]"] * strict_json.MAX_CONTAINERS) + "]"
-    with pytest.raises(strict_json.StrictJSONError, match="more than 100000 arrays and objects"):
+    with pytest.raises(strict_json.StrictJSONError, match="more than 20000 arrays and objects"):
         strict_json.loads(many)
-    assert len(strict_json.loads("[" + ",".join(["[]"] * (strict_json.MAX_CONTAINERS - 1)) + "]")) == 99_999
-    with pytest.raises(strict_json.StrictJSONError, match="more than 1000000 values"):
+    assert len(strict_json.loads("[" + ",".join(["[]"] * (strict_json.MAX_CONTAINERS - 1)) + "]")) == 19_999
+    with pytest.raises(strict_json.StrictJSONError, match="more than 50000 values"):
         strict_json.loads("[" + ",".join(["0"] * (strict_json.MAX_VALUES + 1)) + "]")
+
+
+def test_a_document_of_more_strings_than_its_values_allow_is_refused_before_it_is_cut() -> None:
+    """Strings are values or keys: past four quotes a value, the text is refused as holding
+    too many values before it is cut into its strings (each a piece). Escaped quotes are no
+    string's end."""
+    assert strict_json.loads('{"a": "b", "c": "d"}', max_values=2) == {"a": "b", "c": "d"}
+    assert strict_json.loads('["' + '\\"' * 100 + '"]', max_values=1) == ['"' * 100]
+    with pytest.raises(strict_json.StrictJSONError, match=r"^the document holds more than 5 values$"):
+        strict_json.loads("[" + ",".join(['""'] * 40) + "]", max_values=5)
 
 
 @pytest.mark.parametrize("text", ["[[[", "[" * 5000, '["abc', '{"a": 1', '["\\"]', "]]]" + "[" * 100])
@@ -112,7 +122,29 @@ def test_unbalanced_texts_are_refused_as_before(text: str) -> None:
 def test_numbers_and_strings_read_as_the_standard_parser_reads_them() -> None:
     text = '[12345678901234567890123, -0, 1e308, 2.5e-3, "NaN", "\\ud800", "\\u00e9"]'
     assert strict_json.loads(text) == json.loads(text)
-    with pytest.raises(ValueError, match="digits"):  # Python's own limit on an integer's digits
-        strict_json.loads("[" + "9" * 5000 + "]")
+    assert strict_json.loads("[" + "9" * strict_json.MAX_NUMBER_CHARS + "]") == [int("9" * 100)]
+    assert strict_json.loads('["' + "9" * 5000 + '"]') == ["9" * 5000]  # a string of digits is no number
     with pytest.raises(UnicodeDecodeError):
         strict_json.loads(b'["\xff"]')
+
+
+@pytest.mark.parametrize(
+    "number", ["9" * 101, "9" * 5000, "-" + "9" * 100, "0." + "9" * 99, "1e" + "0" * 99, "9" * 4299]
+)
+def test_a_number_longer_than_its_limit_is_refused_before_it_is_read(number: str) -> None:
+    """Python reads an integer's digits in quadratic time: an array of thousands of 4,299-digit
+    integers held the GIL for seconds."""
+    with pytest.raises(
+        strict_json.StrictJSONError, match=r"^a number is written with more than 100 characters$"
+    ):
+        strict_json.loads('{"a": [1, ' + number + "]}")
+    with pytest.raises(strict_json.StrictJSONError, match="more than 10 characters"):
+        strict_json.loads("[12345678901]", max_number_chars=10)
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "1E400", "0.5e309", "1" + "0" * 90 + "e300"])
+def test_a_number_out_of_a_floats_range_is_refused_as_infinity_is(number: str) -> None:
+    """Python reads `1e999` as Infinity, which JSON has no word for and the reader refuses by name."""
+    with pytest.raises(strict_json.StrictJSONError, match=r"out of a float's range"):
+        strict_json.loads('{"n": ' + number + "}")
+    assert strict_json.loads("[1e308, -1e308, 1e-999, 0.1e309]") == [1e308, -1e308, 0.0, 1e308]

@@ -24,6 +24,7 @@ from tests.e2e.test_http_mcp import headers, open_session, sse_json
 from tests.helpers import WAIT
 from tests.web.conftest import running
 from webui import strict_json
+from webui.knowledge.model import MAX_JSON_CONTAINERS
 from webui.settings import Settings
 
 MIB = 1024 * 1024
@@ -134,7 +135,7 @@ def test_a_max_size_knowledge_body_is_parsed_while_the_server_keeps_answering(
     assert refused.json()["error"] == {
         "code": "invalid_knowledge",
         "message": "the request body is not valid JSON: the document holds more than "
-        f"{strict_json.MAX_CONTAINERS} arrays and objects",
+        f"{MAX_JSON_CONTAINERS} arrays and objects",
     }
     assert too_long.status_code == 400 and "larger than" in too_long.json()["error"]["message"], too_long.text
 

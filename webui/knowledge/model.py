@@ -21,6 +21,11 @@ MAX_FILTER_KEYS: Final = 8
 MAX_FILTER_VALUES: Final = 32
 MAX_SEARCH_LIMIT: Final = 50
 MAX_PAGE: Final = 200
+# The JSON the knowledge routes read (a document's body, an import's line, a metadata or
+# filter field): its metadata is at most MAX_META_BYTES, so no valid one comes near these;
+# they bound the values of a 16 MiB body to milliseconds of parsing (webui.strict_json).
+MAX_JSON_VALUES: Final = 10_000
+MAX_JSON_CONTAINERS: Final = 5_000
 Scalar = str | int | float | bool | None
 
 

@@ -54,12 +54,20 @@ from webui.auth.keys import AuthError, Forbidden, Principal
 from webui.blocking import run_db
 from webui.errors import InvalidRequest, KnowledgeRefused, NotFound
 from webui.files.store import FileTooLarge
-from webui.knowledge.model import DOC_ID_RE, MAX_PAGE, NAME_RE, Actor, check_name
+from webui.knowledge.model import (
+    DOC_ID_RE,
+    MAX_JSON_CONTAINERS,
+    MAX_JSON_VALUES,
+    MAX_PAGE,
+    NAME_RE,
+    Actor,
+    check_name,
+)
 from webui.knowledge.service import ExportCursor, KnowledgeService
 from webui.parse_threads import run_parse
 from webui.services import Services
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
-from webui.web.json_body import json_object, parse_json
+from webui.web.json_body import Limits, json_object, parse_json
 from webui.web.security import check_csrf
 
 SCOPE = "knowledge"
@@ -71,6 +79,9 @@ DOCUMENT_MEMBERS = frozenset({"collection", "text", "id", "title", "metadata"})
 FORM_FIELDS = frozenset({"collection", "file", "id", "title", "metadata"})
 SEARCH_MEMBERS = frozenset({"query", "collection", "filter", "limit", "mode"})
 COLLECTION_MEMBERS = frozenset({"name", "language"})
+# Every JSON these routes read: a body, an import's line, a filter or metadata field.
+KNOWLEDGE_JSON = Limits(values=MAX_JSON_VALUES, containers=MAX_JSON_CONTAINERS)
+SPLIT_BYTES = 1024 * 1024  # an import's body is cut into lines this much at a time
 
 router = APIRouter(prefix="/api/workflows/{project_id}/knowledge", tags=["knowledge"])
 
@@ -137,7 +148,7 @@ def _services(request: Request) -> Services:
 
 
 async def _object(request: Request, members: frozenset[str]) -> dict[str, Any]:
-    body = await json_object(request, error=KnowledgeRefused)
+    body = await json_object(request, error=KnowledgeRefused, limits=KNOWLEDGE_JSON)
     unknown = sorted(set(body) - members)
     if unknown:
         raise KnowledgeRefused(f"unknown member {unknown[0]!r} (known: {', '.join(sorted(members))})")
@@ -249,7 +260,9 @@ async def list_knowledge_documents(
     filters = (
         None
         if filter is None
-        else await run_parse(len(filter), parse_json, filter, what="filter", error=KnowledgeRefused)
+        else await run_parse(
+            len(filter), parse_json, filter, what="filter", error=KnowledgeRefused, limits=KNOWLEDGE_JSON
+        )
     )
     return await run_db(
         lambda: _services(request).knowledge.documents(
@@ -380,7 +393,14 @@ async def _uploaded(request: Request) -> dict[str, Any]:
         "title": texts["title"] or None,
         "metadata": None
         if not metadata
-        else await run_parse(len(metadata), parse_json, metadata, what="metadata", error=KnowledgeRefused),
+        else await run_parse(
+            len(metadata),
+            parse_json,
+            metadata,
+            what="metadata",
+            error=KnowledgeRefused,
+            limits=KNOWLEDGE_JSON,
+        ),
     }
 
 
@@ -541,14 +561,27 @@ async def export_knowledge(request: Request, project_id: str, collection: Collec
     )
 
 
+def _lines(raw: bytes) -> Iterator[bytes]:
+    """`raw.split(b"\\n")`, split about `SPLIT_BYTES` at a time: one split of a whole body of
+    blank lines holds the GIL for as long as it makes millions of them (a second per 50 MiB)."""
+    start = 0
+    while start <= len(raw):
+        end = raw.find(b"\n", start + SPLIT_BYTES)
+        end = len(raw) if end < 0 else end
+        yield from raw[start:end].split(b"\n")
+        start = end + 1
+
+
 def _parsed_lines(raw: bytes) -> list[Any]:
     """The body's NDJSON lines parsed (blank lines skipped, still counted), up to the first
     that is not JSON: that one's error, last."""
     parsed: list[Any] = []
-    for number, line in enumerate(raw.split(b"\n"), start=1):
+    for number, line in enumerate(_lines(raw), start=1):
         if line.strip():
             try:
-                parsed.append(parse_json(line, what=f"line {number}", error=KnowledgeRefused))
+                parsed.append(
+                    parse_json(line, what=f"line {number}", error=KnowledgeRefused, limits=KNOWLEDGE_JSON)
+                )
             except KnowledgeRefused as exc:
                 parsed.append(exc)
                 break

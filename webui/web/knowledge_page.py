@@ -43,7 +43,7 @@ from webui.knowledge.model import check_name
 from webui.parse_threads import run_parse
 from webui.web.deps import LoginRequired, RegistryDep, get_ui_user, require_user
 from webui.web.json_body import parse_json
-from webui.web.knowledge_api import request_actor
+from webui.web.knowledge_api import KNOWLEDGE_JSON, request_actor
 from webui.web.mcp_page import Visible, VisibleDep, visible_record
 from webui.web.templating import page
 
@@ -267,7 +267,9 @@ async def upload(request: Request, project: Annotated[Visible, Depends(uploader)
     elif raw_meta:
         try:
             meta = raw_meta.encode()
-            metadata = await run_parse(len(meta), parse_json, meta, what="metadata", error=KnowledgeRefused)
+            metadata = await run_parse(
+                len(meta), parse_json, meta, what="metadata", error=KnowledgeRefused, limits=KNOWLEDGE_JSON
+            )
         except KnowledgeRefused as exc:
             problem = exc.message
     results: list[FileResult] = []
