@@ -217,8 +217,9 @@ class Settings(BaseSettings):
     # ("the PDF could not be read within 30 s"), nothing is stored.
     knowledge_extract_seconds: float = Field(default=30.0, gt=0)
     knowledge_extract_memory_bytes: int = Field(default=1024**3, ge=256 * 1024 * 1024)
-    # Files parsed at once, of one account and of the server: one past either waits for a
-    # turn up to the wait, then is refused with `too_many_extractions` (429, Retry-After).
+    # Files parsed at once, of one account and of the server (its last quarter of turns, at
+    # least 1, kept for accounts with none being read): one past either waits for a turn up
+    # to the wait, then is refused with `too_many_extractions` (429, Retry-After).
     knowledge_extracts_per_account: int = Field(default=2, ge=1)
     knowledge_extracts: int = Field(default=4, ge=1)
     knowledge_extract_wait_seconds: float = Field(default=10.0, ge=0)

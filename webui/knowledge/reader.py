@@ -10,9 +10,13 @@ The child runs with none of the server's environment, and as `run_as` (the serve
 plain thread. A refused file stores nothing: the text is read before any database work.
 
 At most `per_account` files of one account and `total` of the whole server process are
-parsed at once. A file past either waits for a turn up to `wait_seconds`, then is refused
-with `too_many_extractions` (429, `Retry-After`). Accounts are named by their audit actor
-(`user:<name>`, `admin`), so an account's keys and browser session share one allowance.
+parsed at once, and the server's last `reserved_turns(total)` turns (a quarter, at least one
+of two or more: 1 of the default 4) are kept for accounts with no file being read, one each:
+an account takes a second turn only while that reserve stays free, so no two accounts at
+their own cap take every turn. A file past any of them waits for a turn up to
+`wait_seconds`, then is refused with `too_many_extractions` (429, `Retry-After`). Accounts
+are named by their audit actor (`user:<name>`, `admin`), so an account's keys and browser
+session share one allowance.
 
 `read` is for async code (the routes); `read_blocking` for the CLI and direct callers of
 `KnowledgeService.add` with a file's bytes — and refuses to run in a database thread.
@@ -162,7 +166,8 @@ class _Turns:
         return self._all if account is None else self._held.get(account, 0)
 
     def _refusal(self, account: str) -> TooManyExtractions | None:
-        if self._held.get(account, 0) >= self.per_account:
+        held = self._held.get(account, 0)
+        if held >= self.per_account:
             return TooManyExtractions(
                 f"this account already has {self.per_account} files being read (the limit per account);"
                 " try again when one is done"
@@ -170,6 +175,12 @@ class _Turns:
         if self._all >= self.total:
             return TooManyExtractions(
                 f"the server is already reading {self.total} files (its limit); try again shortly"
+            )
+        reserved = reserved_turns(self.total)
+        if held and self._all >= self.total - reserved:
+            return TooManyExtractions(
+                f"the server's last {reserved} of {self.total} turns to read a file are kept for"
+                f" accounts with none being read, and this account has {held}; try again when one is done"
             )
         return None
 
@@ -197,3 +208,9 @@ class _Turns:
             freed, self._freed = self._freed, None
             if freed is not None:
                 freed.set()
+
+
+def reserved_turns(total: int) -> int:
+    """How many of the server's `total` turns to read a file are kept for accounts with no
+    file being read (one each): a quarter, and at least one when there are two or more."""
+    return max(total // 4, 1) if total >= 2 else 0
