@@ -1,5 +1,6 @@
 """What every `steamharness` command shares: the one-line failure, the data-dir and
-database options, and building Settings and the store from them."""
+database options, and building Settings and the store from them; terminal-safe output
+(`terminal_safe`, from `webui.terminal_text`, and `json_text`, `highlighted`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import AliasChoices, ValidationError
 
 from webui.errors import ConfigError
 from webui.settings import Settings
+from webui.terminal_text import BIDI, TerminalText, terminal_safe
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -20,30 +22,10 @@ if TYPE_CHECKING:
     from webui.projects.registry import ProjectRegistry
 
 
-class TerminalText(str):
-    """Text that may be written to a terminal as it is: what `terminal_safe`, `json_text` and
-    `highlighted` return (stored text escaped, with only this program's own markup)."""
-
-    __slots__ = ()
-
-
-# What a terminal would act on instead of showing: the C0 controls but the line break and the
-# tab (ESC starts every escape sequence: clear the screen, set the window title, OSC 52 writes
-# the clipboard; CR overwrites the line), DEL, the C1 controls (0x9b is CSI on its own) and
-# the bidirectional overrides and isolates (they reorder what follows them on the line).
-_CONTROLS: Final = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
-_BIDI: Final = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-_SHOWN: Final = {c: f"\\x{c:02x}" for c in _CONTROLS} | {c: f"\\u{c:04x}" for c in _BIDI}
-# In JSON text the same characters, and the line separators some readers split lines at, as
-# JSON escapes: the same JSON value (json.dumps escapes the C0 controls itself).
-_JSON_ESCAPES: Final = {c: f"\\u{c:04x}" for c in [*range(0x7F, 0xA0), *_BIDI, 0x2028, 0x2029]}
-
-
-def terminal_safe(text: str) -> TerminalText:
-    """`text` (stored, or from a project, a run or a remote server: anything but this program's
-    own words) as a terminal shows it, with every character it would act on shown as an escape
-    (`\\x1b`, `\\x9b`, `\\u202e`); line breaks and tabs stay."""
-    return text if isinstance(text, TerminalText) else TerminalText(text.translate(_SHOWN))
+# In JSON text the characters a terminal acts on (webui.terminal_text), and the line
+# separators some readers split lines at, as JSON escapes: the same JSON value (json.dumps
+# escapes the C0 controls itself).
+_JSON_ESCAPES: Final = {c: f"\\u{c:04x}" for c in [*range(0x7F, 0xA0), *BIDI, 0x2028, 0x2029]}
 
 
 def json_text(data: object, *, indent: int | None = 2, sort_keys: bool = False) -> TerminalText:

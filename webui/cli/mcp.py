@@ -14,6 +14,7 @@ import typer
 from webui.cli.common import DatabaseOpt, DataDirOpt, absolute, fail, first_error, load_settings, setting_help
 from webui.errors import ConfigError, SteamharnessError
 from webui.files.created import prepare_dir
+from webui.terminal_text import install_terminal_safe
 
 # The folders this command takes, each an option and a setting; all must be absolute.
 ABSOLUTE_DIRS = (
@@ -115,6 +116,8 @@ def mcp_command(
         from webui.web.logging import install_format
 
         install_format("json")
+    else:
+        install_terminal_safe(logging.getLogger().handlers)
     harden_process()
     try:
         anyio.run(serve_stdio, settings, project, related, config)

@@ -32,6 +32,7 @@ from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
 from webui.runs.types import EXIT_WAIT_SECONDS, LogLine, RunStatus, RunUpdate
 from webui.store.models import utcnow
+from webui.terminal_text import terminal_safe
 from webui.workflows.project import CLIENT_CAPABILITIES
 
 log = logging.getLogger(__name__)
@@ -285,9 +286,10 @@ class WorkerLoop:
         if not text:
             return
         if self.echo is not None:
-            # stdio: project logs and worker output go to stderr, never the protocol stream
+            # stdio: project logs and worker output go to stderr, never the protocol stream,
+            # terminal-safe (a run writes what a client sent it: escapes act on a terminal)
             for line in text.splitlines():
-                self.echo.write(f"[{live.run_id} {stream}] {line}\n")
+                self.echo.write(f"[{live.run_id} {stream}] {terminal_safe(line)}\n")
             self.echo.flush()
         await self.runs.add_event(live, stream, text=text, data=data)
 

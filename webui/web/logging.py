@@ -31,6 +31,7 @@ from webui.configs.redaction import LOG_SECRETS
 from webui.mcp.binding import current_binding
 from webui.mcp.http import QUERY_CREDENTIALS
 from webui.observability.log_context import current_run_id
+from webui.terminal_text import install_terminal_safe
 
 REDACTED = "[redacted]"
 # No word boundary: a key may follow an escaped character (`%3Dshk_…`).
@@ -136,9 +137,12 @@ class JsonFormatter(logging.Formatter):
 
 def install_format(log_format: str) -> None:
     """`json`: every handler the server's loggers write through formats records as
-    `JsonFormatter` does; `text` leaves them as they are."""
-    if log_format != "json":
-        return
+    `JsonFormatter` does (JSON escapes every control character); `text` leaves the format
+    as it is and makes each record terminal-safe (`webui.terminal_text.TerminalSafeRecords`:
+    a file name, a path or an error's text may hold escape sequences)."""
     handlers = {h for name in LOGGERS for h in logging.getLogger(name).handlers}
+    if log_format != "json":
+        install_terminal_safe(handlers)
+        return
     for handler in handlers:
         handler.setFormatter(JsonFormatter())
