@@ -6,8 +6,9 @@ What holds, whoever wrote the schema (a project at load, an external MCP server 
 - Regular expressions run on RE2 (`google-re2`), whose time is linear in the text: `pattern`,
   `patternProperties` (and `additionalProperties` beside them), the `regex` format (a value
   is a regex when RE2 compiles it) and the `uri`/`uri-reference` formats. JSON Schema's
-  patterns are ECMA-262: `\\uXXXX`, `\\u{X}`, `\\cX` and `(?<name>` are translated; a
-  construction RE2 cannot run (a lookaround, a backreference) makes the schema unusable
+  patterns are ECMA-262: `\\uXXXX`, `\\u{X}`, `\\cX`, `\\s`/`\\S` (in a class too), `.` (no
+  line terminator) and `(?<name>` are translated; a construction RE2 cannot run (a lookaround,
+  a backreference) or would read otherwise (`(?i)`, `\\A`, `[[:alpha:]]`) makes the schema unusable
   (`SchemaUnusable`, naming where), and so does any pattern RE2 refuses or one longer than
   `MAX_PATTERN_CHARS`.
 - A schema is used only when `usable`: at most `MAX_SCHEMA_BYTES` of JSON, `MAX_SCHEMA_DEPTH`
@@ -28,13 +29,18 @@ What holds, whoever wrote the schema (a project at load, an external MCP server 
   integer (`1e308` is not one: it names no single integer).
 - A check never runs on the event loop (`problems` refuses to) nor in a database thread:
   async code awaits `run_check`, which runs it in a thread of its own small pool
-  (`CHECK_THREADS` per event loop), so checks can neither stall the loop nor take the
-  database's threads.
+  (`CHECK_THREADS` per event loop, `CHECK_THREADS_PER_ACCOUNT` of them at most one account's),
+  so checks can neither stall the loop nor take the database's threads, and one account's
+  slow checks never hold every other account's.
+- A search costs at most `PATTERN_WORK` (RE2 instructions × bytes of text): a pattern of more
+  than `MAX_PATTERN_PROGRAM` instructions is refused, a text too long for its pattern is
+  `CheckRefused`; a `pattern` beside a `maxLength` the text exceeds is not searched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import json
@@ -42,7 +48,7 @@ import math
 import reprlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
 from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
@@ -76,13 +82,22 @@ MAX_INSTANCE_CHARS: Final = strict_json.MAX_CHARS
 MAX_ERRORS: Final = 50
 MAX_MESSAGE: Final = 300
 CHECK_SECONDS: Final = 5.0
-CHECK_THREADS: Final = 2
+CHECK_THREADS: Final = 4
+# One account's share of them: its checks never hold more than half the threads, and those of
+# accounts holding none always find one free of it.
+CHECK_THREADS_PER_ACCOUNT: Final = 1
 # The largest integer a JSON number holds exactly in every reader (IEEE double).
 SAFE_INTEGER: Final = 2**53 - 1
 # Python's own limit on decimal digits (sys.get_int_max_str_digits' default).
 MAX_DIGITS: Final = 4300
 # RE2's memory per compiled pattern (program and matching caches): a larger one is refused.
 _RE2_MAX_MEM: Final = 1024 * 1024
+# RE2's time is linear in the text, but its constant grows with the pattern's program: when its
+# DFA gives up (`[ab]*a[ab]{999}`), each byte costs up to one step per instruction (~15-30 ns on
+# a loaded core). A pattern of more than MAX_PATTERN_PROGRAM instructions is refused; one search
+# is at most PATTERN_WORK instructions x bytes (under ~0.6 s), a longer text is not checked.
+MAX_PATTERN_PROGRAM: Final = 20_000
+PATTERN_WORK: Final = 20_000_000
 
 # Keywords whose subschemas apply to the value itself (not to an item or a property of it):
 # a `$ref` loop through these alone never ends.
@@ -118,14 +133,44 @@ _state = _State()
 # --------------------------------------------------------------------------- regular expressions
 
 
-# ECMA-262's `\\s`: its white space and line terminators (RE2's is ASCII only).
-_ECMA_SPACE: Final = "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{FEFF}\\x{2028}\\x{2029}\\p{Zs}"
+# ECMA-262's `\\s`: its white space and line terminators (RE2's is ASCII only), as code point
+# ranges: tab to carriage return, and the space separators (Zs), U+2028, U+2029, U+FEFF.
+_SPACE_RANGES: Final = (
+    (0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+    (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF),
+)  # fmt: skip
+
+
+def _class_items(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+
+
+def _complement(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    low = 0
+    for a, b in ranges:
+        if a > low:
+            out.append((low, a - 1))
+        low = b + 1
+    return [*out, (low, 0x10FFFF)] if low <= 0x10FFFF else out
+
+
+_ECMA_SPACE: Final = _class_items(_SPACE_RANGES)
+# ECMA-262's `\\S` as the items of a class (a class cannot hold a negated class in RE2).
+_ECMA_NON_SPACE: Final = _class_items(_complement(_SPACE_RANGES))
+# ECMA-262's `.`: any character but a line terminator (RE2's `.` takes all but \\n).
+_ECMA_DOT: Final = "[^\\n\\r\\x{2028}\\x{2029}]"
+# Escapes RE2 reads as its own (\\A start, \\z end, \\C a byte, \\Q...\\E quoting,
+# \\pN without braces) where ECMA-262 refuses them or reads a letter.
+_RE2_ONLY_ESCAPES: Final = "AzCQE"
 
 
 def _ecma_to_re2(pattern: str) -> str:
-    """An ECMA-262 pattern in RE2's syntax, or ValueError naming what RE2 cannot run. One
-    pass: escapes rewritten (`\\uXXXX`, `\\u{X}`, `\\cX`, `\\0`; `\\s` as ECMA's white space,
-    and `\\S` outside a class), `(?<name>` as `(?P<name>`."""
+    """An ECMA-262 pattern in RE2's syntax, or ValueError naming what RE2 cannot run or
+    would read otherwise. One pass: escapes rewritten (`\\uXXXX`, `\\u{X}`, `\\cX`, `\\0`;
+    `\\s` and `\\S` as ECMA's white space, in a class or not), `.` as any character but a line
+    terminator, `(?<name>` as `(?P<name>`; RE2's own syntax (`(?i)` and other flags, `\\A`,
+    `\\z`, `[[:alpha:]]`) refused."""
     out: list[str] = []
     i, n, in_class = 0, len(pattern), False
     while i < n:
@@ -161,10 +206,12 @@ def _ecma_to_re2(pattern: str) -> str:
                 out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
                 i += 2
                 continue
-            if e == "S" and not in_class:
-                out.append(f"[^{_ECMA_SPACE}]")
+            if e == "S":
+                out.append(_ECMA_NON_SPACE if in_class else f"[^{_ECMA_SPACE}]")
                 i += 2
                 continue
+            if e in _RE2_ONLY_ESCAPES or (e in "pP" and pattern[i + 2 : i + 3] != "{"):
+                raise ValueError(f"\\{e}, which JSON Schema's patterns (ECMA-262) do not have")
             if e in "123456789" and not in_class:
                 raise ValueError(f"a backreference (\\{e}), which the linear-time engine (RE2) does not run")
             if e == "k" and pattern[i + 2 : i + 3] == "<":
@@ -175,8 +222,16 @@ def _ecma_to_re2(pattern: str) -> str:
             i += 2
             continue
         if in_class:
+            if pattern.startswith(("[:", "[=", "[."), i):
+                raise ValueError(
+                    f"a POSIX class ({pattern[i : i + 2]}...), which ECMA-262 patterns do not have"
+                )
             in_class = c != "]"
             out.append(c)
+            i += 1
+            continue
+        if c == ".":
+            out.append(_ECMA_DOT)
             i += 1
             continue
         if c == "[":
@@ -201,6 +256,10 @@ def _ecma_to_re2(pattern: str) -> str:
                 out.append("(?P<")
                 i += 3
                 continue
+            if not pattern.startswith("(?:", i):
+                raise ValueError(
+                    f"{pattern[i : i + 4]!r}: flags and other (? groups are not ECMA-262 (only (?: (?<name>)"
+                )
         out.append(c)
         i += 1
     return "".join(out)
@@ -225,13 +284,19 @@ def _compiled(pattern: str) -> Any:
         raise ValueError(f"a pattern of {len(pattern)} characters (at most {MAX_PATTERN_CHARS})")
     translated = _ecma_to_re2(pattern)
     try:
-        return re2.compile(translated.encode("utf-8", "surrogatepass"), _OPTIONS)
+        regex = re2.compile(translated.encode("utf-8", "surrogatepass"), _OPTIONS)
     except re2.error as exc:
         detail = exc.args[0] if exc.args else exc
         text = detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
         raise ValueError(
             f"not a regular expression the linear-time engine (RE2) runs: {text[:120]}"
         ) from None
+    if regex.programsize > MAX_PATTERN_PROGRAM:
+        raise ValueError(
+            f"too costly to run: {regex.programsize} RE2 instructions (at most {MAX_PATTERN_PROGRAM};"
+            " a bounded repeat such as .{1,500} is that many copies of its part)"
+        )
+    return regex
 
 
 def pattern_problem(pattern: str) -> str | None:
@@ -250,7 +315,21 @@ def _search(pattern: str, text: str) -> bool:
         regex = _compiled(pattern)
     except ValueError as exc:
         raise SchemaUnusable("", f"pattern {_clip(pattern)}: {exc}") from None
-    return regex.search(text.encode("utf-8", "surrogatepass")) is not None
+    data = text.encode("utf-8", "surrogatepass")
+    if regex.programsize * len(data) > PATTERN_WORK:
+        raise CheckRefused(
+            f"a string of {len(data)} bytes is too long to check against pattern {_clip(pattern)}"
+            f" ({regex.programsize} RE2 instructions; instructions x bytes at most {PATTERN_WORK})"
+        )
+    return regex.search(data) is not None
+
+
+def _tick() -> None:
+    """Stop the running check when past its deadline (looked at by every keyword, and inside
+    the keywords that search once per property)."""
+    deadline = _state.deadline
+    if deadline is not None and time.monotonic() > deadline:
+        raise _Timeout
 
 
 def _verbose_to_plain(pattern: str) -> str:
@@ -372,7 +451,12 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
 
 
 def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
+    if not validator.is_type(instance, "string"):
+        return
+    limit = schema.get("maxLength") if isinstance(schema, dict) else None
+    if isinstance(limit, int) and not isinstance(limit, bool) and len(instance) > limit:
+        return  # refused by maxLength already: a search of a text longer than allowed is waste
+    if not _search(pattern, instance):
         yield ValidationError(f"{shown(instance)} does not match {_clip(pattern)}")
 
 
@@ -383,6 +467,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
+            _tick()
             if _search(pattern, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
@@ -390,11 +475,17 @@ def _pattern_properties(
 def _extras(instance: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    return [
-        key
-        for key in instance
-        if key not in properties and not any(_search(pattern, key) for pattern in patterns)
-    ]
+    extras: list[str] = []
+    for key in instance:
+        if key in properties:
+            continue
+        for pattern in patterns:
+            _tick()
+            if _search(pattern, key):
+                break
+        else:
+            extras.append(key)
+    return extras
 
 
 def _additional_properties(
@@ -470,9 +561,7 @@ def _timed(keyword: Callable[..., Any]) -> Callable[..., Any]:
     """`keyword`, first looking at the running check's deadline."""
 
     def timed(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        deadline = _state.deadline
-        if deadline is not None and time.monotonic() > deadline:
-            raise _Timeout
+        _tick()
         return keyword(validator, value, instance, schema)
 
     return timed
@@ -778,22 +867,50 @@ def describe(errors: Iterable[ValidationError]) -> list[str]:
 
 # --------------------------------------------------------------------------- off the loop
 
-_limiter: RunVar[anyio.CapacityLimiter] = RunVar("steamharness_check_limiter")
+
+class _Checks:
+    """The checks' threads of one event loop: `CHECK_THREADS` in all, at most
+    `CHECK_THREADS_PER_ACCOUNT` of them an account's, so accounts holding none always find one."""
+
+    def __init__(self) -> None:
+        self.threads = anyio.CapacityLimiter(CHECK_THREADS)
+        # account -> (its limiter, checks using it): dropped when none is, so bounded by the
+        # checks in flight or waiting.
+        self.accounts: dict[Hashable, tuple[anyio.CapacityLimiter, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def share(self, account: Hashable) -> AsyncIterator[None]:
+        limiter, users = self.accounts.get(account) or (anyio.CapacityLimiter(CHECK_THREADS_PER_ACCOUNT), 0)
+        self.accounts[account] = (limiter, users + 1)
+        try:
+            async with limiter:
+                yield
+        finally:
+            limiter, users = self.accounts[account]
+            if users <= 1:
+                del self.accounts[account]
+            else:
+                self.accounts[account] = (limiter, users - 1)
 
 
-def _check_limiter() -> anyio.CapacityLimiter:
+_checks: RunVar[_Checks] = RunVar("steamharness_checks")
+
+
+def _checks_of_loop() -> _Checks:
     try:
-        return _limiter.get()
+        return _checks.get()
     except LookupError:
-        limiter = anyio.CapacityLimiter(CHECK_THREADS)
-        _limiter.set(limiter)
-        return limiter
+        checks = _Checks()
+        _checks.set(checks)
+        return checks
 
 
-async def run_check(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """`fn(*args, **kwargs)` — a JSON Schema check, or work around one — in a thread of the
-    checks' own pool (`CHECK_THREADS` per event loop): never on the loop, never holding one
-    of the database's threads. Each check inside is bounded by `CHECK_SECONDS`."""
+async def run_check(account: Hashable, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn(*args, **kwargs)` — a JSON Schema check, or work around one — for `account` (whose
+    values or whose schema it checks; None: no account, one share for all such checks) in a
+    thread of the checks' own pool: never on the loop, never holding one of the database's
+    threads. `CHECK_THREADS` per event loop, at most `CHECK_THREADS_PER_ACCOUNT` an account's
+    (its other checks wait their turn). Each check inside is bounded by `CHECK_SECONDS`."""
 
     def work() -> T:
         _state.in_check = True
@@ -802,4 +919,6 @@ async def run_check(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         finally:
             _state.in_check = False
 
-    return await anyio.to_thread.run_sync(work, limiter=_check_limiter())
+    checks = _checks_of_loop()
+    async with checks.share(account):
+        return await anyio.to_thread.run_sync(work, limiter=checks.threads)

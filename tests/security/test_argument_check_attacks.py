@@ -201,9 +201,9 @@ async def test_the_hosts_tool_form_checks_an_external_servers_pattern_off_the_ev
     view = tool_view("srv", hostile)
     assert view.problem is None  # a form with one text field
     key = view.prefix + view.fields[0].key
-    assert await host_pages._arguments(view, form_of({key: "a" * BIG})) is None
+    assert await host_pages._arguments(view, form_of({key: "a" * BIG}), None) is None
     assert "does not match '[a-z]+@'" in view.errors["a"] and len(view.errors["a"]) < 300
-    assert await host_pages._arguments(view, form_of({key: "bob@"})) == {"a": "bob@"}
+    assert await host_pages._arguments(view, form_of({key: "bob@"}), None) == {"a": "bob@"}
 
     # A schema the host cannot check with (a lookaround, a reference loop): the server that
     # wrote it judges the arguments itself; nothing here fails or recurses.
@@ -216,7 +216,7 @@ async def test_the_hosts_tool_form_checks_an_external_servers_pattern_off_the_ev
         },
         {"type": "object", "not": {"$ref": "#"}},
     ):
-        assert await run_check(field_errors, schema, {"a": "b"}) == {}
+        assert await run_check(None, field_errors, schema, {"a": "b"}) == {}
 
 
 @pytest.mark.anyio
@@ -431,12 +431,12 @@ async def test_a_check_refuses_to_run_on_the_event_loop() -> None:
         problems({"type": "string"}, 1)
     with pytest.raises(RuntimeError, match="on the event loop"):
         field_errors({"type": "object"}, {})
-    assert [e.message for e in await run_check(problems, {"type": "string"}, 1)] == [
+    assert [e.message for e in await run_check(None, problems, {"type": "string"}, 1)] == [
         "1 is not of type 'string'"
     ]
     async with anyio.create_task_group() as tg:  # several at once share the checks' small pool
-        for _ in range(validation.CHECK_THREADS * 3):
-            tg.start_soon(run_check, problems, {"type": "string"}, "x")
+        for i in range(validation.CHECK_THREADS * 3):
+            tg.start_soon(run_check, i % 5, problems, {"type": "string"}, "x")
 
 
 def test_load_time_checks_name_patterns_re2_cannot_run(tmp_path: Path) -> None:

@@ -93,7 +93,10 @@ class Elicitations:
             )
         else:
             # The server's schema may be hostile: screened in the checks' own threads.
-            reasons = await run_check(unsupported_reasons, params.requested_schema)
+            # Within the server's own share of the checks' threads (it wrote the schema).
+            reasons = await run_check(
+                f"host-server:{server.id}", unsupported_reasons, params.requested_schema
+            )
             if reasons:
                 await run_db(
                     self.interactions.create,

@@ -269,11 +269,11 @@ class InteractionService:
                 "interactions", "closed", interactionId=interaction_id, runId=run_id, reason="run finished"
             )
 
-    async def check_answer(self, row: Interaction, action: str, content: Any) -> None:
+    async def check_answer(self, row: Interaction, action: str, content: Any, *, account: int | None) -> None:
         """Raise InvalidAnswer if this answer to `row` would be refused by its schema (a
         round of several answers is checked whole before any is recorded). Checked in the
-        checks' own threads (`run_check`), never on the event loop."""
-        await run_check(self._validate, row, action, content)
+        checks' own threads (`run_check`, `account`'s share: who answers), never on the event loop."""
+        await run_check(account, self._validate, row, action, content)
 
     def _validate(self, row: Interaction, action: str, content: Any) -> dict[str, Any] | None:
         """The answer as it is stored, or InvalidAnswer. A JSON Schema check: run it through
@@ -330,7 +330,8 @@ class InteractionService:
         channel that started the run itself (it holds no one else's questions)."""
         actor = actor if actor is not None or by is None else by.actor
         asked = await run_db(self._answerable, interaction_id, channel, by, override)
-        clean = await run_check(self._validate, asked, action, content)  # never in a database thread
+        # Never in a database thread; within the answering account's share of the checks' threads.
+        clean = await run_check(by.account_id if by else None, self._validate, asked, action, content)
         row, result = await run_db(
             self._record_answer, interaction_id, action, clean, actor, channel, by, override
         )

@@ -216,7 +216,9 @@ class CallBridge:
             try:
                 with TRACER.start_as_current_span("steamharness.preflight"):
                     # Checked in the checks' own threads, never in a database thread.
-                    args = await check_arguments(b.catalog.schemas[ep.id], params.arguments, tool=ep.id)
+                    args = await check_arguments(
+                        b.catalog.schemas[ep.id], params.arguments, tool=ep.id, account=b.account_id
+                    )
                     prepared = await run_db(self._prepare, b, ep, args)
                 worker_params, stored, limits, config = prepared
                 run = await self._start(ctx, b, ep, worker_params, stored, limits, config)

@@ -348,7 +348,9 @@ class Questions:
                 continue
             try:
                 action, content = answer_of(asked[interaction_id], response)
-                await self.interactions.check_answer(asked[interaction_id], action, content)
+                await self.interactions.check_answer(
+                    asked[interaction_id], action, content, account=b.account_id
+                )
             except InvalidAnswer as exc:
                 raise _invalid(f"{key}: {exc.message}") from None  # nothing of the round recorded
             answers.append((key, interaction_id, action, content))

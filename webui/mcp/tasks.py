@@ -270,7 +270,7 @@ class Tasks:
                 continue
             try:
                 action, content = answer_of(ia, raw)
-                await self.interactions.check_answer(ia, action, content)
+                await self.interactions.check_answer(ia, action, content, account=b.account_id)
                 answers.append((key, ia, action, content))
             except InvalidAnswer as exc:
                 problems.append(f"{key}: {exc.message}")

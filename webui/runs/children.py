@@ -60,7 +60,10 @@ class ChildRuns:
                 )
         try:
             params = await check_arguments(
-                tool_input_schema(ep.params, ep.input_schema, file_mode="server"), params, tool=ep.id
+                tool_input_schema(ep.params, ep.input_schema, file_mode="server"),
+                params,
+                tool=ep.id,
+                account=live.request.account_id,
             )
         except InvalidArguments as exc:
             raise RelatedProjectError(f"related project {alias!r}: {exc.message}") from None

@@ -342,12 +342,14 @@ def visible_item(engine: Engine, user: UiUser, interaction_id: str) -> Item:
     return item
 
 
-async def field_problems(schema: dict[str, Any], content: dict[str, Any]) -> dict[str, str]:
+async def field_problems(
+    schema: dict[str, Any], content: dict[str, Any], *, account: int | None
+) -> dict[str, str]:
     """Where the service's refusal points, per field, to show it beside the control.
 
     The service already decided (and is the authority); this only places its reasons. The
     schema may be an external server's: checked in the checks' own threads."""
-    errors = await run_check(field_errors, schema, content)
+    errors = await run_check(account, field_errors, schema, content)
     return {name: message for name, message in errors.items() if name}
 
 

@@ -200,7 +200,9 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
         if not card.pending:
             return await run_db(_settled_response, request, engine, user, card)
         card.values = content or {}
-        card.errors = await field_problems(item.interaction.requested_schema, content or {})
+        card.errors = await field_problems(
+            item.interaction.requested_schema, content or {}, account=user.account_id
+        )
         card.problem = "Some answers need attention." if card.errors else exc.message
         return await run_db(_card_response, request, engine, user, card, exc.status)
     except (InteractionConflict, InteractionClosed) as exc:

@@ -325,7 +325,7 @@ async def connect(request: Request, conversation_id: str, user: UserDep) -> Resp
     return RedirectResponse(f"/host/conversations/{conv.id}#server-{server_id}", status_code=303)
 
 
-async def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
+async def _arguments(tool: ToolView, form: Any, account: int | None) -> dict[str, Any] | None:
     """The call's arguments from the tool's form, or None after recording what is wrong.
     The server's schema is its own (hostile, maybe): checked in the checks' own threads."""
     if tool.problem:
@@ -338,14 +338,14 @@ async def _arguments(tool: ToolView, form: Any) -> dict[str, Any] | None:
         if not isinstance(parsed, dict):
             tool.json_error = "the arguments must be a JSON object"
             return None
-        problems = await run_check(field_errors, tool.schema, parsed)
+        problems = await run_check(account, field_errors, tool.schema, parsed)
         if problems:
             tool.json_error = "; ".join(f"{k}: {v}" if k else v for k, v in problems.items())
             return None
         return parsed
     values, errors = forms.parse(tool.schema, form, prefix=tool.prefix)
     if not errors:
-        errors = await run_check(field_errors, tool.schema, values)
+        errors = await run_check(account, field_errors, tool.schema, values)
     if errors:
         tool.values, tool.errors = values, errors
         return None
@@ -368,7 +368,7 @@ async def call_tool(request: Request, conversation_id: str, user: UserDep) -> Re
     tool = next((t for t in section.tools if t.name == tool_name), None)
     if tool is None:
         raise NotFound(f"{section.name} has no tool {tool_name!r}")
-    arguments = await _arguments(tool, form)
+    arguments = await _arguments(tool, form, user.account_id)
     if arguments is None:
         if is_htmx(request):
             context = {"conv": conv, "section": section, "t": tool}

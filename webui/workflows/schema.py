@@ -236,11 +236,11 @@ def validate_arguments(
 
 
 async def check_arguments(
-    schema: dict[str, Any], arguments: dict[str, Any] | None, *, tool: str
+    schema: dict[str, Any], arguments: dict[str, Any] | None, *, tool: str, account: int | None
 ) -> dict[str, Any]:
-    """`validate_arguments` from async code: in the checks' own threads, never on the event
-    loop nor in a database thread."""
-    return await run_check(validate_arguments, schema, arguments, tool=tool)
+    """`validate_arguments` from async code: in the checks' own threads (within `account`'s
+    share of them), never on the event loop nor in a database thread."""
+    return await run_check(account, validate_arguments, schema, arguments, tool=tool)
 
 
 def _is_integer_schema(schema: Any) -> bool:
