@@ -29,9 +29,9 @@ from webui.knowledge.model import Limits
 from webui.knowledge.reader import FileReader, ReadLimits
 from webui.knowledge.service import KnowledgeService
 from webui.replicas import ReplicaLease
-from webui.runs.isolation import worker_uids, worker_user
+from webui.runs.isolation import read_paths, worker_uids, worker_user
 from webui.runs.outcomes import PENDING_FILE
-from webui.runs.pool import WorkerPool
+from webui.runs.pool import ViewSettings, WorkerPool
 from webui.runs.service import RunService
 from webui.secret_keys import derive_key
 from webui.settings import Settings
@@ -200,6 +200,7 @@ async def open_services(
     first run does not wait for it either (a long-lived server)."""
     user = worker_user(settings.worker_user)  # fails before anything is created
     uids = worker_uids(settings.worker_uid_base, settings.worker_uid_count) if user else None
+    view = ViewSettings(settings.worker_tmp_max_bytes, read_paths(settings.worker_read_paths))
     private_dir(settings.data_dir)
     # Snapshots, managed and created files: the server's alone (a run reaches its own
     # snapshot through a descriptor); folders made by older versions are tightened.
@@ -220,7 +221,7 @@ async def open_services(
         root=settings.resolved_shared_dir,
     )
     interactions = InteractionService(engine, audit, hub)
-    pool = WorkerPool(user=user, uids=uids)
+    pool = WorkerPool(user=user, uids=uids, view=view)
     values_engine = _side_engine(engine, settings.persistent_value_store_dir, "values.sqlite3")
     knowledge = knowledge_service(settings, values_engine, engine, audit)
     runs = RunService(

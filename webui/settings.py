@@ -138,6 +138,12 @@ class Settings(BaseSettings):
     host_server_user: str | None = None
     # Names of server environment variables handed to runs besides PATH, LANG, LC_*, TZ.
     worker_env_passthrough: list[str] = Field(default_factory=list)
+    # Under root, each run sees a filesystem of its own (webui.runs.view): its /tmp,
+    # /var/tmp and /dev/shm are one in-memory tmpfs of at most this many bytes.
+    worker_tmp_max_bytes: int = Field(default=128 * 1024 * 1024, ge=1024 * 1024)
+    # Host folders or files (absolute paths) every run reads besides its project and the
+    # interpreter's files: read-only, at their own paths in its filesystem view.
+    worker_read_paths: list[str] = Field(default_factory=list)
 
     # The HTTP edge (README: "Behind a reverse proxy").
     # JSON and form bodies; file uploads keep max_file_bytes.

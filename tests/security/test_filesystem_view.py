@@ -174,7 +174,10 @@ def live() -> Iterator[LiveServer]:
 def probes(live: LiveServer, planted: Path) -> list[str]:
     base = live.projects.parent
     shared = live.settings().resolved_shared_dir
+    assert live.proc is not None
     return [
+        # Through the server's own /proc entry: its root is the host's.
+        f"/proc/{live.proc.pid}/root{live.projects}/gamma/.env",
         str(live.projects / "gamma" / ".env"),
         str(live.projects / "gamma" / "notes.txt"),
         str(live.projects / "gamma"),
@@ -259,8 +262,12 @@ def temp(ctx):
             "names": sorted(os.listdir(folder)),
             "bytes": vfs.f_blocks * vfs.f_frsize,
         }
-        with open(os.path.join(folder, ctx.params["tag"]), "w") as fh:
-            fh.write("mine")
+        try:
+            with open(os.path.join(folder, ctx.params["tag"]), "w") as fh:
+                fh.write("mine")
+            out[folder]["wrote"] = True
+        except PermissionError:  # the host's, closed to the run (only without a view)
+            out[folder]["wrote"] = False
     out["home"] = os.environ["HOME"]
     if ctx.params["size"]:
         try:
@@ -282,6 +289,60 @@ def temp(ctx):
 """
 
 
+ESCAPE_HANDLERS = r"""
+import ctypes
+import errno
+import json
+import os
+
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+
+
+def _tries():
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def call(result):
+        return "done" if result == 0 else errno.errorcode[ctypes.get_errno()]
+
+    def attempt(op):
+        try:
+            op()
+            return "done"
+        except OSError as exc:
+            return errno.errorcode[exc.errno]
+
+    out = {
+        "mount": call(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None)),
+        "umount": call(libc.umount2(b"/usr", 2)),
+        "chroot": attempt(lambda: os.chroot("/tmp")),
+        "initRoot": attempt(lambda: os.listdir("/proc/1/root")),
+        # A user namespace would give it every capability over a copy of its mounts.
+        "userns": call(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS)),
+    }
+    os.chdir("/")
+    for _ in range(64):
+        os.chdir("..")
+    out["top"] = sorted(os.listdir("."))
+    return out
+
+
+def escape(ctx):
+    # From a process of its own: a user namespace is refused to any multi-threaded one.
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, json.dumps(_tries()).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.waitpid(pid, 0)
+    return {**json.loads(data), "root": sorted(os.listdir("/"))}
+"""
+
+
 def temp_project(folder: Path) -> Path:
     folder.mkdir()
     params = [
@@ -294,10 +355,14 @@ def temp_project(folder: Path) -> Path:
         "name": "temp",
         "version": "1.0.0",
         "projectType": "workflow",
-        "entrypoints": [{"id": "temp", "handler": "h.py:temp", "params": params, "timeoutSeconds": 60}],
+        "entrypoints": [
+            {"id": "temp", "handler": "h.py:temp", "params": params, "timeoutSeconds": 60},
+            {"id": "escape", "handler": "escape.py:escape", "timeoutSeconds": 60},
+        ],
     }
     (folder / "package.json").write_text(json.dumps(package), encoding="utf-8")
     (folder / "h.py").write_text(TEMP_HANDLERS, encoding="utf-8")
+    (folder / "escape.py").write_text(ESCAPE_HANDLERS, encoding="utf-8")
     return folder
 
 
@@ -336,7 +401,8 @@ async def test_a_runs_temporary_folders_are_its_own_bounded_and_gone_with_it(
     for out in (first.output, second.output):
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):
             seen = out[folder]
-            assert seen["mode"] == 0o1777, folder
+            assert seen["mode"] == 0o1777, folder  # whatever the host's is
+            assert seen["wrote"], folder
             assert seen["dev"] != host_tmp, folder  # not the host's /tmp
             assert seen["bytes"] == TMP_BYTES, folder  # one bounded tmpfs
             assert tag not in seen["names"]  # the first run's file went with it
@@ -350,6 +416,81 @@ async def test_a_runs_temporary_folders_are_its_own_bounded_and_gone_with_it(
     for folder in ("/tmp", "/var/tmp", "/dev/shm"):
         assert not (Path(folder) / tag).exists()  # never written to the host's
     assert (shared_folder / "model.txt").read_text(encoding="utf-8") == "weights"
+
+
+# A host whose /tmp, /var/tmp and /dev/shm are 0755 (only root may create in them), made
+# for one process: a mount namespace of its own with such tmpfs mounts over them. In it,
+# a server's runs (its zygote and workers inherit the namespace) write their own.
+CLOSED_TMP_HOST = r"""
+import asyncio, ctypes, json, os, sys
+from pathlib import Path
+
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.unshare(0x00020000) == 0, os.strerror(ctypes.get_errno())
+assert libc.mount(None, b"/", None, ctypes.c_ulong(16384 | (1 << 18)), None) == 0
+for folder in (b"/tmp", b"/var/tmp", b"/dev/shm"):
+    data = b"mode=0755,size=16m"
+    assert libc.mount(b"tmpfs", folder, b"tmpfs", ctypes.c_ulong(0), data) == 0, folder
+given = json.loads(sys.stdin.read())
+project = Path("/tmp/closed-host/temp")
+project.mkdir(parents=True)
+for name, text in given["files"].items():
+    (project / name).write_text(text, encoding="utf-8")
+os.chmod("/tmp/closed-host", 0o755)
+
+from tests.helpers import run_to_end
+from webui.services import open_services
+from webui.settings import Settings
+from webui.workflows.project import load_project
+
+
+async def main():
+    settings = Settings(data_dir=Path("/tmp/closed-host/data"))
+    async with open_services(settings) as svc:
+        final = await run_to_end(svc, load_project(project), "temp", given["params"])
+    print(json.dumps({"status": str(final.status), "error": final.error, "output": final.output}))
+
+
+asyncio.run(main())
+"""
+
+
+def test_runs_write_their_temporary_folders_on_a_host_whose_own_are_closed(tmp_path: Path) -> None:
+    here = Path(__file__).resolve()
+    if any(p == "/tmp" or p.startswith(("/tmp/", "/var/tmp/", "/dev/shm/")) for p in (sys.prefix, str(here))):
+        pytest.skip("the interpreter or the tests live in a temporary folder this test covers")
+    folder = temp_project(tmp_path / "temp")
+    files = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir()}
+    given = {"files": files, "params": {"tag": "mine", "size": 0, "shared": "package.json"}}
+    env = {**server_env(), "PYTHONPATH": str(here.parents[2])}
+    proc = subprocess.run(
+        [sys.executable, "-c", CLOSED_TMP_HOST],
+        input=json.dumps(given),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["status"] == "success", result["error"]
+    for name in ("/tmp", "/var/tmp", "/dev/shm"):
+        assert result["output"][name]["mode"] == 0o1777, name
+        assert result["output"][name]["wrote"], name
+
+
+async def test_a_run_can_neither_mount_nor_leave_its_view(tmp_path: Path, allowed: list[str]) -> None:
+    project = load_project(temp_project(tmp_path / "temp"))
+    async with open_services(Settings(data_dir=tmp_path / "data")) as svc:
+        final = await run_to_end(svc, project, "escape")
+    assert final.status == "success", final.error
+    out = final.output
+    assert (out["mount"], out["umount"], out["chroot"]) == ("EPERM", "EPERM", "EPERM")
+    assert out["initRoot"] == "EACCES"
+    assert out["userns"] == "EPERM"  # refused in a chroot
+    assert out["top"] == out["root"]  # `..` from `/` is `/`: the view's
+    tops = {p.split("/")[1] for p in [*allowed, str(tmp_path), "/etc", "/tmp", "/var/tmp"]}
+    assert set(out["root"]) <= tops
 
 
 async def test_where_no_view_can_be_built_runs_go_on_and_the_server_says_why(
@@ -387,3 +528,5 @@ def test_read_paths_must_be_absolute_and_exist(tmp_path: Path) -> None:
         read_paths(["relative/models"])
     with pytest.raises(ConfigError, match="does not exist"):
         read_paths([str(tmp_path / "missing")])
+    with pytest.raises(ConfigError, match="the whole host"):
+        read_paths(["/"])

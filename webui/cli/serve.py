@@ -83,7 +83,7 @@ def serve_command(
     from webui.app import create_app
     from webui.cli.db import upgrade_all
     from webui.files import created
-    from webui.runs.isolation import harden_process, worker_uids, worker_user
+    from webui.runs.isolation import harden_process, read_paths, worker_uids, worker_user
     from webui.store.projects import list_projects
     from webui.web.connections import HEALTH_RESERVE, BodyPace, edge_protocol
 
@@ -107,6 +107,7 @@ def serve_command(
         )
     worker_user(settings.worker_user)  # a missing worker user stops the server here
     worker_uids(settings.worker_uid_base, settings.worker_uid_count)  # so does a range an account holds
+    read_paths(settings.worker_read_paths)  # and a read path that is not there
     worker_user(settings.resolved_host_server_user, setting="host_server_user", what="host stdio servers")
     created.prepare_dir(settings.resolved_file_create_store_dir, created.SETTING)
     for where, done in upgrade_all(settings):  # under a lock: concurrent start-ups migrate once

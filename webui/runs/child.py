@@ -13,13 +13,12 @@ request that would be larger raises MessageTooLarge in the handler, and an outco
 would be larger becomes an `output_too_large` error.
 
 Isolation: the child is forked as root (when the server runs as root). As a spare, still
-single-threaded, it builds its filesystem view when the zygote was given one
+single-threaded, it builds its filesystem view when the zygote has one planned
 (webui.runs.view). Once it has its run, it prepares what needs privileges (the run's
 scratch directory, copies of the file params, the view entered, the project folder as
 working directory) and then drops to the worker user for good before any workflow code
-runs. It is a child subreaper: when the handler returns,
-every process it left behind (daemonised, double-forked, setsid) is killed before the
-outcome is sent.
+runs. It is a child subreaper: when the handler returns, every process it left behind
+(daemonised, double-forked, setsid) is killed before the outcome is sent.
 """
 
 from __future__ import annotations

@@ -189,6 +189,8 @@ def read_paths(paths: list[str], setting: str = "STEAMHARNESS_WORKER_READ_PATHS"
     for path in paths:
         if not os.path.isabs(path):
             raise ConfigError(f"{setting}: {path!r} is not an absolute path")
+        if os.path.realpath(path) == "/":
+            raise ConfigError(f"{setting}: {path} would show runs the whole host; name the folders they need")
         if not os.path.exists(path):
             raise ConfigError(f"{setting}: {path} does not exist")
     return tuple(os.path.normpath(p) for p in paths)

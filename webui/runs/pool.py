@@ -87,6 +87,8 @@ class Worker:
         self._writer = writer
         self.scratch: str | None = None  # set once the worker has a run
         self.user: WorkerUser | None = None  # who its workflow code runs as (None: the server's user)
+        # Whether its zygote gives its runs a filesystem view (their /tmp is their own).
+        self.viewed = pool.views_built
 
     @property
     def uid(self) -> int:
@@ -155,9 +157,12 @@ class WorkerPool:
         self.user = user
         self.uids = uids
         self.view = view if user is not None or uids is not None else None
-        # Why the zygote could not build views (None: it can, or none was asked).
+        # Why the zygote could not build views (None: it can, or none was asked) ...
         self.view_problem: str | None = None
+        # ... and whether the running one does.
+        self.views_built = False
         self._uid_of: dict[int, int] = {}  # worker pid -> the per-run uid it holds
+        self._viewed: set[int] = set()  # workers whose runs had a filesystem view
         self._dir: str | None = None
         self._scratch_root: str | None = None
         self._scratch: dict[int, str] = {}
@@ -223,6 +228,7 @@ class WorkerPool:
         return [json.dumps(config)]
 
     def _on_ready(self, msg: dict[str, Any]) -> None:
+        self.views_built = "viewProblem" in msg and msg["viewProblem"] is None
         if self.view is None:
             return
         problem = msg.get("viewProblem")
@@ -399,11 +405,17 @@ class WorkerPool:
 
     def _give_back_uid(self, pid: int) -> None:
         """Once what the run left in the shared temporary folders is gone (the next run
-        given the uid would own it)."""
+        given the uid would own it); at once after a run in a filesystem view (it could
+        write no shared folder: its /tmp, /var/tmp and /dev/shm went with it)."""
         uid = self._uid_of.pop(pid, None)
+        viewed = pid in self._viewed
+        self._viewed.discard(pid)
         if uid is None or self.uids is None:
             return
         uids = self.uids
+        if viewed:
+            uids.release(uid)
+            return
 
         async def give_back() -> None:
             try:
@@ -434,6 +446,8 @@ class WorkerPool:
             self._scratch[worker.pid] = worker.scratch
             if self.uids is not None and worker.user is not None:
                 self._uid_of[worker.pid] = worker.user.uid
+                if worker.viewed:
+                    self._viewed.add(worker.pid)
         elif self.uids is not None and worker.user is not None:
             self.uids.release(worker.user.uid)  # its exit was reported already
         spec = {**spec, "scratch": worker.scratch, "user": worker.user.to_spec() if worker.user else None}

@@ -13,12 +13,15 @@ tmpfs of `tmpBytes` holding only:
 - the operator's `readPaths`, read-only.
 
 When its run arrives, the worker binds its scratch dir (writable) and its project folder
-(read-only; for a draft, the author's folder itself) at their own paths, then changes its
-root to the view and drops to the run's user, which can neither mount nor change root
-again. Every path the run is given keeps its meaning; walking up from one shows only the
-names on the way to the others. The host's mounts stay in the namespace behind the new
-root, reachable from no path and no descriptor the worker keeps. The namespace, its
-`/tmp` with it, is gone when the run's last process is.
+(read-only; for a draft, the author's folder itself) at their own paths, changes its root
+to the view (chroot) and drops to the run's user. That user can neither mount nor change
+its root again, and the kernel refuses a chrooted process a user namespace (where it would
+have both), so it stays in the view. Every path the run is given keeps its meaning;
+walking up from one shows only the names on the way to the others. The host's mounts stay
+in the namespace outside the new root, reachable from no path and no descriptor the worker
+keeps (no process of the run's uid lives outside it; under a shared worker user, one that
+does could be reached through /proc). The namespace, its `/tmp` with it, is gone when the
+run's last process is.
 
 The system part is built once, in the zygote's own mount namespace (`View.plan`: every
 host path looked up there, each bind made read-only there); a spare copies it (`/etc` in

@@ -5,14 +5,15 @@ child runtime (and the stdlib modules handlers commonly use) once, then for each
 line on stdin forks a child that connects back to SOCKET. Forking a warm interpreter
 costs milliseconds; starting a cold one that imports the stack costs about a second.
 
-With a second argument (a `webui.runs.view.ViewConfig` as JSON) every worker builds a
-filesystem view of its own for its run; the zygote first probes once whether it can, and
-says in its ready message (`viewProblem`: why not, or null).
+With a second argument (a `webui.runs.view.ViewConfig` as JSON) every worker gets a
+filesystem view of its own: the zygote builds the system part once, in a mount namespace
+of its own, and probes whether a worker can build and enter its view; its ready message
+says why not (`viewProblem`; null: it can).
 
-It reports on stdout, one JSON line each: `{"type": "ready", "pid"[, "viewProblem"]}` once,
-`{"type": "forked", "token", "pid"}` and `{"type": "exit", "pid", "code", "signal"}` when it
-reaps a child. When stdin closes (the
-pool, or the whole server, went away) it kills every child it forked and exits.
+It reports on stdout, one JSON line each: `{"type": "ready", "pid"[, "viewProblem"]}`
+once, `{"type": "forked", "token", "pid"}` and `{"type": "exit", "pid", "code", "signal"}`
+when it reaps a child. When stdin closes (the pool, or the whole server, went away) it
+kills every child it forked and exits.
 
 It is a child subreaper: whatever a run leaves behind (a daemon whose worker was killed, a
 process cloned as the worker's sibling) becomes its child, and any child that is not one
