@@ -18,11 +18,24 @@ opened once; the probe is an authenticated JSON-RPC `ping` on it, sent sequentia
   a socket the server answers or closes is opened again, and counted. Its baseline is a
   quiet series of both probes taken just before.
 
+- attacks: `GET /healthz` p99 while each attack of the hostile-input pass runs, as a ratio to
+  a quiet series taken just before it (goal <= 3x), each attack sent by --attackers threads
+  again and again for the whole series:
+  - regex: an argument just under the 1 MiB MCP body cap against the ordinary pattern `[a-z]+@`;
+  - unique: 3,000 distinct objects in a `uniqueItems` array;
+  - mcpbody: a 1 MiB MCP `tools/call` body of 60,000 small objects;
+  - kbbody: a 15 MiB JSON knowledge document (`--kb-body-mb`);
+  - pdf: a 1 KB PDF whose page draws a form XObject a million times, uploaded;
+  - search: vector searches against an embeddings endpoint that answers after 10 s;
+  - export: NDJSON exports of a knowledge base of `--kb-mb` MiB;
+  - remove: the removal of that knowledge base's collection (one series while it runs).
+
 A probe that gets no answer within --timeout seconds counts as a timeout: it enters the
 percentiles at the timeout and is reported; a phase ends after --phase-seconds whatever
 is left. Goals: probe p99 during the flood <= 3x quiet; ping and healthz p99 while held
 <= 3x quiet; RSS growth during the bodies <= 32 MiB.
-Run: `python bench/hostile.py [--probes N] [--body-mb N] [--only flood,lock,bodies,held]`
+Run: `python bench/hostile.py [--probes N] [--body-mb N] [--only flood,lock,bodies,held,attacks]
+[--attacks regex,unique,mcpbody,kbbody,pdf,search,export,remove]`
 """
 
 from __future__ import annotations
@@ -63,6 +76,33 @@ MODERN_META = {
 STEAMHARNESS = str(Path(sys.executable).parent / "steamharness")
 PV = "2025-11-25"
 PASSWORD = "a long enough password for the bench"
+ARGS = "0b6c2f7e-1d4a-4e8b-9c3f-5a7d2e1b8c40"  # the hostile-arguments project (attacks)
+ARGS_PACKAGE = {
+    "id": ARGS,
+    "name": "hostile-args",
+    "version": "1.0.0",
+    "projectType": "workflow",
+    "entrypoints": [
+        {
+            "id": "match",
+            "handler": "main.py:run",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "pattern": "[a-z]+@"}},
+                "required": ["text"],
+            },
+        },
+        {
+            "id": "unique",
+            "handler": "main.py:run",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"items": {"type": "array", "uniqueItems": True}},
+                "required": ["items"],
+            },
+        },
+    ],
+}
 
 
 def free_port() -> int:
@@ -71,22 +111,73 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Embeddings:
+    """An OpenAI-compatible embeddings endpoint on loopback: 8-dimensional vectors at once, or
+    after `delay` seconds while `slow` is set (the slow paid API of the search attack)."""
+
+    def __init__(self, delay: float = 10.0) -> None:
+        import http.server
+
+        self.slow = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if outer.slow.is_set():
+                    time.sleep(delay)  # the endpoint's own slowness, what the attack is about
+                data = [{"index": i, "embedding": [0.1 * (i % 7 + 1)] * 8} for i in range(len(body["input"]))]
+                reply = json.dumps({"data": data}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1/embeddings"
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.slow.clear()
+        self.http.shutdown()
+        self.http.server_close()
+
+
 class Server:
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, embeddings: Embeddings | None = None) -> None:
         self.data = base / "data"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         admin = secrets.token_urlsafe(32)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
         self.env["STEAMHARNESS_SERVER_ADMIN_KEY"] = admin
+        if embeddings is not None:
+            self.env["STEAMHARNESS_EMBEDDINGS_URL"] = embeddings.url
         projects = base / "projects"
         for name, project_id in (("hello", HELLO), ("interactive", INTERACTIVE)):
             shutil.copytree(ROOT / "examples" / name, projects / name)
             self.cli("projects", "add", str(projects / name))
             self.cli("projects", "publish", project_id)
+        (projects / "args").mkdir()
+        (projects / "args" / "package.json").write_text(json.dumps(ARGS_PACKAGE))
+        (projects / "args" / "main.py").write_text("def run(ctx):\n    return {'ok': True}\n")
+        self.cli("projects", "add", str(projects / "args"))
+        self.cli("projects", "publish", ARGS)
         self.cli("users", "create", "alice", "--password-stdin", stdin=PASSWORD + "\n")
         self.cli("users", "grant", "alice", "--all")
         self.key = self.cli("keys", "create", "--user", "alice").strip()
+        self.cli("users", "create", "mallory", "--password-stdin", stdin=PASSWORD + "\n")
+        self.cli("users", "grant", "mallory", "--all")
+        self.mallory = self.cli("keys", "create", "--user", "mallory").strip()
+        self.knowledge_key = self.cli(
+            "keys", "create", "--user", "mallory", "--scope", "knowledge", "--scope", "runs.create"
+        ).strip()
         self.log = (base / "server.log").open("wb")
         self.proc = subprocess.Popen(
             [STEAMHARNESS, "serve", "--port", str(self.port), "--data-dir", str(self.data)],
@@ -102,7 +193,8 @@ class Server:
                     return
             time.sleep(0.05)  # polling a port that is not listening yet, bounded
         self.stop()
-        raise SystemExit("server did not start within 90 s")
+        tail = (base / "server.log").read_text(errors="replace")[-2000:]
+        raise SystemExit(f"server did not start within 90 s; its log ends:\n{tail}")
 
     def cli(self, *args: str, stdin: str | None = None) -> str:
         done = subprocess.run(
@@ -414,7 +506,7 @@ def summary(
     )
 
 
-SCENARIOS = ("flood", "lock", "bodies", "held")
+SCENARIOS = ("flood", "lock", "bodies", "attacks", "held")
 
 
 def held_scenario(server: Server, probe: Probe, args: argparse.Namespace) -> None:
@@ -450,6 +542,176 @@ def held_scenario(server: Server, probe: Probe, args: argparse.Namespace) -> Non
     )
 
 
+# ---------------------------------------------------------------- attacks (hostile input)
+
+ATTACKS = ("regex", "unique", "mcpbody", "kbbody", "pdf", "search", "export", "remove")
+
+
+def _mcp_post(server: Server, project: str, body: bytes | dict[str, object], tool: str) -> int:
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+        "Authorization": f"Bearer {server.mallory}",
+    }
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    r = httpx2.post(
+        f"{server.url}/api/workflows/{project}/mcp", content=content, headers=headers, timeout=300
+    )
+    return r.status_code
+
+
+def _call(tool: str, arguments: dict[str, object], project: str = ARGS) -> bytes:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": MODERN_META},
+    }
+    return json.dumps(body).encode()
+
+
+class Knowledge:
+    """The knowledge API of the HELLO project, as mallory's `knowledge` key."""
+
+    def __init__(self, server: Server) -> None:
+        self.base = f"{server.url}/api/workflows/{HELLO}/knowledge"
+        self.headers = {"Authorization": f"Bearer {server.knowledge_key}"}
+
+    def post(self, path: str, body: object, timeout: float = 300) -> int:
+        return httpx2.post(f"{self.base}{path}", json=body, headers=self.headers, timeout=timeout).status_code
+
+    def fill(self, collection: str, megabytes: int) -> None:
+        """`megabytes` MiB of ~64 KiB documents in `collection` (words, so chunks are real)."""
+        self.post("/collections", {"name": collection})
+        words = " ".join(f"word{i % 997} sentence{i % 131}." for i in range(6000))[: 64 * 1024]
+        for n in range(megabytes * 16):
+            status = self.post(
+                "/documents", {"collection": collection, "id": f"d{n}", "text": f"{n} {words}"}
+            )
+            if status >= 400:
+                raise SystemExit(f"filling the knowledge base: HTTP {status}")
+
+
+def _attack_requests(server: Server, attack: str, args: argparse.Namespace) -> Callable[[], int]:
+    kb = Knowledge(server)
+    if attack == "regex":
+        body = _call("match", {"text": "a" * (1024 * 1024 - 4096)})  # just under the MCP body cap
+        return lambda: _mcp_post(server, ARGS, body, "match")
+    if attack == "unique":
+        body = _call("unique", {"items": [{"k": i, "v": "xxxxxxxxxx"} for i in range(3000)]})
+        return lambda: _mcp_post(server, ARGS, body, "unique")
+    if attack == "mcpbody":
+        call = json.loads(_call("echo", {"text": "x"}))
+        call["params"]["_meta"]["filler"] = [{"a": 1} for _ in range(60_000)]
+        body = json.dumps(call).encode()
+        return lambda: _mcp_post(server, HELLO, body, "echo")
+    if attack == "kbbody":
+        text = "x" * (args.kb_body_mb * 1024 * 1024)
+        return lambda: kb.post("/documents", {"collection": "bodies", "id": "big", "text": text})
+    if attack == "pdf":
+        sys.path.append(str(ROOT))  # tests/knowledge/files.py: the hostile PDF's builder
+        from tests.knowledge.files import form_bomb_pdf
+
+        data = form_bomb_pdf()
+
+        def upload() -> int:
+            files = {"file": ("bomb.pdf", data, "application/pdf")}
+            r = httpx2.post(
+                f"{kb.base}/documents",
+                data={"collection": "pdfs"},
+                files=files,
+                headers=kb.headers,
+                timeout=300,
+            )
+            return r.status_code
+
+        return upload
+    if attack == "search":
+        return lambda: kb.post("/search", {"query": "word1 sentence2", "mode": "vector"})
+    if attack == "export":
+
+        def export() -> int:
+            size = 0
+            with httpx2.stream("GET", f"{kb.base}/export", headers=kb.headers, timeout=300) as r:
+                for piece in r.iter_bytes():
+                    size += len(piece)
+            return r.status_code
+
+        return export
+    raise ValueError(attack)
+
+
+@contextlib.contextmanager
+def attacking(send: Callable[[], int], attackers: int) -> Iterator[Counter[str]]:
+    """`attackers` threads sending the attack again and again until the block ends; the
+    answers' statuses counted (a refused attack is an answer too)."""
+    stop = threading.Event()
+    statuses: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def attacker() -> None:
+        while not stop.is_set():
+            try:
+                status = str(send())
+            except httpx2.HTTPError as exc:
+                status = type(exc).__name__
+            with lock:
+                statuses[status] += 1
+
+    threads = [threading.Thread(target=attacker, daemon=True) for _ in range(attackers)]
+    for t in threads:
+        t.start()
+    try:
+        yield statuses
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=330)
+
+
+def attacks_scenario(server: Server, probe: Probe, embeddings: Embeddings, args: argparse.Namespace) -> None:
+    """`/healthz` while each attack runs, against a quiet series taken right before it."""
+    kb = Knowledge(server)
+    kb.fill("docs", args.kb_mb)  # what search and export read
+    print(
+        f"GET /healthz, {args.probes} sequential probes per series, timeout {args.timeout:g} s, "
+        f"{args.attackers} attacker threads (goal: p99 <= 3x quiet)"
+    )
+    for attack in args.attacks.split(","):
+        quiet = probe.series(args.probes, time.monotonic() + args.phase_seconds, probe.healthz)
+        quiet_failed = probe.take_failures()
+        deadline = time.monotonic() + args.phase_seconds
+        if attack == "remove":  # last: it removes what search and export read
+            done: list[int] = []
+            url = f"{kb.base}/collections/docs"
+
+            def remove(done: list[int] = done, url: str = url) -> None:
+                done.append(httpx2.delete(url, headers=kb.headers, timeout=600).status_code)
+
+            remover = threading.Thread(target=remove)
+            remover.start()
+            samples: list[float] = []
+            while remover.is_alive() and len(samples) < args.probes and time.monotonic() < deadline:
+                samples.append(probe.healthz())
+            remover.join(timeout=600)
+            statuses = Counter(str(s) for s in done)
+        else:
+            send = _attack_requests(server, attack, args)
+            if attack == "search":
+                embeddings.slow.set()
+            try:
+                with attacking(send, args.attackers) as statuses:
+                    samples = probe.series(args.probes, deadline, probe.healthz)
+            finally:
+                embeddings.slow.clear()
+        summary(f"{attack} q", quiet, quiet, quiet_failed)
+        summary(attack, samples or [0.0], quiet, probe.take_failures())
+        print(f"  {attack} answers: {json.dumps(dict(sorted(statuses.items())))}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--probes", type=int, default=300)
@@ -459,13 +721,20 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds a probe may take")
     parser.add_argument("--phase-seconds", type=float, default=90.0, help="bound on each probe series")
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"a subset of {','.join(SCENARIOS)}")
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"a subset of {','.join(ATTACKS)}")
+    parser.add_argument("--attackers", type=int, default=4, help="threads sending each attack (attacks)")
+    parser.add_argument("--kb-mb", type=int, default=16, help="MiB of knowledge to export and remove")
+    parser.add_argument("--kb-body-mb", type=int, default=15, help="MiB of the JSON knowledge body")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if only - set(SCENARIOS):
         parser.error(f"--only: unknown scenario {sorted(only - set(SCENARIOS))}")
+    if set(args.attacks.split(",")) - set(ATTACKS):
+        parser.error(f"--attacks: unknown attack {sorted(set(args.attacks.split(',')) - set(ATTACKS))}")
     print(_common.machine_line())
+    embeddings = Embeddings()
     with tempfile.TemporaryDirectory(prefix="sh-hostile-") as tmp:
-        server = Server(Path(tmp))
+        server = Server(Path(tmp), embeddings)
         try:
             probe = Probe(server, args.timeout)
 
@@ -495,10 +764,13 @@ def main() -> None:
                     f"2 x {args.body_mb} MB unauthenticated bodies: statuses {codes}, RSS {before / 1024:.1f}"
                     f" -> peak {peak / 1024:.1f} MiB (growth {growth:.1f} MiB; goal <= 32)"
                 )
+            if "attacks" in only:
+                attacks_scenario(server, probe, embeddings, args)
             if "held" in only:  # last: its runs keep waiting until the server stops
                 held_scenario(server, probe, args)
         finally:
             server.stop()
+            embeddings.stop()
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ class Settings(BaseSettings):
     # interpreter's files: read-only, at their own paths in its filesystem view.
     worker_read_paths: list[str] = Field(default_factory=list)
 
-    # The HTTP edge (README: "Behind a reverse proxy").
+    # The HTTP edge (docs/server/reverse-proxy.md).
     # JSON and form bodies; file uploads keep max_file_bytes.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
     # An MCP POST's JSON-RPC message (files travel by id, uploaded to the files API); the

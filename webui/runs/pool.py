@@ -235,7 +235,7 @@ class WorkerPool:
         if problem is not None and problem != self.view_problem:
             log.warning(
                 "workers cannot have a filesystem view of their own (%s): runs see the host's files,"
-                " closed only by their modes (README, Worker isolation)",
+                " closed only by their modes (docs/server/runs.md, worker isolation)",
                 problem,
             )
         self.view_problem = None if problem is None else str(problem)
