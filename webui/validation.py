@@ -586,11 +586,12 @@ Checked: Final[Any] = extend(Draft202012Validator, validators=_keywords(), forma
 # --------------------------------------------------------------------------- schemas
 
 
-def _pointer(path: tuple[str | int, ...]) -> str:
+def pointer(path: tuple[str | int, ...]) -> str:
+    """`path` as a JSON Pointer."""
     return "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}" for p in path)
 
 
-def _walk(document: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+def walk(document: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     """Every value of the document with its path, iteratively."""
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), document)]
     while stack:
@@ -613,7 +614,7 @@ def _sized(schema: Any) -> str:
             continue
         count += 1 + len(node)
         if len(path) >= MAX_SCHEMA_DEPTH:
-            raise SchemaUnusable(_pointer(path[:8]) + "/...", f"nested more than {MAX_SCHEMA_DEPTH} levels")
+            raise SchemaUnusable(pointer(path[:8]) + "/...", f"nested more than {MAX_SCHEMA_DEPTH} levels")
         if count > MAX_SCHEMA_NODES:
             raise SchemaUnusable("", f"more than {MAX_SCHEMA_NODES} values")
         items = node.items() if isinstance(node, dict) else enumerate(node)
@@ -639,13 +640,13 @@ def valid(schema: Any) -> None:
         raise SchemaUnusable("", "nested too deeply to check") from None
     if error is not None:
         raise SchemaUnusable(
-            _pointer(tuple(error.absolute_path)), f"not valid JSON Schema 2020-12: {error.message[:200]}"
+            pointer(tuple(error.absolute_path)), f"not valid JSON Schema 2020-12: {error.message[:200]}"
         )
 
 
 def _check_patterns(schema: Any) -> None:
-    unevaluated = any(isinstance(node, dict) and "unevaluatedProperties" in node for _, node in _walk(schema))
-    for path, node in _walk(schema):
+    unevaluated = any(isinstance(node, dict) and "unevaluatedProperties" in node for _, node in walk(schema))
+    for path, node in walk(schema):
         if not isinstance(node, dict):
             continue
         found: list[tuple[tuple[str | int, ...], Any]] = []
@@ -655,12 +656,12 @@ def _check_patterns(schema: Any) -> None:
             found += [((*path, "patternProperties", key), key) for key in node["patternProperties"]]
             if unevaluated:
                 raise SchemaUnusable(
-                    _pointer((*path, "patternProperties")),
+                    pointer((*path, "patternProperties")),
                     "not supported beside unevaluatedProperties (use additionalProperties)",
                 )
         for at, pattern in found:
             if isinstance(pattern, str) and (problem := pattern_problem(pattern)):
-                raise SchemaUnusable(_pointer(at), f"refused: {problem}")
+                raise SchemaUnusable(pointer(at), f"refused: {problem}")
 
 
 def _resolver(schema: dict[str, Any]) -> Any:
@@ -674,14 +675,14 @@ def _check_references(schema: Any) -> dict[int, list[tuple[tuple[str | int, ...]
     (by the node's id), its `$ref` target included."""
     resolver = _resolver(schema) if isinstance(schema, dict) else None
     edges: dict[int, list[tuple[tuple[str | int, ...], Any]]] = {}
-    for path, node in _walk(schema):
+    for path, node in walk(schema):
         if not isinstance(node, dict):
             continue
         for key in ("$dynamicRef", "$recursiveRef"):
             if key in node:
-                raise SchemaUnusable(_pointer((*path, key)), "not supported")
+                raise SchemaUnusable(pointer((*path, key)), "not supported")
         if path and "$id" in node:
-            raise SchemaUnusable(_pointer((*path, "$id")), "not supported below the root")
+            raise SchemaUnusable(pointer((*path, "$id")), "not supported below the root")
         targets: list[tuple[tuple[str | int, ...], Any]] = []
         for key in _IN_PLACE_LISTS:
             if isinstance(node.get(key), list):
@@ -697,7 +698,7 @@ def _check_references(schema: Any) -> dict[int, list[tuple[tuple[str | int, ...]
                 found = None
             if found is None:
                 raise SchemaUnusable(
-                    _pointer((*path, "$ref")),
+                    pointer((*path, "$ref")),
                     f"{_clip(ref)} points to nothing in the schema (nothing is fetched)",
                 )
             targets.append(((*path, "$ref"), found))
@@ -713,7 +714,7 @@ def ref_loop(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return None
     done: set[int] = set()
-    for _, start in _walk(schema):
+    for _, start in walk(schema):
         if not isinstance(start, dict) or id(start) in done:
             continue
         # Iterative depth-first search over in-place edges; `active` holds the current path.
@@ -730,7 +731,7 @@ def ref_loop(schema: Any) -> str | None:
                 continue
             at, sub = step
             if id(sub) in active:
-                return _pointer(at)
+                return pointer(at)
             if id(sub) in done:
                 continue
             active.add(id(sub))

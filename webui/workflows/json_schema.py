@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any, Final
 
 from referencing import Registry
@@ -48,22 +47,6 @@ MAX_FIELDS: Final = 100
 ELICITATION_FORMATS: Final = ("email", "uri", "date", "date-time")
 
 
-def _pointer(path: tuple[str | int, ...]) -> str:
-    return "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}" for p in path)
-
-
-def _nodes(schema: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """Every value in the document with its path (iteratively: depth is checked, not recursed)."""
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), schema)]
-    while stack:
-        path, node = stack.pop()
-        yield path, node
-        if isinstance(node, dict):
-            stack.extend(((*path, k), v) for k, v in reversed(list(node.items())))
-        elif isinstance(node, list):
-            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
-
-
 def _check_bounds(schema: Any, where: str) -> None:
     try:
         size = len(json.dumps(schema, ensure_ascii=False, allow_nan=False).encode())
@@ -72,11 +55,11 @@ def _check_bounds(schema: Any, where: str) -> None:
     if size > MAX_SCHEMA_BYTES:
         raise ProjectError(f"{where}: the schema is {size} bytes of JSON, more than {MAX_SCHEMA_BYTES}")
     count = 0
-    for path, node in _nodes(schema):
+    for path, node in validation.walk(schema):
         if isinstance(node, dict | list):
             count += 1
             if len(path) > MAX_SCHEMA_DEPTH:
-                shown = _pointer(path[:8])
+                shown = validation.pointer(path[:8])
                 raise ProjectError(f"{where}{shown}/...: nested more than {MAX_SCHEMA_DEPTH} levels")
             if count > MAX_SCHEMA_NODES:
                 raise ProjectError(f"{where}: more than {MAX_SCHEMA_NODES} objects and arrays")
@@ -90,7 +73,7 @@ def _regex_problem(pattern: str) -> str | None:
 
 
 def _check_patterns(schema: Any, where: str) -> None:
-    for path, node in _nodes(schema):
+    for path, node in validation.walk(schema):
         if not isinstance(node, dict):
             continue
         patterns: list[tuple[tuple[str | int, ...], Any]] = []
@@ -103,16 +86,16 @@ def _check_patterns(schema: Any, where: str) -> None:
                 continue  # check_schema names the wrong type
             problem = _regex_problem(pattern)
             if problem:
-                raise ProjectError(f"{where}{_pointer(at)}: refused: {problem}")
+                raise ProjectError(f"{where}{validation.pointer(at)}: refused: {problem}")
 
 
 def _check_references(schema: dict[str, Any], where: str) -> None:
     """Only `#...` references, each resolving inside this document; no `$id` re-basing."""
     resolver = Registry().with_contents([("", schema)], default_specification=DRAFT202012).resolver("")
-    for path, node in _nodes(schema):
+    for path, node in validation.walk(schema):
         if not isinstance(node, dict):
             continue
-        at = f"{where}{_pointer(path)}"
+        at = f"{where}{validation.pointer(path)}"
         if "$schema" in node and path:
             raise ProjectError(f"{at}/$schema: only the root may name the dialect")
         for key in ("$id", "$dynamicRef", "$dynamicAnchor", "$recursiveRef"):
@@ -162,10 +145,10 @@ def _check_headers(schema: dict[str, Any], where: str) -> None:
     properties = schema.get("properties")
     top = {id(v) for v in properties.values()} if isinstance(properties, dict) else set()
     seen: dict[str, str] = {}
-    for path, node in _nodes(schema):
+    for path, node in validation.walk(schema):
         if not isinstance(node, dict) or X_MCP_HEADER not in node:
             continue
-        at = f"{where}{_pointer(path)}/{X_MCP_HEADER}"
+        at = f"{where}{validation.pointer(path)}/{X_MCP_HEADER}"
         if len(path) != 2 or path[0] != "properties" or id(node) not in top:
             raise ProjectError(f"{at}: only a top-level property can be a header")
         header = node[X_MCP_HEADER]
