@@ -24,12 +24,13 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import anyio
 
 from webui.errors import SteamharnessError
+from webui.slots import CountedSlots
 
 MAX_TRACKED: Final = 10_000  # accounts' buckets kept; full ones are dropped first
 RESERVE_SHARE: Final = 4  # the last quarter of the server's allowance: for accounts holding none
@@ -57,51 +58,14 @@ class EmbeddingsThrottled(SteamharnessError):
         return {"retryAfter": self.retry_after}
 
 
-class ReadSlots:
+class ReadSlots(CountedSlots[str]):
     """Heavy reads per account, capped at `limit` (thread-safe)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._held: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def held(self, account: str) -> int:
-        with self._lock:
-            return self._held.get(account, 0)
-
-    def take(self, account: str) -> Callable[[], None]:
-        """One of the account's slots, or `TooManyReads`; returns its release (idempotent)."""
-        with self._lock:
-            count = self._held.get(account, 0)
-            if count >= self.limit:
-                raise TooManyReads(
-                    f"this account already runs {count} knowledge-base searches or exports (the limit is"
-                    f" {self.limit}); try again when one has finished"
-                )
-            self._held[account] = count + 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            with self._lock:
-                if released:
-                    return
-                released = True
-                left = self._held.get(account, 1) - 1
-                if left > 0:
-                    self._held[account] = left
-                else:
-                    self._held.pop(account, None)
-
-        return release
-
-    @contextlib.contextmanager
-    def holding(self, account: str) -> Iterator[None]:
-        release = self.take(account)
-        try:
-            yield
-        finally:
-            release()
+    def refusal(self, count: int) -> Exception:
+        return TooManyReads(
+            f"this account already runs {count} knowledge-base searches or exports (the limit is"
+            f" {self.limit}); try again when one has finished"
+        )
 
 
 class _Bucket:

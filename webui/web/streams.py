@@ -12,10 +12,8 @@ and a cap on how many streams one account holds.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,6 +22,7 @@ import anyio
 from webui.blocking import run_db
 from webui.errors import SteamharnessError
 from webui.events import Event
+from webui.slots import CountedSlots
 
 T = TypeVar("T")
 KEPT_EVENTS = 512  # results of this many (event, key) pairs; above the hub's queue size
@@ -72,52 +71,18 @@ class SharedWork:
             result.done.set()
 
 
-class StreamSlots:
+class StreamSlots(CountedSlots[int]):
     """Open streams per account, capped at `limit` (thread-safe: routes run in threads)."""
 
     def __init__(
         self, limit: int, *, what: str = "conversation streams", close: str = "Conversations"
     ) -> None:
-        self.limit = limit
+        super().__init__(limit)
         self.what = what  # named in the refusal, with the page whose tabs hold them
         self.close = close
-        self._open: dict[int, int] = {}
-        self._lock = threading.Lock()
 
-    def held(self, account_id: int) -> int:
-        with self._lock:
-            return self._open.get(account_id, 0)
-
-    def take(self, account_id: int) -> Callable[[], None]:
-        """A slot of `account_id`'s, or `TooManyStreams`; returns its release (idempotent)."""
-        with self._lock:
-            count = self._open.get(account_id, 0)
-            if count >= self.limit:
-                raise TooManyStreams(
-                    f"this account already has {count} live {self.what} open (the limit is"
-                    f" {self.limit}); close a tab or window showing {self.close} and reload this one"
-                )
-            self._open[account_id] = count + 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            with self._lock:
-                if released:
-                    return
-                released = True
-                left = self._open.get(account_id, 1) - 1
-                if left > 0:
-                    self._open[account_id] = left
-                else:
-                    self._open.pop(account_id, None)
-
-        return release
-
-    @contextmanager
-    def holding(self, account_id: int) -> Iterator[None]:
-        release = self.take(account_id)
-        try:
-            yield
-        finally:
-            release()
+    def refusal(self, count: int) -> Exception:
+        return TooManyStreams(
+            f"this account already has {count} live {self.what} open (the limit is"
+            f" {self.limit}); close a tab or window showing {self.close} and reload this one"
+        )
