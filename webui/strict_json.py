@@ -160,6 +160,10 @@ def _check_shape(
     structure = _outside_strings(raw, max_values)
     containers = structure.count(b"[") + structure.count(b"{")
     if containers > max_containers:
+        # A document that opens deeper than `max_depth` at once is told so, however many it holds.
+        head = structure[: 4 * (max_depth + 1)].translate(None, b" \t\r\n:")[: max_depth + 1]
+        if len(head) > max_depth and not head.translate(None, b"[{"):
+            raise too_deep(max_depth)
         raise StrictJSONError(f"the document holds more than {max_containers} arrays and objects")
     if structure.count(b",") >= max_values:  # n commas separate at least n + 1 values
         raise too_many_values(max_values)

@@ -51,13 +51,17 @@ def walk(ctx):
         hop += "/.."
     starts += list(ctx.params.get("roots") or []) + ["/"]
     watch = [os.path.normpath(w) for w in ctx.params.get("watch") or []]
+    # What every run may read and holds no secret (the checkout, the interpreter's files):
+    # not walked, however it is reached (a checkout in /tmp is under `watch`).
+    skip = [os.path.normpath(s) for s in ctx.params.get("skip") or []]
     listed, read, seen = set(), set(), set()
     queue = deque(starts)
     visits = 0
     while queue and visits < VISIT_LIMIT:
         path = queue.popleft()
         shown = _absolute(path)
-        if shown in seen or shown.startswith(SKIP):
+        skipped = any(shown == s or shown.startswith(s + "/") for s in skip)
+        if shown in seen or shown.startswith(SKIP) or skipped:
             continue
         visits += 1
         try:

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,11 @@ def shared_dir(live: LiveServer) -> Path:
     return Path(live.env["STEAMHARNESS_SHARED_DIR"])
 
 
+# Read-only to every run and no secret: the checkout and the interpreter's files (where the
+# checkout lives in /tmp, the walk would read all of it).
+SKIP = sorted({str(Path(__file__).resolve().parents[2]), sys.prefix, os.path.realpath(sys.prefix)})
+
+
 def walk_arguments(live: LiveServer) -> dict[str, Any]:
     data, shared = live.data_dir, shared_dir(live)
     watch = [str(data), str(shared), str(live.projects), tempfile.gettempdir()]
@@ -71,7 +77,12 @@ def walk_arguments(live: LiveServer) -> dict[str, Any]:
         str(live.projects / "victim" / ".env"),
         str(live.projects / "victim"),
     ]
-    return {"roots": [str(data), str(shared), str(live.projects)], "watch": watch, "probe": probe}
+    return {
+        "roots": [str(data), str(shared), str(live.projects)],
+        "watch": watch,
+        "probe": probe,
+        "skip": SKIP,
+    }
 
 
 def under(path: str, folder: str) -> bool:
@@ -146,6 +157,7 @@ async def test_a_stdio_run_reaches_neither_the_data_dir_nor_other_runs(tmp_path:
             "roots": [str(data)],
             "watch": [str(data), tempfile.gettempdir()],
             "probe": [str(data / "steamharness.sqlite3"), str(data / "keys")],
+            "skip": SKIP,
         }
         with anyio.fail_after(240):
             async with Client(params, mode="legacy") as client:

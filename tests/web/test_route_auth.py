@@ -19,6 +19,8 @@ from webui.settings import Settings
 # Pages that are public on purpose, each with the reason.
 PUBLIC = {
     "/login": "the login form itself",
+    "/docs": "the API reference: Swagger UI over /openapi.json, which is as public as ever",
+    "/redoc": "a redirect to /docs",
     "/": "a redirect to /projects, which is checked like every other page",
     "/healthz": (
         "a load balancer's health check: says only that the server and database answer, and which"

@@ -204,15 +204,15 @@ def _admin(user: UiUser) -> None:
 
 
 async def uploader(request: Request, project_id: str, registry: RegistryDep) -> Visible:
-    """An administrator's upload, decided before a byte of the body is read: the session
-    (cookie), the project (404 as for an unknown one), the role (403); only then the CSRF
-    token, which may be a field of the form (`require_user` reads it)."""
+    """An administrator's upload: the session (cookie) and the role (403) decided before a
+    byte of the body is read; then the CSRF token, which may be a field of the form
+    (`require_user` reads it), before any lookup; then the project (404 as for an unknown one)."""
     user = await run_db(get_ui_user, request)
     if user is None:
         raise LoginRequired()
-    record = await run_db(visible_record, registry, user, project_id)
     _admin(user)
-    return Visible(await require_user(request), registry, record)
+    checked = await require_user(request)
+    return Visible(checked, registry, await run_db(visible_record, registry, checked, project_id))
 
 
 async def _fields(request: Request, *keys: str) -> list[str]:
