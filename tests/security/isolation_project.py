@@ -275,6 +275,7 @@ def write_walker(folder: Path) -> Path:
                     {"name": "roots", "type": "string", "multiple": True},
                     {"name": "watch", "type": "string", "multiple": True},
                     {"name": "probe", "type": "string", "multiple": True},
+                    {"name": "skip", "type": "string", "multiple": True},
                 ],
             },
             {
