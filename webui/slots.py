@@ -14,14 +14,13 @@ K = TypeVar("K", bound=Hashable)
 
 
 class CountedSlots(Generic[K]):
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, refusal: Callable[[int], Exception]) -> None:
+        """`refusal(count)`: what a key already holding `count` places is told (each cap says
+        it its own way)."""
         self.limit = limit
+        self.refusal = refusal
         self._held: dict[K, int] = {}
         self._lock = threading.Lock()
-
-    def refusal(self, count: int) -> Exception:
-        """What a key already holding `count` places is told (each cap says it its own way)."""
-        raise NotImplementedError
 
     def held(self, key: K) -> int:
         with self._lock:

@@ -61,7 +61,10 @@ class EmbeddingsThrottled(SteamharnessError):
 class ReadSlots(CountedSlots[str]):
     """Heavy reads per account, capped at `limit` (thread-safe)."""
 
-    def refusal(self, count: int) -> Exception:
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit, self._refusal)
+
+    def _refusal(self, count: int) -> Exception:
         return TooManyReads(
             f"this account already runs {count} knowledge-base searches or exports (the limit is"
             f" {self.limit}); try again when one has finished"

@@ -77,11 +77,11 @@ class StreamSlots(CountedSlots[int]):
     def __init__(
         self, limit: int, *, what: str = "conversation streams", close: str = "Conversations"
     ) -> None:
-        super().__init__(limit)
+        super().__init__(limit, self._refusal)
         self.what = what  # named in the refusal, with the page whose tabs hold them
         self.close = close
 
-    def refusal(self, count: int) -> Exception:
+    def _refusal(self, count: int) -> Exception:
         return TooManyStreams(
             f"this account already has {count} live {self.what} open (the limit is"
             f" {self.limit}); close a tab or window showing {self.close} and reload this one"
