@@ -265,13 +265,15 @@ def test_an_htmx_history_restore_gets_the_whole_page(web: Web) -> None:
 
 
 def expected_configs(url: str, folder: str) -> dict[str, Any]:
-    name = f"workflow-{HELLO}"
+    """The generic and stdio set-ups name the server `workflow-<id>`; the set-ups of clients
+    that put the server's name into each tool's name, its short name (the project's name)."""
+    name, short = f"workflow-{HELLO}", "hello"
     return {
         "config-generic": {
             "mcpServers": {name: {"url": url, "headers": {"Authorization": "Bearer <YOUR_API_KEY>"}}}
         },
         "config-cursor": {
-            "mcpServers": {name: {"url": url, "headers": {"Authorization": "Bearer <YOUR_API_KEY>"}}}
+            "mcpServers": {short: {"url": url, "headers": {"Authorization": "Bearer <YOUR_API_KEY>"}}}
         },
         "config-vscode": {
             "inputs": [
@@ -283,7 +285,7 @@ def expected_configs(url: str, folder: str) -> dict[str, Any]:
                 }
             ],
             "servers": {
-                name: {
+                short: {
                     "type": "http",
                     "url": url,
                     "headers": {"Authorization": "Bearer ${input:workflow-api-key}"},
@@ -302,7 +304,7 @@ def test_the_copied_configurations_parse_and_equal_the_expected_structures(web: 
     for element_id, expected in expected_configs(url, "/path/to/hello").items():
         assert json.loads(pre(text, element_id)) == expected, element_id
     assert shlex.split(pre(text, "config-claude-code")) == [
-        "claude", "mcp", "add", "--transport", "http", f"workflow-{HELLO}", url,
+        "claude", "mcp", "add", "--transport", "http", "hello", url,
         "--header", "Authorization: Bearer <YOUR_API_KEY>",
     ]  # fmt: skip
     for element_id in (

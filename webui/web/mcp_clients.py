@@ -78,11 +78,20 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def client_configs(name: str, url: str, folder: str) -> list[ClientConfig]:
+def client_configs(name: str, short: str, url: str, folder: str) -> list[ClientConfig]:
     """Copyable client set-ups, each exactly as the client expects it (the generic one is
-    the common `mcpServers` shape: url and headers). Only the placeholder stands where the key goes."""
+    the common `mcpServers` shape: url and headers). Only the placeholder stands where the key goes.
+    The generic and the stdio set-ups name the server `name` (`workflow-<id>`, as documented);
+    the set-ups of clients that put the server's name into each tool's name (Claude Code,
+    VS Code, Cursor) name it `short` (`webui.workflows.client_limits.short_server_name`: short, and only
+    `a-z 0-9 -`, so it fits each of them and needs no quoting)."""
     bearer = f"Bearer {KEY_PLACEHOLDER}"
+    rename = (
+        f"In a client that puts the server's name before each tool's name, name it {short} "
+        "instead: clients limit the length of the result."
+    )
     generic = {"mcpServers": {name: {"url": url, "headers": {"Authorization": bearer}}}}
+    cursor = {"mcpServers": {short: {"url": url, "headers": {"Authorization": bearer}}}}
     vscode = {
         "inputs": [
             {
@@ -93,7 +102,7 @@ def client_configs(name: str, url: str, folder: str) -> list[ClientConfig]:
             }
         ],
         "servers": {
-            name: {
+            short: {
                 "type": "http",
                 "url": url,
                 "headers": {"Authorization": f"Bearer ${{input:{VSCODE_INPUT}}}"},
@@ -101,14 +110,14 @@ def client_configs(name: str, url: str, folder: str) -> list[ClientConfig]:
         },
     }
     claude = shlex.join(
-        ["claude", "mcp", "add", "--transport", "http", name, url, "--header", HEADER_TEMPLATE]
+        ["claude", "mcp", "add", "--transport", "http", short, url, "--header", HEADER_TEMPLATE]
     )
     stdio = {"mcpServers": {name: {"command": "steamharness", "args": ["mcp", folder]}}}
     return [
         ClientConfig(
             "generic",
             "Generic MCP client (mcpServers JSON)",
-            "Your client's MCP settings.",
+            f"Your client's MCP settings. {rename}",
             pretty_json(generic),
         ),
         ClientConfig("claude-code", "Claude Code", "Run in a terminal.", claude),
@@ -119,13 +128,13 @@ def client_configs(name: str, url: str, folder: str) -> list[ClientConfig]:
             pretty_json(vscode),
         ),
         ClientConfig(
-            "cursor", "Cursor", "~/.cursor/mcp.json, or .cursor/mcp.json in a project.", pretty_json(generic)
+            "cursor", "Cursor", "~/.cursor/mcp.json, or .cursor/mcp.json in a project.", pretty_json(cursor)
         ),
         ClientConfig(
             "stdio",
             "Local (stdio)",
             "For a copy of the project folder on your own machine: steamharness mcp runs it "
-            "locally over stdio (no server, no key; always the folder's current state).",
+            "locally over stdio (no server, no key; always the folder's current state). " + rename,
             pretty_json(stdio),
         ),
     ]

@@ -40,6 +40,7 @@ from webui.web.mcp_clients import (
 from webui.web.mcp_views import catalog_view, config_use, target_choices
 from webui.web.templating import is_htmx, page
 from webui.web.try_it import TryCall, TryIt
+from webui.workflows.client_limits import name_problems, short_server_name
 from webui.workflows.targets import Target, parse_target
 
 FIRST_WAIT = 10.0  # the POST answers with the outcome if it arrives this soon, else "running…"
@@ -105,6 +106,8 @@ def _render(
     # Only administrators see the server's folder; everyone else gets a placeholder for
     # their own copy of the project (the server's paths are not theirs to use).
     folder = record.root if user.is_admin else f"/path/to/{record.name}"
+    short = short_server_name(record.name, record.id)
+    tools = catalog_view(resolved) if resolved is not None else []
     context = {
         "record": record,
         "target": target,
@@ -114,8 +117,10 @@ def _render(
         "config_use": config_use(configs, user, resolved, target.label, config) if resolved else None,
         "endpoint": url,
         "header_template": HEADER_TEMPLATE,
-        "configs": client_configs(server_name_for(record.id), url, folder),
-        "tools": catalog_view(resolved) if resolved is not None else [],
+        "configs": client_configs(server_name_for(record.id), short, url, folder),
+        "short_name": short,
+        "name_problems": name_problems(short, [t.name for t in tools]),
+        "tools": tools,
         "try_state": try_state,
         "try_action": try_url(record.id, target.label, config),
     }
