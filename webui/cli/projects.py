@@ -54,6 +54,7 @@ def projects_add(
     _, registry = open_store(server_settings(data_dir, database_url))
     project, created = registry.register(directory)
     echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)
+    _warn_tool_names(registry.record(project.id).name, project.id, [ep.id for ep in project.entrypoints])
     echo(project.id)
 
 
@@ -72,10 +73,23 @@ def projects_publish(
     database_url: DatabaseOpt = None,
 ) -> None:
     """Snapshot the draft as an immutable, online version."""
+    from webui.workflows.targets import parse_target
+
     _, registry = open_store(server_settings(data_dir, database_url))
     row = registry.publish(project_id, version, reviewed=revision, actor="cli", audit=cli_audit())
     echo(f"published {project_id} {row.version} ({row.revision})", err=True)
+    published = registry.resolve(project_id, parse_target(row.version)).project
+    _warn_tool_names(registry.record(project_id).name, project_id, [ep.id for ep in published.entrypoints])
     echo(row.version)
+
+
+def _warn_tool_names(name: str, project_id: str, tools: list[str]) -> None:
+    """A warning on stderr for each tool a known MCP client cannot use even under the short
+    server name the MCP page's client set-ups give (`webui.workflows.client_limits`)."""
+    from webui.workflows.client_limits import name_problems, short_server_name
+
+    for problem in name_problems(short_server_name(name, project_id), tools):
+        echo(f"steamharness: warning: {problem.text()}", err=True)
 
 
 def _set_online(
