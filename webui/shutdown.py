@@ -66,12 +66,21 @@ class GracefulServer(uvicorn.Server):
     The app's lifespan publishes its drain as `app.state.drain`; without one (the lifespan
     never started) this is plain uvicorn."""
 
-    def __init__(self, config: uvicorn.Config, *, app: Any, grace: float) -> None:
+    def __init__(
+        self, config: uvicorn.Config, *, app: Any, grace: float, on_started: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(config)
         self.app = app
         self.grace = grace
+        self.on_started = on_started
         # SSE streams end when the drain says so, not when the signal arrives.
         AppStatus.disable_automatic_graceful_drain()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Uvicorn's start (the app's lifespan, then accepting); `on_started` once it accepts."""
+        await super().startup(sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         started = time.monotonic()

@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,7 +22,14 @@ from webui.cli.common import (
     server_settings,
     setting_help,
 )
+from webui.cli.serve_claim import NotFree, claim
 from webui.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+# The accounts named at start as the logins to use.
+LOGIN_NAMES = 3
 
 
 def examples_dir(settings: Settings) -> Path:
@@ -76,17 +83,6 @@ def serve_command(
 ) -> None:
     """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
     _hide_database_password(database_url)
-    import uvicorn
-
-    from webui import replicas
-    from webui.admin import DEMO_KEY_FILE, setup_demo
-    from webui.app import create_app
-    from webui.cli.db import upgrade_all
-    from webui.files import created
-    from webui.runs.isolation import harden_process, read_paths, worker_uids, worker_user
-    from webui.store.projects import list_projects
-    from webui.web.connections import HEALTH_RESERVE, BodyPace, edge_protocol
-
     dirs = [d.expanduser().resolve() for d in projects_dir or []]
     for d in dirs:
         if not d.is_dir():
@@ -99,7 +95,27 @@ def serve_command(
         projects_dirs=dirs or None,
         root_dir=root,
     )
-    host, port = settings.host, settings.port
+    host = settings.host
+    # Before anything else is printed or written: the port and the data dir are this
+    # process's, or it says who holds them and exits.
+    try:
+        claimed = claim(settings.data_dir, host, settings.port)
+    except NotFree as exc:
+        echo(exc.message, err=True)
+        raise typer.Exit(1) from None
+    port = claimed.port
+
+    import uvicorn
+
+    from webui import replicas
+    from webui.admin import DEMO_KEY_FILE, setup_demo
+    from webui.app import create_app
+    from webui.cli.db import upgrade_all
+    from webui.files import created
+    from webui.runs.isolation import harden_process, read_paths, worker_uids, worker_user
+    from webui.store.projects import list_projects
+    from webui.web.connections import HEALTH_RESERVE, BodyPace, edge_protocol
+
     if host not in ("127.0.0.1", "localhost", "::1"):
         echo(
             f"steamharness: warning: listening on {host}, not loopback; put TLS in front, set allowed hosts",
@@ -125,6 +141,8 @@ def serve_command(
     )
     for d in dirs:
         registry.register_dir(d)
+    # What to open and how to log in: printed once the server accepts connections.
+    started = [f"steamharness is running: open {settings.public_url or claimed.url} in a browser"]
     if demo:
         user, password, key = setup_demo(
             engine,
@@ -133,11 +151,13 @@ def serve_command(
             key_file=settings.data_dir / DEMO_KEY_FILE,
             audit=cli_audit(),
         )
-        base = f"http://{host}:{port}"
-        echo(f"demo login: {user} / {password}")
-        echo(f"demo API key: {key}")
-        for record in list_projects(engine):
-            echo(f"  {record.name}: {base}/api/workflows/{record.id}/mcp?target=latest")
+        started += [f"demo login: {user} / {password}", f"demo API key: {key}"]
+        started += [
+            f"  {record.name}: {claimed.url}/api/workflows/{record.id}/mcp?target=latest"
+            for record in list_projects(engine)
+        ]
+    else:
+        started.append(_login_hint(engine))
     engine.dispose()
     echo(f"steamharness: replica {replica_id}", err=True)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -172,13 +192,36 @@ def serve_command(
         proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
     )
     install_format(settings.log_format)  # uvicorn's handlers exist now (its Config made them)
-    server = GracefulServer(config, app=web_app, grace=settings.shutdown_grace_seconds)
+    server = GracefulServer(
+        config,
+        app=web_app,
+        grace=settings.shutdown_grace_seconds,
+        on_started=lambda: _print_lines(started),
+    )
     with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+        server.run(sockets=claimed.sockets)  # bound above: no other process took the port meanwhile
     if tracing is not None:
         tracing.shutdown()  # the spans still queued are sent
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+
+
+def _print_lines(lines: list[str]) -> None:
+    for line in lines:
+        echo(line)
+
+
+def _login_hint(engine: Engine) -> str:
+    """Which login opens the web UI: the accounts that can log in (a few), or how to make one."""
+    from webui.store.accounts import list_accounts
+
+    names = [a.name for a in list_accounts(engine) if a.password_hash and not a.disabled]
+    if not names:
+        return (
+            "no account can log in yet: make one with steamharness users create NAME --admin --password-stdin"
+        )
+    more = f" (and {len(names) - LOGIN_NAMES} more)" if len(names) > LOGIN_NAMES else ""
+    return f"log in with your account: {', '.join(names[:LOGIN_NAMES])}{more}"
 
 
 def _hide_database_password(database_url: str | None) -> None:
