@@ -275,6 +275,7 @@ def test_serve_demo_prints_a_ready_login_and_key_that_work(tmp_path: Path) -> No
                 break
             lines.append(line)
         key = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("demo API key:"))
+        assert lines[0] == f"steamharness is running: open http://127.0.0.1:{port} in a browser\n"
         assert any(line.startswith("demo login: demo / ") for line in lines)
         url = f"http://127.0.0.1:{port}/api/workflows/{HELLO}/mcp?target=latest"
         body = INITIALIZE
