@@ -18,7 +18,6 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from tests.e2e.server import (
     FILES,
@@ -391,7 +390,7 @@ async def test_run_reads_are_limited_to_permitted_projects(server: LiveServer) -
 # --------------------------------------------------------------------------- files
 
 
-async def test_uploaded_files_are_params_and_bad_file_ids_are_invalid_params(server: LiveServer) -> None:
+async def test_uploaded_files_are_params_and_bad_file_ids_are_tool_errors(server: LiveServer) -> None:
     key = server.create_key("mia")
     async with httpx2.AsyncClient(
         base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}
@@ -424,9 +423,17 @@ async def test_uploaded_files_are_params_and_bad_file_ids_are_invalid_params(ser
             {"url": "https://example.com/x"},
         ]
         for value in bad:
-            with pytest.raises(MCPError) as err:
-                await client.call_tool("summarize", {"document": value})
-            assert err.value.code == -32602, value
+            refused = await client.call_tool("summarize", {"document": value})
+            body = payload(refused)  # a tool error the model reads (SEP-1303), no run
+            assert refused.is_error is True and "runId" not in body, value
+            assert body["error"]["code"] == "invalid_params" and "document" in body["error"]["message"], body
+        foreign = payload(await client.call_tool("summarize", {"document": {"id": other_id}}))
+        unknown = payload(await client.call_tool("summarize", {"document": {"id": "wf_0000000000000000"}}))
+        # Another project's file reads exactly as one that does not exist.
+        assert foreign["error"]["message"].replace(other_id, "X") == unknown["error"]["message"].replace(
+            "wf_0000000000000000", "X"
+        )
+        assert "unknown file id" in foreign["error"]["message"]
         assert (
             payload(await client.call_tool("summarize", {"document": {"id": meta["id"]}}))["status"]
             == "success"

@@ -99,6 +99,52 @@ def output(result: types.CallToolResult) -> Any:
     return result.structured_content["output"]
 
 
+def argument_error(result: types.CallToolResult) -> str:
+    """The message of a call whose arguments failed: a tool error result (SEP-1303), the
+    same object in its text and structuredContent, and no run."""
+    assert result.is_error is True, result
+    assert len(result.content) == 1 and isinstance(result.content[0], types.TextContent)
+    body = json.loads(result.content[0].text)
+    assert body == result.structured_content and body["status"] == "failed" and "runId" not in body
+    assert body["error"]["code"] == "invalid_params", body
+    message: str = body["error"]["message"]
+    return message
+
+
+def _runs(live: LiveServer, entrypoint: str) -> int:
+    return len(live.query("select id from runs where entrypoint_id = :ep", ep=entrypoint))
+
+
+@pytest.mark.parametrize(("mode", "era"), [("legacy", "2025-11-25"), ("auto", MODERN)])
+async def test_a_missing_or_mistyped_argument_is_a_tool_error_the_model_reads(
+    server: LiveServer, mode: str, era: str
+) -> None:
+    """SEP-1303: the Python SDK client gets a result with isError (not an exception) naming
+    the argument, what it takes and what it got; no run is created, one tool.failed audit
+    event says why; an unknown tool stays -32602."""
+    user = f"arg-{mode}"
+    key = server.create_key(user)
+    before = _runs(server, "count")
+    async with sdk_client(server.mcp_url(PROJECT), key, mode) as client:
+        assert client.protocol_version == era
+        missing = argument_error(await client.call_tool("count", {}))
+        mistyped = argument_error(await client.call_tool("count", {"n": "two"}))
+        huge = argument_error(await client.call_tool("count", {"n": "x" * 200_000}))
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("no_such_tool", {"n": 1})
+        assert info.value.error.code == -32602 and "Unknown tool: no_such_tool" in info.value.error.message
+        assert output(await client.call_tool("count", {"n": 3})) == {"n": 3, "type": "int"}
+    assert missing == "Invalid arguments for tool 'count': 'n' is a required property (type: integer)"
+    assert mistyped == "Invalid arguments for tool 'count': n: 'two' is not of type 'integer'"
+    assert "n: 'xxx" in huge and "is not of type 'integer'" in huge and len(huge) < 400
+    assert _runs(server, "count") == before + 1  # the good call's only
+    failed = server.query(
+        "select outcome, run_id, tool from audit_events where event = 'tool.failed' and actor = :a",
+        a=f"user:{user}",
+    )
+    assert failed == [{"outcome": "invalid_params", "run_id": None, "tool": "count"}] * 3
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_the_2020_12_schema_is_listed_verbatim_and_validated(server: LiveServer, mode: str) -> None:
     key = server.create_key("ann")
@@ -107,13 +153,12 @@ async def test_the_2020_12_schema_is_listed_verbatim_and_validated(server: LiveS
         assert tools["contact"].input_schema == SUITE_SCHEMA
         ok = {"name": "A", "contactMethod": "phone", "phone": "123", "address": {"city": "Oslo"}}
         assert output(await client.call_tool("contact", ok)) == {"got": ok}
-        with pytest.raises(MCPError) as info:
-            await client.call_tool(
-                "contact", {"contactMethod": "phone", "email": "e@x", "address": {"city": 1}}
-            )
-        assert info.value.error.code == -32602
-        assert "address.city: 1 is not of type 'string'" in info.value.error.message
-        assert "'phone' is a required property" in info.value.error.message
+        bad = await client.call_tool(
+            "contact", {"contactMethod": "phone", "email": "e@x", "address": {"city": 1}}
+        )
+        message = argument_error(bad)
+        assert "address.city: 1 is not of type 'string'" in message
+        assert "'phone' is a required property" in message
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -122,13 +167,12 @@ async def test_an_integer_param_refuses_1_5_and_takes_2(server: LiveServer, mode
     async with sdk_client(server.mcp_url(PROJECT), key, mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["count"].input_schema["properties"]["n"] == {"type": "integer"}
-        with pytest.raises(MCPError) as info:
+        assert "n: 1.5 is not of type 'integer'" in argument_error(
             await client.call_tool("count", {"n": 1.5})
-        assert (
-            info.value.error.code == -32602 and "n: 1.5 is not of type 'integer'" in info.value.error.message
         )
-        with pytest.raises(MCPError):
+        assert "n: True is not of type 'integer'" in argument_error(
             await client.call_tool("count", {"n": True})
+        )
         assert output(await client.call_tool("count", {"n": 2})) == {"n": 2, "type": "int"}
         assert output(await client.call_tool("count", {"n": 2.0})) == {"n": 2, "type": "int"}
 

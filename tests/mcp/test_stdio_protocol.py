@@ -283,7 +283,7 @@ def bad_file_arguments(tmp_path: Path) -> list[tuple[Any, str]]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_every_bad_file_argument_is_invalid_params_and_the_server_keeps_serving(
+async def test_every_bad_file_argument_is_a_tool_error_and_the_server_keeps_serving(
     tmp_path: Path, mode: str
 ) -> None:
     good = tmp_path / "ok.txt"
@@ -291,14 +291,13 @@ async def test_every_bad_file_argument_is_invalid_params_and_the_server_keeps_se
     cases = bad_file_arguments(tmp_path)
     async with connect(EXAMPLES / "files", tmp_path / "d", mode) as client:
         for value, message in cases:
-            with pytest.raises(MCPError) as err:
-                await client.call_tool("summarize", {"document": value})
-            assert err.value.code == -32602, value
-            assert message in err.value.message, (value, err.value.message)
-            assert "document" in err.value.message
-        with pytest.raises(MCPError) as err:
+            got = argument_error(await client.call_tool("summarize", {"document": value}))
+            assert message in got, (value, got)
+            assert "document" in got
+        got = argument_error(
             await client.call_tool("summarize", {"document": str(good), "attachments": ["relative.txt"]})
-        assert err.value.code == -32602 and "attachments" in err.value.message
+        )
+        assert "attachments" in got
         body = payload(await client.call_tool("summarize", {"document": str(good)}))
     assert body["status"] == "success" and body["output"]["lines"] == 1
 
@@ -313,19 +312,29 @@ async def test_a_file_of_exactly_50_mb_is_accepted(tmp_path: Path, mode: str) ->
     assert body["output"]["bytes"] == 50 * 1024 * 1024
 
 
+def argument_error(result: types.CallToolResult) -> str:
+    """The message of a call whose arguments failed: a tool error result the model reads
+    (SEP-1303), not a JSON-RPC error, and no run."""
+    assert result.is_error is True, result
+    body = payload(result)
+    assert body["status"] == "failed" and "runId" not in body, body
+    message: str = body["error"]["message"]
+    return message
+
+
 @pytest.mark.parametrize("mode", MODES)
-async def test_bad_arguments_are_invalid_params_naming_the_problem(tmp_path: Path, mode: str) -> None:
+async def test_bad_arguments_are_tool_errors_naming_the_problem(tmp_path: Path, mode: str) -> None:
     async with connect(EXAMPLES / "hello", tmp_path, mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         cases = [
-            ({}, "'name' is a required property"),
-            ({"name": "x", "times": "two"}, "times"),
-            ({"name": "x", "extra": 1}, "extra"),
+            ({}, "'name' is a required property (type: string)"),
+            ({"name": "x", "times": "two"}, "times: 'two' is not of type 'number'"),
+            ({"name": "x", "extra": 1}, "'extra' was unexpected"),
             ({"name": "x", "language": "de"}, "language"),
         ]
         for args, fragment in cases:
-            with pytest.raises(MCPError) as err:
-                await client.call_tool("greet", args)
-            assert err.value.code == -32602 and fragment in err.value.message
+            got = argument_error(await client.call_tool("greet", args))
+            assert got.startswith("Invalid arguments for tool 'greet': ") and fragment in got, got
         with pytest.raises(MCPError) as err:
             await client.call_tool("no_such_tool", {})
         assert err.value.code == -32602

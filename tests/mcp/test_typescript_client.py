@@ -113,18 +113,24 @@ def test_ledger_posting_after_close_period_fails_with_business_error_7(node, tmp
     assert payload["error"] == {"code": "business_error", "errCode": 7, "message": "ledger is locked"}
 
 
-def test_missing_required_argument_is_invalid_params_and_the_next_call_still_works(node, tmp_path):
+def test_missing_required_argument_is_a_tool_error_and_the_next_call_still_works(node, tmp_path):
     seen = run_client(
         node,
         EXAMPLES / "hello",
         tmp_path / "data",
-        [call("greet", {"times": 2}, expect="error"), call("greet", {"name": "Bob"})],
+        [
+            call("greet", {"times": 2}),
+            call("no_such_tool", {}, expect="error"),
+            call("greet", {"name": "Bob"}),
+        ],
     )
 
-    rejected, accepted = seen.steps
-    assert "result" not in rejected
-    assert rejected["error"]["code"] == -32602
-    assert "'name' is a required property" in rejected["error"]["message"]
+    rejected, unknown, accepted = seen.steps
+    assert rejected["result"]["isError"] is True  # SEP-1303: the model reads it
+    payload = tool_payload(rejected)
+    assert payload["error"]["code"] == "invalid_params" and "runId" not in payload
+    assert "'name' is a required property (type: string)" in payload["error"]["message"]
+    assert unknown["error"]["code"] == -32602
     assert tool_payload(accepted)["output"] == {"greeting": "Hello, Bob!"}
 
 

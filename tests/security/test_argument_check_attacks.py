@@ -11,7 +11,7 @@ an integer param's handler as a different 309-digit number.
 - Against a real `steamharness serve`: the headline attacks at the largest size a body
   allows, each while /healthz is probed (each probe bounded by `PROBE_TIMEOUT`, a hang guard:
   the old server answered none of them for minutes to hours); each call answers with a
-  clear invalid-params error naming the param, and nothing is left in the log as a
+  clear tool error (isError) naming the param, and nothing is left in the log as a
   traceback.
 - In memory: the host's tool form and a browser's answer to an external server's form with
   hostile schemas, `$ref` loops at load, integers, `uniqueItems` as JSON Schema compares,
@@ -129,10 +129,13 @@ def attacked(server: LiveServer, session: tuple[str, str], name: str, args: dict
 
 
 def invalid_params(reply: dict[str, Any]) -> str:
-    assert "error" in reply, reply
-    assert reply["error"]["code"] == -32602, reply
-    message: str = reply["error"]["message"]
+    """The message of a tool error result for failed arguments (SEP-1303: the model reads it)."""
+    assert reply["result"]["isError"] is True, str(reply)[:500]
+    error = reply["result"]["structuredContent"]["error"]
+    assert error["code"] == "invalid_params", error
+    message: str = error["message"]
     assert len(message) < 2000  # clipped: never the argument itself
+    assert len(reply["result"]["content"][0]["text"]) < 3000
     return message
 
 

@@ -438,7 +438,7 @@ def test_non_finite_numbers_in_http_tool_arguments_are_invalid_params_naming_the
     httpx2.delete(server.mcp_url(project), headers=headers(key, sid), timeout=TIMEOUT)
 
 
-async def test_non_finite_numbers_in_stdio_tool_arguments_are_invalid_params_naming_the_param(
+async def test_non_finite_numbers_in_stdio_tool_arguments_are_tool_errors_naming_the_param(
     tmp_path: Path,
 ) -> None:
     lines = [
@@ -472,9 +472,9 @@ async def test_non_finite_numbers_in_stdio_tool_arguments_are_invalid_params_nam
             await proc.stdin.aclose()
     expected = {2: "values[1]", 3: "scale", 4: "values[0]"}
     for request_id, param in expected.items():
-        error = answers[request_id]["error"]
-        assert error["code"] == -32602
-        assert f"{param}: numbers must be finite" in error["message"]
+        result = answers[request_id]["result"]  # a tool error the model reads (SEP-1303)
+        assert result["isError"] is True
+        assert f"{param}: numbers must be finite" in result["structuredContent"]["error"]["message"]
 
 
 @pytest.mark.parametrize("tool", ["nan_output", "inf_output"])

@@ -286,20 +286,20 @@ def test_none_arguments_still_miss_required_params_listed_in_param_order(
 ) -> None:
     assert invalid(server_schema, None) == (
         "Invalid arguments for tool 'validate': "
-        "'prompt' is a required property; 'document' is a required property"
+        "'prompt' is a required property (type: string); 'document' is a required property (type: object)"
     )
 
 
 def test_a_missing_required_param_is_named(server_schema: dict[str, Any]) -> None:
     assert invalid(server_schema, {"document": {"id": "wf_1"}}) == (
-        "Invalid arguments for tool 'validate': 'prompt' is a required property"
+        "Invalid arguments for tool 'validate': 'prompt' is a required property (type: string)"
     )
 
 
 def test_every_problem_is_listed_in_one_line(server_schema: dict[str, Any]) -> None:
     assert invalid(server_schema, {"document": {"id": "wf_1"}, "limit": "x"}) == (
         "Invalid arguments for tool 'validate': "
-        "'prompt' is a required property; limit: 'x' is not of type 'number'"
+        "'prompt' is a required property (type: string); limit: 'x' is not of type 'number'"
     )
 
 
@@ -373,6 +373,26 @@ def test_arguments_that_are_not_an_object_are_refused(server_schema: dict[str, A
 def test_a_huge_bad_value_is_shortened() -> None:
     schema = input_schema(one(type="number"), file_mode="local")
     assert len(invalid(schema, {"p": "x" * 10_000}, tool="t")) < 300
+
+
+def test_many_problems_are_counted_past_ten_and_a_huge_key_is_shortened() -> None:
+    schema = {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}}
+    message = invalid(schema, {"p": ["x"] * 40}, tool="t")
+    assert message.count("is not of type 'integer'") == 10 and message.endswith("; and 30 more")
+    assert len(invalid(schema, {"k" * 10_000: ["x"]}, tool="t")) < 500
+
+
+def test_a_missing_param_says_its_type_where_its_schema_has_one() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": ["string", "null"]}, "b": {"$ref": "#/$defs/x"}},
+        "required": ["a", "b"],
+        "$defs": {"x": {"type": "string"}},
+    }
+    assert invalid(schema, {}, tool="t") == (
+        "Invalid arguments for tool 't': "
+        "'a' is a required property (type: string or null); 'b' is a required property"
+    )
 
 
 def test_invalid_arguments_map_to_json_rpc_invalid_params(server_schema: dict[str, Any]) -> None:

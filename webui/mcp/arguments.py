@@ -3,7 +3,8 @@
 Over HTTP a file param names a managed file by id (of this project, uploaded to the
 server); over stdio it is an absolute path on the client's machine, checked and imported
 into the managed store. The worker gets each file's view (`{"$file": …}`), the run's
-stored params only its id and name. Problems are InvalidArguments (-32602 to the client).
+stored params only its id and name. Problems are InvalidArguments (to the client a tool
+error result naming the param, `webui.mcp.results.argument_error_result`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from webui.errors import InvalidArguments
 from webui.files.store import FileStore, worker_view
 from webui.mcp.binding import Binding
 from webui.store.models import ManagedFile
+from webui.validation import clipped
 from webui.workflows.params import Param
 from webui.workflows.project import Entrypoint
 
@@ -51,7 +53,7 @@ def _file_row(files: FileStore, b: Binding, ep: Entrypoint, param: Param, value:
         file_id = value.get("id") if isinstance(value, dict) else None
         row = files.get(str(file_id)) if file_id else None
         if row is None or row.project_id != project_id or row.origin == "local-import":
-            raise InvalidArguments(f"{prefix}: unknown file id {file_id!r} for this project")
+            raise InvalidArguments(f"{prefix}: unknown file id {clipped(repr(file_id))} for this project")
         return row
     path = _check_local_path(prefix, value, files.max_bytes)
     return files.import_path(project_id=project_id, path=path)
@@ -69,16 +71,17 @@ def _check_local_path(prefix: str, value: Any, max_bytes: int) -> Path:
             raise InvalidArguments(f"{prefix}: Base64 content is not accepted; pass an absolute file path")
         raise InvalidArguments(f"{prefix}: relative paths are not accepted; pass an absolute file path")
     path = Path(value)
+    shown = clipped(value)  # a path names the file; a huge one is not echoed whole
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InvalidArguments(f"{prefix}: no such file: {value}") from None
+        raise InvalidArguments(f"{prefix}: no such file: {shown}") from None
     except OSError as exc:
-        raise InvalidArguments(f"{prefix}: cannot read {value}: {exc.strerror}") from None
+        raise InvalidArguments(f"{prefix}: cannot read {shown}: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise InvalidArguments(f"{prefix}: {value} is not a regular file")
+        raise InvalidArguments(f"{prefix}: {shown} is not a regular file")
     if st.st_size > max_bytes:
-        raise InvalidArguments(f"{prefix}: {value} is larger than the {max_bytes // (1024 * 1024)} MB limit")
+        raise InvalidArguments(f"{prefix}: {shown} is larger than the {max_bytes // (1024 * 1024)} MB limit")
     if not os.access(path, os.R_OK):
-        raise InvalidArguments(f"{prefix}: {value} is not readable")
+        raise InvalidArguments(f"{prefix}: {shown} is not readable")
     return path

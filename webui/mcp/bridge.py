@@ -2,9 +2,11 @@
 
 The bridge never executes workflow code: it validates arguments, resolves file params
 (`webui.mcp.arguments`), asks the RunService for a run, and follows that run's updates to
-the tool result. When the run waits for a person, `webui.mcp.questions` delivers the
-stored Interaction through the best channel the client has (inline elicitation, an
-`InputRequiredResult`, or the `interaction_required` result).
+the tool result. Arguments that fail (the schema, a file param) are a tool error result
+(`isError`, SEP-1303) and start no run; an unknown tool is -32602. When the run waits for a
+person, `webui.mcp.questions` delivers the stored Interaction through the best channel the
+client has (inline elicitation, an `InputRequiredResult`, or the `interaction_required`
+result).
 A call that carries a progress token gets the workflow's progress and, while the run is not
 finished, a keep-alive (webui.mcp.keepalive) at `progress_interval` seconds.
 """
@@ -47,7 +49,7 @@ from webui.mcp.capabilities import (
 from webui.mcp.keepalive import DEFAULT_INTERVAL_SECONDS, ProgressStream, describe_wait, keeping_alive
 from webui.mcp.logs import CallLogs
 from webui.mcp.questions import Questions
-from webui.mcp.results import error_result, final_result
+from webui.mcp.results import argument_error_result, error_result, final_result
 from webui.mcp.tasks import (
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_TASK_AFTER_SECONDS,
@@ -64,6 +66,7 @@ from webui.runs.types import RunLimits, RunRefused, RunUpdate
 from webui.store import audit as audit_store
 from webui.store.models import Run
 from webui.store.statuses import FINAL_STATUSES
+from webui.validation import clipped
 from webui.workflows.project import Entrypoint
 from webui.workflows.schema import check_arguments
 
@@ -165,7 +168,7 @@ class CallBridge:
     ) -> CallResult:
         ep = b.catalog.entrypoint(params.name)
         if ep is None:
-            raise _invalid(f"Unknown tool: {params.name}")
+            raise _invalid(f"Unknown tool: {clipped(params.name)}")
         as_task = self.tasks is not None and ep.task != "never" and declares_tasks(ctx)
         missing = missing_capabilities(ctx, ep)
         needs_tasks = ep.task == "required" and not as_task
@@ -223,7 +226,10 @@ class CallBridge:
                 worker_params, stored, limits, config = prepared
                 run = await self._start(ctx, b, ep, worker_params, stored, limits, config)
             except InvalidArguments as exc:
-                raise _invalid(exc.message) from None
+                # A tool execution error (SEP-1303), not -32602: the model reads which argument
+                # is wrong and corrects its call. Found before any run is created.
+                await self._audit(ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code)
+                return argument_error_result(ep, exc.code, exc.message)
             except RunRefused as exc:
                 await self._audit(ctx, b, AuditName.TOOL_FAILED, ep, None, exc.code)
                 return error_result(None, ep, "failed", exc.code, exc.message)

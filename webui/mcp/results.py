@@ -73,7 +73,9 @@ def final_result(
         clean["errCode"] = err["errCode"]
     clean["message"] = str(err.get("message", ""))
     payload["error"] = clean
-    return tool_result(payload, is_error=True)
+    result = tool_result(payload, is_error=True)
+    result.content.extend(links)
+    return result
 
 
 def error_result(
@@ -92,6 +94,21 @@ def error_result(
         error["fields"] = fields
     payload["error"] = error
     return tool_result(payload, is_error=True)
+
+
+# What the model reads of arguments that failed: the problems (each already clipped, at most
+# a few of them), and never more than this, whatever the arguments held.
+MAX_ARGUMENT_MESSAGE = 2000
+
+
+def argument_error_result(ep: Entrypoint, code: str, message: str) -> types.CallToolResult:
+    """Arguments that failed the tool's input schema or a file param's checks: a tool error
+    (SEP-1303: the model reads which argument and what was wrong, and calls again), no run.
+    `code`: `invalid_params`, or a file's own (`file_too_large`, `invalid_mime_type`,
+    `project_quota`)."""
+    if len(message) > MAX_ARGUMENT_MESSAGE:
+        message = message[: MAX_ARGUMENT_MESSAGE - 3] + "..."
+    return error_result(None, ep, "failed", code, message)
 
 
 def interaction_required_result(

@@ -46,6 +46,8 @@ _SCALAR_TYPES: Final = {
     "boolean": "boolean",
 }
 _MAX_MESSAGE: Final = 200
+_MAX_VALUE: Final = 80  # characters of a quoted value in a message
+_MAX_LISTED: Final = 10  # problems named in one message; the rest counted
 
 _LOCAL_FILE_HINT: Final = "Absolute path to a local file"
 _LOCAL_FILES_HINT: Final = "Absolute paths to local files"
@@ -171,14 +173,41 @@ def _message(error: ValidationError) -> str:
         consts = [s["const"] for s in subschemas if isinstance(s, dict) and "const" in s]
         if consts and len(consts) == len(subschemas):
             return f"{error.instance!r} is not one of {consts!r}"
-    return error.message
+    if error.validator == "required":
+        return error.message + _expected(error)
+    return _value_shortened(error)
+
+
+def _value_shortened(error: ValidationError) -> str:
+    """jsonschema's message with the value it quotes cut to `_MAX_VALUE` characters, so that
+    what the value should have been (`is not of type 'integer'`) survives a huge value."""
+    quoted = repr(error.instance)
+    if len(quoted) <= _MAX_VALUE or quoted not in error.message:
+        return error.message
+    return error.message.replace(quoted, quoted[: _MAX_VALUE - 3] + "...", 1)
+
+
+def _expected(error: ValidationError) -> str:
+    """` (type: string)`: what a missing required property takes, where its schema says a
+    type; else nothing (a `$ref`, a schema without `type`)."""
+    properties = error.schema.get("properties") if isinstance(error.schema, dict) else None
+    names = error.validator_value if isinstance(error.validator_value, list) else []
+    for name in names:
+        if isinstance(name, str) and error.message == f"{name!r} is a required property":
+            prop = properties.get(name) if isinstance(properties, dict) else None
+            kind = prop.get("type") if isinstance(prop, dict) else None
+            if isinstance(kind, str):
+                return f" (type: {kind})"
+            if isinstance(kind, list) and all(isinstance(k, str) for k in kind):
+                return f" (type: {' or '.join(kind)})"
+    return ""
 
 
 def _describe(errors: Iterable[ValidationError]) -> list[str]:
     """One `path: message` entry per problem, in a stable order."""
     lines: list[tuple[str, int, str]] = []
     for error in errors:
-        path = _path(error)
+        path = _short(_path(error))
         message = _short(_message(error))
         # Missing required params first: usually the most useful thing to fix.
         rank = 0 if error.validator == "required" else 1
@@ -231,7 +260,10 @@ def validate_arguments(
             f"Invalid arguments for tool {tool!r}: the tool's input schema: {exc}"
         ) from None
     if found:
-        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: " + "; ".join(found))
+        listed = found[:_MAX_LISTED]
+        if len(found) > len(listed):
+            listed.append(f"and {len(found) - len(listed)} more")
+        raise InvalidArguments(f"Invalid arguments for tool {tool!r}: " + "; ".join(listed))
     return _integral(schema, args)
 
 
