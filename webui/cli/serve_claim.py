@@ -35,6 +35,7 @@ MAX_URL_CHARS = 300
 PROBE_TIMEOUT_SECONDS = 1.0
 MAX_PROBE_BYTES = 4096
 BACKLOG = 2048  # uvicorn's default
+LOCK_TRIES, LOCK_RETRY_SECONDS = 5, 0.02
 WILDCARD = {"", "0.0.0.0", "::"}
 # What a lock file may name, as this module writes it (printable ASCII, bounded): anything
 # else is not shown.
@@ -133,7 +134,7 @@ def lock(data_dir: Path, url: str) -> int:
     except OSError as exc:  # a link there is never followed
         raise NotFree(f"cannot lock the data dir: {path}: {exc.strerror}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _lock_now(fd)
     except BlockingIOError:
         held = _read_holder(fd, data_dir)
         os.close(fd)
@@ -145,6 +146,18 @@ def lock(data_dir: Path, url: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
     return fd
+
+
+def _lock_now(fd: int) -> None:
+    """The exclusive lock, or BlockingIOError: tried a few times, since another `serve` looking
+    (`holder`) holds a shared lock on the file for a moment."""
+    for _ in range(LOCK_TRIES - 1):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(LOCK_RETRY_SECONDS)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _read_holder(fd: int, data_dir: Path) -> Holder:
