@@ -34,6 +34,7 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from webui.audit.log import AuditLog
+from webui.auth.challenge import bearer_challenge
 from webui.auth.keys import Authenticator, AuthError
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import UiAuth
@@ -41,6 +42,7 @@ from webui.blocking import run_db, unavailable
 from webui.errors import InvalidRequest, SteamharnessError, StoreUnavailable
 from webui.host.service import HostService
 from webui.insights.sampler import PoolSampler
+from webui.mcp.binding import base_url
 from webui.mcp.bridge import CallBridge
 from webui.mcp.event_store import BoundedEventStore
 from webui.mcp.http import McpGateway
@@ -74,6 +76,7 @@ from webui.web import (
     knowledge_page,
     mcp_page,
     metrics_route,
+    no_oauth,
     projects,
     runs_pages,
 )
@@ -346,6 +349,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     # The MCP endpoint first: every tool call is matched by the first route tried, not after
     # all the pages' and the API's.
     app.router.routes.insert(0, Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
+    # The OAuth paths a client probes after a 401: a 404 saying this server takes API keys.
+    app.router.routes[1:1] = no_oauth.routes()
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.mount("/help", api_docs.DocsSite(), name="help")
     app.include_router(api_docs.router)
@@ -389,8 +394,9 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 response.headers["Retry-After"] = str(retry_after)
             return response
         headers: dict[str, Any] = {}
-        if isinstance(exc, AuthError):
-            headers["WWW-Authenticate"] = 'Bearer realm="steamharness"'
+        if isinstance(exc, AuthError) and exc.status == 401:
+            base = settings.public_url or base_url(request.scope)
+            headers["WWW-Authenticate"] = bearer_challenge(exc.message, base)
         if retry_after:
             headers["Retry-After"] = str(retry_after)
         return JSONResponse(

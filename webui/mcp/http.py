@@ -37,6 +37,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
+from webui.auth.challenge import bearer_challenge
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import run_db
@@ -46,6 +47,7 @@ from webui.mcp import envelope
 from webui.mcp.binding import (
     Binding,
     HttpBindings,
+    base_url,
     chosen_config,
     client_left,
     current_binding,
@@ -281,7 +283,10 @@ class McpGateway:
             await self.refusals.record(
                 scope, AuditName.AUTH_FAILED, outcome="401", project_id=pid or None, reason=exc.message
             )
-            await reply(send, 401, exc.message, extra={"www-authenticate": 'Bearer realm="steamharness"'})
+            base = self.bindings.public_url or base_url(scope)
+            await reply(
+                send, 401, exc.message, extra={"www-authenticate": bearer_challenge(exc.message, base)}
+            )
             return
         try:
             if missing is not None:

@@ -40,9 +40,11 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from webui.audit.events import AuditName
+from webui.auth.challenge import bearer_challenge
 from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
 from webui.auth.throttle import AuthThrottle
 from webui.blocking import run_db
+from webui.mcp.binding import base_url
 from webui.web.connections import HEALTH_PATH, BodyPace
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
@@ -54,7 +56,6 @@ LARGE_BODY_PATH = re.compile(
     r"/api/workflows/[^/]+/knowledge/(?:documents|import)|/projects/[^/]+/knowledge/upload"
 )
 FORM_OVERHEAD_BYTES = 1024 * 1024  # the multipart framing and fields around an upload
-WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="steamharness"'}
 
 
 def allowed(value: str, patterns: list[str]) -> bool:
@@ -153,7 +154,9 @@ class RequestGuard:
                 await self._throttled(scope, send, wait)
             else:
                 await self.refusals.record(scope, AuditName.AUTH_FAILED, outcome="401", reason=exc.message)
-                await refuse(scope, send, 401, exc.code, exc.message, headers=WWW_AUTHENTICATE)
+                base = scope["app"].state.settings.public_url or base_url(scope)
+                challenge = {"WWW-Authenticate": bearer_challenge(exc.message, base)}
+                await refuse(scope, send, 401, exc.code, exc.message, headers=challenge)
             return None
 
     async def _throttled(self, scope: Scope, send: Send, wait: int) -> None:
