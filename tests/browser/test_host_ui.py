@@ -121,7 +121,7 @@ def test_a_server_request_is_answered_live_and_an_unanswered_one_expires(
     log_in(host, base)
 
     # start a conversation with the defaults; its server connects when the page opens
-    host.get_by_role("navigation", name="Main").get_by_role("link", name="MCP servers").click()
+    host.get_by_role("navigation", name="Main").get_by_role("link", name="Connected servers").click()
     expect(host.locator(f"#server-{SERVER_ID}")).to_contain_text("Test_Stdio")
     host.goto(f"{base}/host/conversations")
     host.get_by_label("Title").fill("Hotel booking")

@@ -1,6 +1,7 @@
-"""The MCP sessions console from the store's rows: order, the columns it shows, rows no
-gateway of this process holds, and terminating one (closed here, audited) — plus the
-refusals: non-administrators, unknown and already-ended sessions."""
+"""The MCP sessions console from the store's rows: order, the columns it shows (a project by
+its name, its id secondary), rows no gateway of this process holds, and terminating one
+(closed here, audited) — plus the refusals: non-administrators, unknown and already-ended
+sessions."""
 
 from __future__ import annotations
 
@@ -54,6 +55,16 @@ def test_the_console_lists_open_sessions_most_recently_active_first(web: Web, hx
     assert views[0].client == "unknown" and views[0].protocol_version == "2025-11-25"
     assert all(v.active_calls is None for v in views)  # no gateway here holds them
     assert "claude-code 2.1" in r.text and 'aria-label="Terminate session s-old"' in r.text
+
+
+@pytest.mark.shares_app
+def test_the_console_names_each_project_and_keeps_its_id_secondary(web: Web) -> None:
+    add_row(web, "s-named", minutes_ago=0)
+    web.login(*ADMIN)
+    r = web.client.get("/admin/sessions")
+    [view] = [v for v in rendered(r).context["sessions"] if v.id == "s-named"]
+    assert (view.project_name, view.project_id) == ("hello", HELLO)
+    assert f'<td>hello<br><small class="muted"><code>{HELLO}</code></small></td>' in r.text
 
 
 def test_terminating_a_session_no_gateway_holds_closes_its_row_and_audits_it(

@@ -223,7 +223,7 @@ def test_the_servers_page_lists_each_server_and_only_admins_see_commands(host: H
     page = host.client.get("/host/servers")
     assert page.status_code == 200
     text = page.text
-    assert '<a href="/host/servers">MCP servers</a>' in text  # the nav link
+    assert '<a href="/host/servers" aria-current="page">Connected servers</a>' in text  # the nav link
     rows = server_rows(page)
     assert list(rows) == ["mcp-test-stdio", "mcp-other-server"]
     test_row, other_row = rows.values()

@@ -1,9 +1,10 @@
 """Administration: the live MCP sessions console and terminating a session.
 
-The list is the store's open session rows (every replica's); the active-call figure comes
-from this process's gateway (blank for a session another replica holds). Terminating
-goes through the event hub (`webui.mcp.sessions.end_by_order`): the process holding the
-session ends it, and the page answers once it has."""
+The list is the store's open session rows (every replica's), each project shown by its name
+(its id small beside it); the active-call figure comes from this process's gateway (blank
+for a session another replica holds). Terminating goes through the event hub
+(`webui.mcp.sessions.end_by_order`): the process holding the session ends it, and the page
+answers once it has."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.engine import Engine
 
 from webui.blocking import run_db
 from webui.mcp.http import McpGateway
 from webui.mcp.sessions import end_by_order
 from webui.services import Services
+from webui.store import projects as project_store
 from webui.store import sessions as session_store
 from webui.store.models import McpSession, as_utc
 from webui.web.deps import AdminDep, ServicesDep
@@ -36,6 +39,7 @@ class SessionView:
     account: str
     key_id: str | None
     project_id: str
+    project_name: str  # "" for a project no longer registered
     target: str
     resolved: str
     client: str
@@ -45,13 +49,14 @@ class SessionView:
     active_calls: int | None  # None: held by another replica (or not yet bound here)
 
 
-def _view(row: McpSession, gateway: McpGateway) -> SessionView:
+def _view(row: McpSession, gateway: McpGateway, project_names: dict[str, str]) -> SessionView:
     client = " ".join(p for p in (row.client_name, row.client_version) if p) or "unknown"
     return SessionView(
         id=row.id,
         account=row.actor.removeprefix("user:") if row.actor.startswith("user:") else "server admin key",
         key_id=row.key_id,
         project_id=row.project_id,
+        project_name=project_names.get(row.project_id, ""),
         target=row.target,
         resolved=row.resolved,
         client=client,
@@ -60,6 +65,13 @@ def _view(row: McpSession, gateway: McpGateway) -> SessionView:
         last_activity_at=as_utc(row.last_activity_at or row.created_at),
         active_calls=gateway.sessions.active_calls(row.id),
     )
+
+
+def _open_sessions(engine: Engine) -> tuple[list[McpSession], dict[str, str]]:
+    """The open sessions and the names of the projects (id -> name) they are bound to."""
+    rows = session_store.list_open(engine)
+    names = {p.id: p.name for p in project_store.list_projects(engine)} if rows else {}
+    return rows, names
 
 
 async def _panel(
@@ -71,11 +83,11 @@ async def _panel(
     status_code: int = 200,
 ) -> Response:
     gateway: McpGateway = request.app.state.gateway
-    rows = await run_db(session_store.list_open, services.engine)
+    rows, names = await run_db(_open_sessions, services.engine)
     return page(
         request,
         "admin/sessions.html",
-        {"sessions": [_view(r, gateway) for r in rows], "notice": notice, "error": error},
+        {"sessions": [_view(r, gateway, names) for r in rows], "notice": notice, "error": error},
         block="sessions_panel",
         status_code=status_code,
     )

@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.types import Receive, Scope, Send
 
+from webui.web.navigation import main_nav
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = ROOT / "templates"
 STATIC_DIR = ROOT / "static"
@@ -28,7 +30,9 @@ def make_templates(max_file_bytes: int = 50 * 1024 * 1024) -> Jinja2Blocks:
     """`max_file_bytes`: the per-file upload limit the file pickers check before uploading."""
     templates = Jinja2Blocks(directory=str(TEMPLATES_DIR))
     templates.env.autoescape = True
-    templates.env.globals.update(HTMX=HTMX, HTMX_SSE=HTMX_SSE, MAX_FILE_BYTES=max_file_bytes)
+    templates.env.globals.update(
+        HTMX=HTMX, HTMX_SSE=HTMX_SSE, MAX_FILE_BYTES=max_file_bytes, main_nav=main_nav
+    )
     return templates
 
 
