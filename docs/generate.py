@@ -131,7 +131,8 @@ def cli_page() -> str:
     ]
     lines.append(_unescape(root.help) + "\n")
     for name, command in root.commands.items():  # pyright: ignore[reportAttributeAccessIssue]
-        _cli_command(lines, f"steamharness {name}", command, 2)
+        if not command.hidden:  # an old name kept as an alias (`config`, now `host`)
+            _cli_command(lines, f"steamharness {name}", command, 2)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -53,7 +53,7 @@ document.addEventListener("change", (event) => {
   if (event.target.matches && event.target.matches('input[type="datetime-local"]')) fillOffset(event.target);
 });
 
-// The conversation view: "Nothing is waiting" shows whenever no card is still pending (an
+// The inbox (/inbox): "Nothing is waiting" shows whenever no card is still pending (an
 // answered card stays in place with its state line until the next reload).
 function updateEmptyState() {
   const empty = document.getElementById("no-pending");

@@ -9,7 +9,7 @@
   date-time answered in the browser's zone (Asia/Kolkata, +05:30) is stored in UTC;
 - the audit filter form puts only non-empty filters into the address bar.
 
-Runs are started from Try it (their questions wait in Conversations). Every page is
+Runs are started from Try it (their questions wait in the Inbox). Every page is
 checked for console errors when its test ends."""
 
 from __future__ import annotations
@@ -105,14 +105,14 @@ def try_it(page: Page, server: LiveServer, project_id: str, tool: str) -> Locato
 
 
 def start_run(page: Page, server: LiveServer, tool: str) -> None:
-    """Try it starts `tool`; its question waits in Conversations."""
+    """Try it starts `tool`; its question waits in the Inbox."""
     form = try_it(page, server, INTERACTIVE, tool)
     form.get_by_role("button", name=f"Run {tool}").click()
     expect(form.get_by_role("status")).to_contain_text("waiting for input", timeout=WAIT_MS)
 
 
 def question(page: Page, server: LiveServer, title: str) -> Locator:
-    page.goto(f"{server.base_url}/conversations")
+    page.goto(f"{server.base_url}/inbox")
     card = page.get_by_role("article", name=title).first
     expect(card).to_have_attribute("data-status", "pending", timeout=WAIT_MS)
     return card

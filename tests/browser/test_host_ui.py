@@ -3,10 +3,10 @@
 test server over stdio, with a short expiry for requests:
 
 - a host conversation is started from the browser and connects its server on its own;
-- `book` is called there; its form request appears live in the conversation view open in
+- `book` is called there; its form request appears live in the inbox open in
   another tab, labelled with server, conversation and origin; it is filled and accepted,
   and the tool's result appears on the conversation's page without a reload;
-- `wait` is called and nobody answers: the card in the conversation view turns into
+- `wait` is called and nobody answers: the card in the inbox turns into
   "Expired without an answer" and the call's result shows the server got `cancel`.
 """
 
@@ -68,7 +68,7 @@ def watch_console(page: Page, errors: list[str]) -> None:
 
 @pytest.fixture
 def tabs(context: BrowserContext, request: pytest.FixtureRequest) -> Iterator[tuple[Page, Page]]:
-    """Two tabs of one login: the host conversation, and the conversation view. A failed
+    """Two tabs of one login: the host conversation, and the inbox. A failed
     test leaves screenshots in /tmp; a passing one must have no console errors."""
     errors: list[str] = []
     pages = (context.new_page(), context.new_page())
@@ -92,10 +92,10 @@ def log_in(page: Page, base_url: str) -> None:
 
 
 def open_conversation_view(page: Page, base_url: str) -> None:
-    """Opens /conversations and waits until its event stream answered, so what follows
+    """Opens /inbox and waits until its event stream answered, so what follows
     arrives by live push, not in a snapshot."""
-    with page.expect_response(lambda r: r.url == f"{base_url}/conversations/events") as stream:
-        page.goto(f"{base_url}/conversations")
+    with page.expect_response(lambda r: r.url == f"{base_url}/inbox/events") as stream:
+        page.goto(f"{base_url}/inbox")
     assert stream.value.status == 200
     page.evaluate("window.__sameDocument = true")
 

@@ -4,7 +4,7 @@
 - logging in, and a wrong password;
 - the MCP page: the target picker swaps endpoint, generic JSON and catalog in place and
   updates the address bar; the copied generic JSON equals the expected structure;
-- the conversation view: an MCP client started by the test (in a thread with its own event
+- the inbox: an MCP client started by the test (in a thread with its own event
   loop, declaring elicitation but never answering it) calls `plan_trip`; each question
   appears live, is answered in the browser, and the client receives the tool's result;
   then the decline path;
@@ -220,13 +220,13 @@ def mcp_call(env: Env, tool: str, arguments: dict[str, Any]) -> Iterator[McpCall
 
 def test_logging_in_with_the_right_password_opens_the_requested_page(ui: Page, env: Env) -> None:
     base = env.server.base_url
-    ui.goto(f"{base}/conversations")
+    ui.goto(f"{base}/inbox")
     expect(ui).to_have_url(re.compile(re.escape(f"{base}/login?next=") + r"(/|%2F)conversations$"))
     ui.get_by_label("Username").fill(ADMIN_NAME)
     ui.get_by_label("Password").fill(ADMIN_PASSWORD)
     ui.get_by_role("button", name="Log in").click()
-    expect(ui).to_have_url(f"{base}/conversations")
-    expect(ui.get_by_role("heading", level=1)).to_have_text("Conversations")
+    expect(ui).to_have_url(f"{base}/inbox")
+    expect(ui.get_by_role("heading", level=1)).to_have_text("Inbox")
     expect(ui.locator("header .who")).to_have_text(ADMIN_NAME)
     expect(ui.get_by_role("navigation", name="Main").get_by_role("link", name="Audit log")).to_be_visible()
 
@@ -361,8 +361,8 @@ def control(card: Locator, interaction_id: str, name: str) -> Locator:
 def open_conversations(page: Page, base_url: str) -> None:
     """Opens the view and waits until its event stream answered (so the test sees the
     live push, not only the snapshot a later connection would bring)."""
-    with page.expect_response(lambda r: r.url == f"{base_url}/conversations/events") as stream:
-        page.goto(f"{base_url}/conversations")
+    with page.expect_response(lambda r: r.url == f"{base_url}/inbox/events") as stream:
+        page.goto(f"{base_url}/inbox")
     assert stream.value.status == 200
     mark_document(page)
 

@@ -1,4 +1,4 @@
-"""The conversation view's SSE feed against a real server: an MCP client without
+"""The inbox's SSE feed against a real server: an MCP client without
 elicitation leaves a run waiting (interaction_required); the question reaches every open
 tab live, is answered by a browser form POST, and every tab sees it resolved and the run's
 next question arrive."""
@@ -76,7 +76,7 @@ async def login(http: httpx2.AsyncClient, name: str, password: str) -> str:
     assert token, form.text
     r = await http.post("/login", data={"username": name, "password": password, "csrf_token": token.group(1)})
     assert r.status_code == 303, r.text
-    page = await http.get("/conversations")
+    page = await http.get("/inbox")
     assert page.status_code == 200
     csrf = CSRF_RE.search(page.text)
     assert csrf
@@ -86,7 +86,7 @@ async def login(http: httpx2.AsyncClient, name: str, password: str) -> str:
 @asynccontextmanager
 async def tab(http: httpx2.AsyncClient) -> AsyncIterator[AsyncIterator[SseEvent]]:
     """One open conversation page: its event stream, starting after the snapshot."""
-    async with http.stream("GET", "/conversations/events", headers={"Accept": "text/event-stream"}) as r:
+    async with http.stream("GET", "/inbox/events", headers={"Accept": "text/event-stream"}) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
         events = sse_events(r)
@@ -159,5 +159,5 @@ async def test_a_waiting_run_reaches_every_open_tab_and_an_answer_resolves_it_ev
 
 async def test_the_event_stream_needs_a_login(server: LiveServer) -> None:
     async with httpx2.AsyncClient(base_url=server.base_url) as http:
-        r = await http.get("/conversations/events", headers={"Accept": "text/event-stream"})
+        r = await http.get("/inbox/events", headers={"Accept": "text/event-stream"})
     assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")

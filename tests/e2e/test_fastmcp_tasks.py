@@ -230,10 +230,8 @@ async def test_a_question_answered_on_the_conversation_page_in_chromium_resumes_
             await page.get_by_label("Password").fill(WEB_PASSWORD)
             await page.get_by_role("button", name="Log in").click()
             await expect(page).to_have_url(f"{server.base_url}/projects")
-            async with page.expect_response(
-                lambda r: r.url == f"{server.base_url}/conversations/events"
-            ) as stream:
-                await page.goto(f"{server.base_url}/conversations")
+            async with page.expect_response(lambda r: r.url == f"{server.base_url}/inbox/events") as stream:
+                await page.goto(f"{server.base_url}/inbox")
             assert (await stream.value).status == 200
 
             task = await fastmcp_tasks.call_tool_task(c, "confirm_delete", {"filename": "chromium.txt"})

@@ -116,7 +116,7 @@ def test_a_client_resetting_its_timeout_on_progress_waits_for_a_person_who_answe
     assert body["runId"] == run_id and body["output"] == {"name": "Ann"}, stderr
     (asked,) = doc["elicitations"]
     assert asked["cancelledByServer"] is True  # answered elsewhere: the inline request was withdrawn
-    where = f"{ASKED}{server.base_url}/conversations#interaction-{interaction_id}"
+    where = f"{ASKED}{server.base_url}/inbox#interaction-{interaction_id}"
     messages = [p.get("message") for p in step["progress"]]
     # 20 s with a 5 s time-out: at least three keep-alives about the question kept it open.
     assert messages.count(where) >= 3
@@ -193,6 +193,8 @@ async def test_behind_a_load_balancer_the_hint_names_the_public_url(tmp_path: Pa
     body = payload(result)
     assert body["error"]["code"] == "interaction_required"
     message = body["error"]["message"]
-    assert f"Answer it in the browser at {public}/conversations," in message
+    assert (
+        f"Answer it in the browser at {public}/inbox#interaction-{body['error']['interactionId']}," in message
+    )
     assert message.endswith(f"then read GET {public}/api/runs/{body['runId']}.")
     assert live.base_url not in message

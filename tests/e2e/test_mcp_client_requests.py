@@ -464,10 +464,7 @@ def test_a_run_waiting_for_its_client_says_so_not_that_a_person_answers(
             timeline = web.get(f"/runs/{row['run_id']}/timeline").text
         assert "Waiting for the MCP client" in page
         assert "no person answers it here" in page
-        assert (
-            "Answer in the conversation view" not in page
-            and 'href="/conversations"' not in page.split('id="run"')[1]
-        )
+        assert "Answer in your Inbox" not in page and 'href="/inbox' not in page.split('id="run"')[1]
         assert "Waiting for the MCP client" in timeline
     finally:
         rpc.task("tasks/cancel", task_id)

@@ -1,7 +1,7 @@
 """Try it on the MCP page against a real server: a person logs in through the form, runs a
 tool from the page, and the server calls its own MCP endpoint with a server-side key the
 browser never sees. The call shows up in the audit with the Try it user agent; a question
-the run asks stays waiting for the conversation view.
+the run asks stays waiting for the inbox.
 
 A real server's responses carry no template context (that is the TestClient's), so these
 tests check the HTML, as a browser gets it; the page's data is checked on its context in
@@ -115,7 +115,7 @@ def test_a_question_from_the_run_is_interaction_required_and_waits_for_the_conve
     r = run_tool(browser, INTERACTIVE, "plan_trip", {"t1-traveller": "Bo"})
     assert r.status_code == 200, r.text
     assert "The run is waiting for input" in r.text
-    assert 'href="/conversations"' in r.text
+    assert 'href="/inbox"' in r.text
     run_link = RUN_LINK_RE.search(r.text)
     assert run_link
     run = next(row for row in db_rows(server, "runs") if row["id"] == run_link.group(1))

@@ -811,7 +811,7 @@ def test_the_error_message_is_one_line_that_counts_the_rest(tmp_path: Path) -> N
     with pytest.raises(HostConfigError) as caught:
         load(tmp_path, entry(command="", cwd="/", timeout=1))
     assert len(caught.value.problems) == 3
-    assert caught.value.message.endswith("(and 2 more; run `steamharness config validate`)")
+    assert caught.value.message.endswith("(and 2 more; run `steamharness host validate`)")
     assert "\n" not in caught.value.message and caught.value.code == "invalid_config"
 
 

@@ -1,10 +1,11 @@
-"""`steamharness config validate`: checks everything without connecting. The command runs in
+"""`steamharness host validate`: checks everything without connecting. The command runs in
 this process (`tests/cli_runner.py`); a valid and a missing root go through a real process."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,15 +19,15 @@ PREFIX = "steamharness: error: "
 
 
 def validate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`steamharness config validate ARGS` in this process (`tests/cli_runner.py`), this
+    """`steamharness host validate ARGS` in this process (`tests/cli_runner.py`), this
     environment without its STEAMHARNESS_* settings, plus `env`."""
-    return run_cli(["config", "validate", *args], env=clean_env() | (env or {}))
+    return run_cli(["host", "validate", *args], env=clean_env() | (env or {}))
 
 
 def validate_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The same command as a real process."""
     return processes.run(
-        [STEAMHARNESS, "config", "validate", *args],
+        [STEAMHARNESS, "host", "validate", *args],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -144,7 +145,7 @@ def test_a_missing_root_is_one_clear_line(tmp_path: Path) -> None:
     )
 
 
-def test_config_validate_has_help() -> None:
+def test_host_validate_has_help() -> None:
     done = validate("--help")
     assert done.returncode == 0 and "--root" in done.stdout and "STEAMHARNESS_ROOT" in done.stdout
     assert "--check-env" in done.stdout
@@ -184,3 +185,38 @@ def test_bad_agents_and_unknown_server_ids_fail_validation_one_line_each(tmp_pat
         "agents/c.yaml: agent-c: mcp_servers: must be a list of MCP server ids, null (the defaults) or []"
         " (none), got a string",
     ]
+
+
+# ------------------------------------------------------------------------------ the old name
+
+MOVED = "steamharness: warning: `steamharness config` is now `steamharness host`\n"
+
+
+def commands_in_help(text: str) -> list[str]:
+    """The command names of a `--help` screen's commands table (one per row's first cell)."""
+    return re.findall(r"^│ ([a-z][a-z-]*)\s", text, flags=re.MULTILINE)
+
+
+def test_config_still_validates_and_says_its_new_name_on_stderr(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", GOOD, "defaults: {mcp_servers: [mcp-fs]}\n")
+    env = clean_env() | {"WORKSPACE_ID": "ws"}
+    done = run_cli(["config", "validate", "--root", str(root)], env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == f"{MOVED}steamharness: config ok: 2 MCP server(s) in {root}; defaults: mcp-fs\n"
+    # and fails as `host validate` does, with the same one-line errors
+    missing = run_cli(["config", "validate", "--root", str(tmp_path / "nope")], env=env)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.startswith(MOVED)
+    assert missing.stderr.removeprefix(MOVED) == validate("--root", str(tmp_path / "nope")).stderr
+
+
+def test_help_lists_host_and_hides_config() -> None:
+    done = run_cli(["--help"], env=clean_env())
+    assert done.returncode == 0, done.stderr
+    names = commands_in_help(done.stdout)
+    assert "host" in names and "configs" in names, done.stdout
+    assert "config" not in names
+    # asked for by name, the alias says what it is now
+    alias = run_cli(["config", "--help"], env=clean_env())
+    assert alias.returncode == 0 and "`steamharness config` is now `steamharness host`" in alias.stdout

@@ -99,7 +99,7 @@ def _question() -> Interaction:
             LiveState("waiting_for_input", _question(), ()),
             "http://127.0.0.1:8000",
             "waiting for input: Your name? — answer it in your MCP client or at "
-            "http://127.0.0.1:8000/conversations#interaction-ia-1",
+            "http://127.0.0.1:8000/inbox#interaction-ia-1",
         ),
         (
             LiveState("waiting_for_child", None, ("child-1",)),

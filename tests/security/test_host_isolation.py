@@ -143,7 +143,7 @@ async def test_a_server_files_loader_variables_never_reach_the_root_launcher(bas
 def validate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base_env = {k: v for k, v in os.environ.items() if not k.upper().startswith("STEAMHARNESS_")}
     return processes.run(
-        [STEAMHARNESS, "config", "validate", "--root", str(root), *args],
+        [STEAMHARNESS, "host", "validate", "--root", str(root), *args],
         capture_output=True,
         text=True,
         timeout=WAIT,

@@ -8,7 +8,7 @@ admin account with the CSRF header `<body hx-headers>` supplies.
 
 - In headless Chromium against a real `steamharness serve` whose host runs the hostile
   server (tests/fixtures/hostile_server.py): the administrator opens the host conversation,
-  calls the tool, opens Conversations; no account is created, the page holds no element
+  calls the tool, opens the Inbox; no account is created, the page holds no element
   with the injected attributes, and both refusals name the field.
 - The same names from a workflow: a param is refused when the project is registered, and a
   `ctx.ask` field when the run asks, both naming the field.
@@ -115,9 +115,9 @@ def test_a_hostile_property_name_from_an_external_server_creates_no_account_and_
     expect(request).to_contain_text(REFUSED_NAME)
     assert injected(ui) == 0
 
-    # the conversation view, where a server's form waits: nothing there acts either
-    with ui.expect_response(lambda r: r.url == f"{base}/conversations/events") as stream:
-        ui.goto(f"{base}/conversations")
+    # the inbox, where a server's form waits: nothing there acts either
+    with ui.expect_response(lambda r: r.url == f"{base}/inbox/events") as stream:
+        ui.goto(f"{base}/inbox")
     assert stream.value.status == 200
     expect(ui.locator("#no-pending")).to_be_visible()
     assert injected(ui) == 0

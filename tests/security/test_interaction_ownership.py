@@ -151,7 +151,7 @@ def answered_events(web: Web, run_id: str) -> list[AuditEvent]:
 def test_bob_gets_404_for_alices_question_on_every_page_and_alice_answers_it_to_the_end(web: Web) -> None:
     run_id, iid = start_trip(web, "alice")
     csrf = web.login(*BOB)
-    page = web.client.get("/conversations").text
+    page = web.client.get("/inbox").text
     assert iid not in page and "Where to?" not in page and "Nothing is waiting for an answer." in page
     assert answer(web, csrf, iid, first_answer(iid)).status_code == 404
     assert answer(web, csrf, iid, {**first_answer(iid), "override": "true"}).status_code == 404
@@ -160,13 +160,13 @@ def test_bob_gets_404_for_alices_question_on_every_page_and_alice_answers_it_to_
     run_page = web.client.get(f"/runs/{run_id}")  # bob may use the project: the run, not its question
     assert run_page.status_code == 200 and "waiting_for_input" in run_page.text
     assert "Where to?" not in run_page.text, run_page.text
-    assert "Waiting for input" not in run_page.text and "Answer in the conversation view" not in run_page.text
+    assert "Waiting for input" not in run_page.text and "Answer in your Inbox" not in run_page.text
     assert status_of(web, iid) == "pending"
     web.logout()
 
     csrf = web.login(*ALICE)
-    assert "Answer in the conversation view" in web.client.get(f"/runs/{run_id}").text
-    html = card(web.client.get("/conversations").text, iid)
+    assert "Answer in your Inbox" in web.client.get(f"/runs/{run_id}").text
+    html = card(web.client.get("/inbox").text, iid)
     assert "Where to?" in html and 'data-owner="other"' not in html and "Answer as administrator" not in html
     ids = [iid]
     for content in TRIP_ANSWERS:
@@ -188,7 +188,7 @@ def test_bob_gets_404_for_alices_question_on_every_page_and_alice_answers_it_to_
 def test_an_administrator_sees_alices_question_but_answers_only_with_the_audited_override(web: Web) -> None:
     run_id, iid = start_trip(web, "alice")
     csrf = web.login(*ADMIN)
-    html = card(web.client.get("/conversations").text, iid)
+    html = card(web.client.get("/inbox").text, iid)
     assert 'data-owner="other"' in html and "This question belongs to user:alice" in html
     assert re.search(
         r'<input type="checkbox" id="interaction-[^"]+-override" name="override" value="true"', html
@@ -278,18 +278,18 @@ def test_a_host_request_in_alices_conversation_is_404_for_bob_and_needs_the_over
     conv = create(host, csrf, "alice's", selection="defaults")
     connect(host, csrf, conv)
     iid, _ = ask(host, csrf, conv, "wait")
-    assert f"interaction-{iid}" in host.client.get("/conversations").text
+    assert f"interaction-{iid}" in host.client.get("/inbox").text
     host.web.logout()
 
     csrf = host.web.login(*BOB)
-    assert f"interaction-{iid}" not in host.client.get("/conversations").text
+    assert f"interaction-{iid}" not in host.client.get("/inbox").text
     for data in ({"action": "decline"}, {"action": "cancel", "override": "true"}):
         r = host.client.post(f"/interactions/{iid}/answer", data=data, headers={**HX, "X-CSRF-Token": csrf})
         assert r.status_code == 404
     host.web.logout()
 
     csrf = host.web.login(*ADMIN)
-    html = card(host.client.get("/conversations").text, iid)
+    html = card(host.client.get("/inbox").text, iid)
     assert 'data-owner="other"' in html and "the owner of the conversation it was asked in" in html
     headers = {**HX, "X-CSRF-Token": csrf}
     r = host.client.post(f"/interactions/{iid}/answer", data={"action": "decline"}, headers=headers)
@@ -389,7 +389,7 @@ async def test_over_a_real_server_only_alice_answers_her_question_and_an_admin_o
         ):
             bob_csrf = await live_login(bob_web, *BOB)
             await live_login(alice_web, *ALICE)
-            page = (await bob_web.get("/conversations")).text
+            page = (await bob_web.get("/inbox")).text
             assert first not in page and "Nothing is waiting for an answer." in page
             r = await bob_web.post(
                 f"/interactions/{first}/answer",
@@ -544,8 +544,8 @@ def test_try_it_runs_belong_to_the_logged_in_person_and_only_she_sees_their_ques
         run = next(row for row in rows(live, "runs") if row["id"] == link.group(1))
         (iid,) = [i["id"] for i in rows(live, "interactions") if i["run_id"] == run["id"]]
 
-        assert f"interaction-{iid}" in alice.get("/conversations").text
-        assert f"interaction-{iid}" not in bob.get("/conversations").text
+        assert f"interaction-{iid}" in alice.get("/inbox").text
+        assert f"interaction-{iid}" not in bob.get("/inbox").text
         bob_csrf = csrf_re.search(bob.get("/projects").text)
         assert bob_csrf
         r = bob.post(

@@ -363,7 +363,7 @@ def _check_pages(http: Any, password: str, run_id: str, evil: str) -> None:
         "/login", data={"username": "ann-rounds", "password": password, "csrf_token": token.group(1)}
     )
     assert r.status_code == 303, r.text
-    pages = [http.get(path) for path in ("/conversations", f"/runs/{run_id}", f"/runs/{run_id}/timeline")]
+    pages = [http.get(path) for path in ("/inbox", f"/runs/{run_id}", f"/runs/{run_id}/timeline")]
     for page in pages:
         assert page.status_code == 200, (page.url, page.status_code)
         assert "<img src=x" not in page.text and "<script>alert(2)" not in page.text, page.url

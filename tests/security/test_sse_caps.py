@@ -1,4 +1,4 @@
-"""One account cannot hold more live conversation streams than its cap.
+"""One account cannot hold more live inbox streams than its cap.
 
 Against a real `steamharness serve` with STEAMHARNESS_MAX_SSE_STREAMS_PER_ACCOUNT=2: ann
 opens two streams, the third is refused at once with 429 and a message saying why (a
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 CAP = 2
 WAIT = 60
-EVENTS = "/conversations/events"
+EVENTS = "/inbox/events"
 SSE = {"Accept": "text/event-stream"}
 
 
@@ -73,7 +73,7 @@ async def test_streams_over_the_cap_are_refused_with_429_per_account_and_a_close
 
             status, kind, text = await attempt(ann)  # read in full: a plain page, no stream behind it
             assert status == 429 and not kind.startswith("text/event-stream")
-            assert f"already has {CAP} live conversation streams open (the limit is {CAP})" in text
+            assert f"already has {CAP} live inbox streams open (the limit is {CAP})" in text
 
             async with stream(bo):  # another account is not affected
                 pass

@@ -91,7 +91,7 @@ def test_each_login_rotates_the_session_and_logout_ends_it(web: Web) -> None:
 @pytest.mark.shares_app
 def test_pages_carry_security_headers(web: Web) -> None:
     web.login(*ADMIN)
-    for path in ("/login", "/projects", "/conversations", "/api/runs/nope"):
+    for path in ("/login", "/projects", "/inbox", "/api/runs/nope"):
         r = web.client.get(path)
         csp = r.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
@@ -102,7 +102,7 @@ def test_pages_carry_security_headers(web: Web) -> None:
 @pytest.mark.shares_app
 def test_pages_have_no_inline_scripts_or_styles(web: Web) -> None:
     web.login(*ADMIN)
-    for path in ("/projects", "/conversations", "/runs", "/keys", "/admin/users", "/admin/audit"):
+    for path in ("/projects", "/inbox", "/runs", "/keys", "/admin/users", "/admin/audit"):
         html = web.client.get(path).text
         assert "<script>" not in html and " onclick=" not in html and "style=" not in html, path
 

@@ -1,4 +1,4 @@
-"""The conversation view: pending interactions of the person's projects as accessible
+"""The inbox: pending interactions of the person's projects as accessible
 forms, answered in the browser (which resumes the run), with inline errors, conflicts and
 a per-run timeline; and the SSE feed's events, driven in-process against the real hub.
 Page tests run as a plain page load and as an htmx request."""
@@ -61,7 +61,7 @@ def status_of(web: Web, interaction_id: str) -> str:
 
 
 def listed(response: Any) -> list[str]:
-    """The interactions the conversation view was given, in order."""
+    """The interactions the inbox was given, in order."""
     template, _, context = rendered(response)
     assert template == "conversations/list.html"
     return [c.interaction.id for c in context["cards"]]
@@ -79,27 +79,27 @@ def answered_card(response: Any) -> Any:
 
 @pytest.mark.shares_app
 def test_anonymous_visitors_are_sent_to_the_login_page(web: Web) -> None:
-    r = web.client.get("/conversations", follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == "/login?next=%2Fconversations"
-    r = web.client.get("/conversations", headers=HX, follow_redirects=False)
+    r = web.client.get("/inbox", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=%2Finbox"
+    r = web.client.get("/inbox", headers=HX, follow_redirects=False)
     assert r.status_code == 401 and r.headers["hx-redirect"].startswith("/login?next=")
-    r = web.client.get("/conversations/events", follow_redirects=False)
+    r = web.client.get("/inbox/events", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
 
 
 def test_an_empty_view_says_nothing_is_waiting_and_opens_the_live_feed(web: Web, hx: dict[str, str]) -> None:
     web.login(*USER)
-    r = web.client.get("/conversations", headers=hx)
+    r = web.client.get("/inbox", headers=hx)
     assert r.status_code == 200
     assert rendered(r)[:2] == ("conversations/list.html", "feed" if hx else None)
     assert listed(r) == []
     assert "Nothing is waiting for an answer." in r.text
     assert ("<html" in r.text) is not bool(hx)
     # the feed fragment is what htmx swaps; the SSE connection lives on the page around it
-    assert ('sse-connect="/conversations/events"' in r.text) is not bool(hx)
+    assert ('sse-connect="/inbox/events"' in r.text) is not bool(hx)
     assert 'id="interaction-list" sse-swap="interaction"' in r.text
     assert r.headers["vary"] == "HX-Request, HX-History-Restore-Request"
-    restored = web.client.get("/conversations", headers={**HX, "HX-History-Restore-Request": "true"})
+    restored = web.client.get("/inbox", headers={**HX, "HX-History-Restore-Request": "true"})
     assert rendered(restored)[:2] == ("conversations/list.html", None)
     assert "<html" in restored.text
 
@@ -109,7 +109,7 @@ def test_each_pending_question_renders_as_an_accessible_form_from_its_schema(
 ) -> None:
     run_id, iid = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     web.login(*USER)
-    r = web.client.get("/conversations", headers=hx)
+    r = web.client.get("/inbox", headers=hx)
     assert r.status_code == 200
     [shown] = rendered(r).context["cards"]
     assert shown.interaction.id == iid and shown.run.id == run_id and shown.pending
@@ -133,7 +133,7 @@ def test_a_person_sees_only_interactions_of_projects_she_may_use(web: Web) -> No
     _, trip = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     torture_run, secret = start_asking(web, TORTURE, "ask_once")
     csrf = web.login(*USER)
-    r = web.client.get("/conversations")
+    r = web.client.get("/inbox")
     assert listed(r) == [trip]
     page = r.text
     assert f"interaction-{trip}" in page and secret not in page
@@ -142,7 +142,7 @@ def test_a_person_sees_only_interactions_of_projects_she_may_use(web: Web) -> No
     assert status_of(web, secret) == "pending"
     web.logout()
     web.login(*ADMIN)
-    r = web.client.get("/conversations")
+    r = web.client.get("/inbox")
     assert listed(r) == [secret, trip]  # newest first
     page = r.text
     assert page.index(f"interaction-{secret}") < page.index(f"interaction-{trip}")  # drawn in that order
@@ -166,7 +166,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
     update = next_step(web, run_id)
     assert update.kind == "waiting" and update.interaction is not None
     second = update.interaction.id
-    html = card(web.client.get("/conversations").text, second)
+    html = card(web.client.get("/inbox").text, second)
     p = f"{second}-"
     # single-select with labels, multi-select as checkboxes in a fieldset
     assert f'<select id="{p}room" name="{p}room" required' in html
@@ -181,7 +181,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
     update = next_step(web, run_id)
     assert update.kind == "waiting" and update.interaction is not None
     approval = update.interaction.id
-    html = card(web.client.get("/conversations").text, approval)
+    html = card(web.client.get("/inbox").text, approval)
     assert "Total 240 EUR." in html and "<input id=" not in html.split("<details")[0]
     assert re.search(r'value="accept"[^>]*>Approve</button>', html)
 
@@ -203,7 +203,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
         assert expected in text
     assert text.count("Answered in the browser by user:ann") == 3
     assert 'data-run-status="success"' in text and "&#34;booked&#34;: true" in text
-    after = web.client.get("/conversations")
+    after = web.client.get("/inbox")
     assert listed(after) == [] and "Nothing is waiting for an answer." in after.text
 
 
@@ -211,7 +211,7 @@ def test_answering_in_the_browser_resumes_the_run_through_every_round_to_its_res
 def test_declining_an_approval_lets_the_run_finish_without_it(web: Web) -> None:
     run_id, iid = start_asking(web, TORTURE, "approve_only", owner=None)
     csrf = web.login(*ADMIN)
-    html = card(web.client.get("/conversations").text, iid)
+    html = card(web.client.get("/inbox").text, iid)
     assert "Approve: delete everything" in html and "This cannot be undone." in html
     assert r'value="decline" class="secondary" formnovalidate>Decline' in html
     r = answer(web, csrf, iid, {"action": "decline"})
@@ -292,7 +292,7 @@ def test_a_question_whose_run_ended_is_410_and_says_the_run_finished(web: Web) -
     assert web.client.portal is not None
     web.client.portal.call(services(web).runs.cancel, run_id)
     csrf = web.login(*ADMIN)
-    view = web.client.get("/conversations")
+    view = web.client.get("/inbox")
     assert iid not in listed(view) and f"interaction-{iid}" not in view.text
     r = answer(web, csrf, iid, {"action": "accept", f"{iid}-name": "Bo"})
     assert r.status_code == 410
@@ -316,7 +316,7 @@ def test_without_htmx_an_answer_redirects_back_and_an_invalid_one_renders_the_pa
         data={"action": "accept", f"{iid}-name": "Bo", "csrf_token": csrf},
         follow_redirects=False,
     )
-    assert r.status_code == 303 and r.headers["location"] == "/conversations"
+    assert r.status_code == 303 and r.headers["location"] == "/inbox"
     assert next_step(web, run_id).output == {"name": "Bo"}
 
 

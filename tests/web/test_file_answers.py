@@ -125,7 +125,7 @@ def test_a_file_over_the_limit_is_refused_by_its_declared_size(web: Web) -> None
 def test_a_file_question_renders_a_picker_over_the_id_fields(web: Web, asking: Path) -> None:
     _, iid = start_asking(web, asking, "pick_files")
     web.login(*USER)
-    r = web.client.get("/conversations")
+    r = web.client.get("/inbox")
     [card] = rendered(r).context["cards"]
     assert [(f.name, f.widget, f.required) for f in card.fields] == [
         ("form", "file_id", True),
@@ -194,7 +194,7 @@ def test_the_schema_of_a_file_question_asks_for_uploads(web: Web, asking: Path) 
 def test_a_date_time_answer_is_stored_as_the_instant_the_browser_meant(web: Web, asking: Path) -> None:
     run_id, iid = start_asking(web, asking, "pick_time")
     csrf = web.login(*USER)
-    html = web.client.get("/conversations").text
+    html = web.client.get("/inbox").text
     p = f"{iid}-"
     assert re.search(rf'<input id="{p}when" name="{p}when" type="datetime-local"', html)
     assert f'<input type="hidden" name="tzoffset:{p}when" value="" data-tz-offset-for="{p}when">' in html

@@ -1,7 +1,7 @@
 """The host's pages through TestClient, against the Python SDK test server
 over stdio: the servers page with good and broken configurations, conversations and their
 selections, tool calls that run in the background and are followed by long-polling, the
-servers' form and URL requests answered in the conversation view, and who may see what.
+servers' form and URL requests answered in the inbox, and who may see what.
 
 Every wait is bounded: the activity long-poll answers within its own bound (20 s) and the
 loops that follow it stop at a deadline."""
@@ -335,9 +335,9 @@ def test_a_broken_configuration_is_listed_and_the_pages_still_render(tmp_path: P
         r = h.client.post(
             "/host/conversations", data={"title": "x", "csrf_token": csrf}, follow_redirects=False
         )
-        assert r.status_code == 422 and "steamharness config validate" in r.text
+        assert r.status_code == 422 and "steamharness host validate" in r.text
         problem = rendered(r).context["problem"]
-        assert "steamharness config validate" in problem and str(root) not in problem
+        assert "steamharness host validate" in problem and str(root) not in problem
         assert rendered(r).context["values"] == {"title": "x", "mode": "defaults", "servers": []}
         assert str(root) not in r.text
 
@@ -503,10 +503,10 @@ def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_show
     iid, fragment = ask(host, csrf, conv, "book")
     [pending] = activity_of(fragment).pending
     assert pending.interaction.id == iid and pending.server_name == "Test_Stdio"
-    assert "Test_Stdio asks" in fragment.text and f'href="/conversations#interaction-{iid}"' in fragment.text
+    assert "Test_Stdio asks" in fragment.text and f'href="/inbox#interaction-{iid}"' in fragment.text
     assert "1 request from the server waits for an answer" in fragment.text
 
-    view = host.client.get("/conversations").text
+    view = host.client.get("/inbox").text
     html_card = card(view, iid)
     assert 'data-origin="host" data-server="mcp-test-stdio"' in html_card
     assert f'data-conversation="{conv}"' in html_card and f'sse-swap="resolved-{iid}"' in html_card
@@ -550,7 +550,7 @@ def test_a_form_request_is_answered_in_the_conversation_view_and_the_result_show
     r = answer(host, csrf, iid, {**good, f"{p}nights": "4"})
     assert r.status_code == 409 and "already" in r.text
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 409
-    assert NOTHING_WAITING in host.client.get("/conversations").text
+    assert NOTHING_WAITING in host.client.get("/inbox").text
 
 
 def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Host) -> None:
@@ -561,7 +561,7 @@ def test_a_url_request_shows_its_destination_and_opens_only_on_a_click(host: Hos
     [pending] = activity_of(fragment).pending
     assert pending.interaction.kind == "url" and pending.interaction.url == "https://example.com/sign?x=1"
     assert 'Destination: <code class="url">https://example.com/sign?x=1</code>' in fragment.text
-    html_card = card(host.client.get("/conversations").text, iid)
+    html_card = card(host.client.get("/inbox").text, iid)
     assert 'data-kind="url"' in html_card
     assert "asks you to open a page on <strong>example.com</strong>" in html_card
     assert '<code class="url">https://example.com/sign?x=1</code>' in html_card
@@ -584,7 +584,7 @@ def test_declining_and_a_multi_select_reach_the_server(host: Host) -> None:
     conv = create(host, csrf, "tags", selection="defaults")
     connect(host, csrf, conv)
     iid, _ = ask(host, csrf, conv, "pick_tags")
-    html_card = card(host.client.get("/conversations").text, iid)
+    html_card = card(host.client.get("/inbox").text, iid)
     assert "<legend>Tags" in html_card and f'name="{iid}-tags" value="blue"> Blue' in html_card
     assert answer(host, csrf, iid, {"action": "accept", f"{iid}-tags": ["red", "blue"]}).status_code == 200
     fragment = follow(host, conv, lambda a: finished_call(a, "pick_tags"))
@@ -610,7 +610,7 @@ def test_a_sensitive_field_is_refused_with_its_reason(host: Host) -> None:
     assert request.state.startswith("Refused by the host: field 'password' is declared sensitive")
     assert "Refused by the host: field &#39;password&#39; is declared sensitive" in fragment.text
     assert "sensitive" in result_texts(fragment)[0]["refused"]
-    assert NOTHING_WAITING in host.client.get("/conversations").text  # never a form
+    assert NOTHING_WAITING in host.client.get("/inbox").text  # never a form
 
 
 def test_an_unanswered_request_expires_and_the_server_gets_cancel(short_expiry: Host) -> None:
@@ -661,7 +661,7 @@ def test_a_host_owned_servers_request_is_labelled_with_the_calling_conversation(
     fragment = follow(host, conv, lambda a: pending_request(a) is not None, first=r)
     iid = pending_request(activity_of(fragment))
     assert iid is not None
-    html_card = card(host.client.get("/conversations").text, iid)
+    html_card = card(host.client.get("/inbox").text, iid)
     assert f'data-conversation="{conv}"' in html_card and "Other Server" in html_card
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
     fragment = follow(host, conv, lambda a: finished_call(a, "book"))
@@ -779,7 +779,7 @@ def test_only_the_owner_and_admins_see_a_conversation_and_its_requests(host: Hos
     ):
         r = host.client.post(f"/host/conversations/{conv}/{action}", data={**data, "csrf_token": ann})
         assert r.status_code == 404, action
-    assert f"interaction-{iid}" not in host.client.get("/conversations").text
+    assert f"interaction-{iid}" not in host.client.get("/inbox").text
     assert answer(host, ann, iid, {"action": "decline"}).status_code == 404
     assert f"/host/conversations/{conv}" not in host.client.get("/host/conversations").text
     own = create(host, ann, "ann's", selection="choose")
@@ -788,7 +788,7 @@ def test_only_the_owner_and_admins_see_a_conversation_and_its_requests(host: Hos
     csrf = host.web.login(*ADMIN)
     page = host.client.get(f"/host/conversations/{own}")
     assert page.status_code == 200 and "<dt>Owner</dt><dd>ann</dd>" in page.text
-    assert f"interaction-{iid}" in host.client.get("/conversations").text
+    assert f"interaction-{iid}" in host.client.get("/inbox").text
     assert answer(host, csrf, iid, {"action": "cancel"}).status_code == 200
     fragment = follow(host, conv, lambda a: finished_call(a, "wait"))
     assert result_texts(fragment) == [{"action": "cancel", "content": None}]
@@ -813,7 +813,7 @@ def test_pages_need_a_login_and_writes_need_the_csrf_token(host: Host) -> None:
 def test_the_live_feed_pushes_host_requests_to_their_owner_only(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In-process: the conversation view's stream against the app's hub and host service.
+    """In-process: the inbox's stream against the app's hub and host service.
     Another account's stream is read after everything happened: it must end (its login
     check says logged out) having sent nothing but its snapshot."""
     monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.05)

@@ -3,7 +3,7 @@
 A request card names the conversation it was asked in (title, linked), the server (name and
 id) and the tool call that caused it (tool name, call id linked to the call on the
 conversation page). Another account sees none of a conversation's requests (the
-conversation view, its live stream, the conversation page and its activity, the JSON API)
+inbox, its live stream, the conversation page and its activity, the JSON API)
 and cannot answer them; an administrator answers only with the explicit, audited override.
 The server is the real Python SDK test server over stdio (tests/fixtures/host_server.py)."""
 
@@ -71,7 +71,7 @@ def test_a_request_card_names_the_conversation_the_server_and_the_tool_call(host
     stored = interaction_store.get_interaction(engine(host.web), interaction_id=iid)
     assert stored is not None and stored.host_call_id == row.id and row.tool == "book"
 
-    html_card = card(host.client.get("/conversations").text, iid)
+    html_card = card(host.client.get("/inbox").text, iid)
     assert f'data-conversation="{conv}" data-call="{row.id}"' in html_card
     assert f'<a href="/host/conversations/{conv}">Trip &lt;to Rome&gt;</a>' in html_card
     assert "Test_Stdio (<code>mcp-test-stdio</code>)" in html_card
@@ -100,7 +100,7 @@ def test_a_host_owned_servers_request_names_the_calling_conversations_call(host:
     iid = pending_request(activity_of(fragment))
     assert iid is not None
     [row] = host.service.calls(conv)
-    html_card = card(host.client.get("/conversations").text, iid)
+    html_card = card(host.client.get("/inbox").text, iid)
     assert "Other Server (<code>mcp-other-server</code>)" in html_card
     link = f'<a class="call" href="/host/conversations/{conv}#call-{row.id}">'
     assert f'tool call <strong class="tool">book</strong> ({link}' in html_card
@@ -115,12 +115,12 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
     conv = create(host, ann, "ann's trip", selection="defaults")
     connect(host, ann, conv)
     iid, _ = ask(host, ann, conv, "wait")
-    assert f"interaction-{iid}" in host.client.get("/conversations").text
+    assert f"interaction-{iid}" in host.client.get("/inbox").text
     host.web.logout()
 
     bob = host.web.login(*BOB)
-    assert f"interaction-{iid}" not in host.client.get("/conversations").text
-    assert iid not in host.client.get("/conversations", headers=HX).text
+    assert f"interaction-{iid}" not in host.client.get("/inbox").text
+    assert iid not in host.client.get("/inbox", headers=HX).text
     assert conv not in host.client.get("/host/conversations").text
     for path in (f"/host/conversations/{conv}", f"/host/conversations/{conv}/activity"):
         assert host.client.get(path).status_code == 404, path
@@ -198,7 +198,7 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
 
     # an administrator sees it, marked as someone else's, and answers only with the override
     root = host.web.login(*ADMIN)
-    html_card = card(host.client.get("/conversations").text, iid)
+    html_card = card(host.client.get("/inbox").text, iid)
     assert 'data-owner="other"' in html_card and 'name="override"' in html_card
     assert f'<a href="/host/conversations/{conv}">ann&#39;s trip</a>' in html_card
     r = answer(host, root, iid, {"action": "decline"})

@@ -22,6 +22,8 @@ PUBLIC = {
     "/docs": "the API reference: Swagger UI over /openapi.json, which is as public as ever",
     "/redoc": "a redirect to /docs",
     "/": "a redirect to /projects, which is checked like every other page",
+    "/conversations": "the inbox's old URL: a redirect to /inbox, which is checked like every other page",
+    "/conversations/events": "a redirect to /inbox/events, which is checked like every other page",
     "/healthz": (
         "a load balancer's health check: says only that the server and database answer, and which"
         " replica answered (a random id)"

@@ -253,7 +253,7 @@ def test_runs_of_projects_the_user_may_not_use_are_not_found(web: Web, hx: dict[
     assert web.client.get("/runs/no-such-run", headers=hx).status_code == 404
 
 
-def test_a_waiting_run_shows_its_pending_question_and_a_link_to_conversations(
+def test_a_waiting_run_shows_its_pending_question_and_a_link_to_its_inbox_card(
     web: Web, hx: dict[str, str]
 ) -> None:
     run_id = start_run(
@@ -264,7 +264,8 @@ def test_a_waiting_run_shows_its_pending_question_and_a_link_to_conversations(
     context = rendered(r).context
     assert context["run"].status == "waiting_for_input" and 'class="badge waiting_for_input"' in r.text
     assert context["interaction"] is not None and context["interaction"].run_id == run_id
-    assert "Waiting for input" in r.text and 'href="/conversations"' in r.text
+    assert "Waiting for input" in r.text
+    assert f'href="/inbox#interaction-{context["interaction"].id}"' in r.text
     assert context["active"] is True
     article = re.search(r'<article id="run"[^>]*>', r.text)
     assert article is not None and 'hx-trigger="every 2s"' in article.group(0), "an active run is polled"

@@ -8,9 +8,9 @@ import sys
 import typer
 
 from webui.cli import (
-    config,
     configs,
     db,
+    host,
     keys,
     knowledge,
     login,
@@ -39,7 +39,8 @@ app.command("logout")(logout.logout_command)
 app.add_typer(projects.app, name="projects")
 app.add_typer(users.app, name="users")
 app.add_typer(keys.app, name="keys")
-app.add_typer(config.app, name="config")
+app.add_typer(host.app, name="host")
+app.add_typer(host.alias, name="config", hidden=True)  # the old name of `host`
 app.add_typer(configs.app, name="configs")
 app.add_typer(db.app, name="db")
 app.add_typer(knowledge.app, name="knowledge")

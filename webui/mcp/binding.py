@@ -120,7 +120,7 @@ class HttpBindings:
         pid = resolved.project.id
         base = self.public_url or base_url(scope)
         hint = (
-            f"Answer it in the browser at {base}/conversations, or POST the answer to "
+            f"Answer it in the browser at {base}/inbox#interaction-{{interactionId}}, or POST the answer to "
             f"{base}/api/interactions/{{interactionId}}/answer; then read GET {base}/api/runs/{{runId}}."
         )
         return Binding(

@@ -114,4 +114,4 @@ def describe_wait(
 def _question(ia: Interaction, base_url: str | None) -> str:
     if base_url is None:
         return f"{ia.title} — answer it in your MCP client"
-    return f"{ia.title} — answer it in your MCP client or at {base_url}/conversations#interaction-{ia.id}"
+    return f"{ia.title} — answer it in your MCP client or at {base_url}/inbox#interaction-{ia.id}"

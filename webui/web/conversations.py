@@ -1,6 +1,8 @@
-"""The conversation view's routes and live stream: every pending interaction the person
-may answer, live. The cards and run timelines they show are built in
-webui.web.conversation_views.
+"""The inbox's routes and live stream (`/inbox`, `/inbox/events`): every pending
+interaction the person may answer, live. The cards and run timelines they show are built in
+webui.web.conversation_views. The page's first URLs, `/conversations` and
+`/conversations/events`, answer a 308 to the new ones (query string kept), so bookmarks and
+the links of results written before the rename still arrive.
 
 The page lists the person's own pending questions: those of runs she started (with her
 API keys, or through Try it) in projects she may still use, from any source, and the form
@@ -41,6 +43,7 @@ import secrets
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote_from_bytes
 
 import anyio
 from fastapi import APIRouter, Request
@@ -83,6 +86,14 @@ from webui.web.templating import is_htmx, page
 
 router = APIRouter(tags=["pages"])
 
+INBOX = "/inbox"
+INBOX_EVENTS = "/inbox/events"
+# The inbox's former URLs and where each now lives.
+MOVED = {"/conversations": INBOX, "/conversations/events": INBOX_EVENTS}
+# What a query string keeps as it is in a redirect's Location; every other byte (controls,
+# spaces, quotes, non-ASCII) is percent-encoded, so nothing in it can end the header.
+QUERY_SAFE = "&=+%;:,/?@!$'()*[]"
+
 PAGE = "conversations/list.html"
 TIMELINE = "conversations/_timeline.html"
 CHANNEL = "browser"
@@ -112,8 +123,8 @@ def server_names_of(request: Request) -> ServerNames:
 # --------------------------------------------------------------------------- pages
 
 
-@router.get("/conversations", summary="Pending interactions you may answer (live)")
-def conversations(request: Request, user: UserDep, services: ServicesDep) -> Response:
+@router.get(INBOX, summary="Your inbox: pending interactions you may answer (live)")
+def inbox(request: Request, user: UserDep, services: ServicesDep) -> Response:
     # htmx gets the feed alone, except when restoring history, which needs the whole page;
     # caches keep the answers apart.
     restoring = request.headers.get("hx-history-restore-request") == "true"
@@ -210,11 +221,27 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
         fresh.problem = exc.message
         return await run_db(_card_response, request, engine, user, fresh, exc.status)
     if not is_htmx(request):
-        return RedirectResponse("/conversations", status_code=303)
+        return RedirectResponse(INBOX, status_code=303)
     fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
     # `refresh`: the run moves on while this response travels, and its SSE updates may
     # reach the page before this card does; the card re-reads its timeline once in place.
     return page(request, PAGE, {"card": fresh, "refresh": True}, block="card")
+
+
+def moved_to(target: str) -> Callable[[Request], Response]:
+    """The route of one of the inbox's former URLs: 308 (the method kept) to `target`. The
+    Location is a fixed path of this server; only the query string is carried over,
+    percent-encoded, so it can neither lead off the server nor split the header."""
+
+    def redirect(request: Request) -> Response:
+        query = quote_from_bytes(request.scope.get("query_string", b""), safe=QUERY_SAFE)
+        return RedirectResponse(f"{target}?{query}" if query else target, status_code=308)
+
+    return redirect
+
+
+for _old, _new in MOVED.items():
+    router.add_api_route(_old, moved_to(_new), methods=["GET"], include_in_schema=False)
 
 
 # --------------------------------------------------------------------------- live updates
@@ -393,8 +420,8 @@ async def _events_for(
     return [ServerSentEvent(card.for_user(user), event=f"resolved-{interaction_id}")]
 
 
-@router.get("/conversations/events", summary="Live updates of the conversation view (SSE)")
-def conversation_events(request: Request, user: UserDep, services: ServicesDep) -> Response:
+@router.get(INBOX_EVENTS, summary="Live updates of the inbox (SSE)")
+def inbox_events(request: Request, user: UserDep, services: ServicesDep) -> Response:
     state = request.app.state
     feed = Feed(
         services.engine, state.templates.env, server_names_of(request), shared_work(request), services
@@ -436,7 +463,7 @@ class HeldStream(EventSourceResponse):
 
 
 def stream_slots(request: Request) -> StreamSlots:
-    """The process's per-account cap on conversation streams (made at first use)."""
+    """The process's per-account cap on inbox streams (made at first use)."""
     state = request.app.state
     slots = getattr(state, "conversation_stream_slots", None)
     if slots is None:
@@ -445,7 +472,7 @@ def stream_slots(request: Request) -> StreamSlots:
 
 
 def shared_work(request: Request) -> SharedWork:
-    """What the process's conversation streams compute once per event."""
+    """What the process's inbox streams compute once per event."""
     state = request.app.state
     work = getattr(state, "conversation_shared_work", None)
     if work is None:

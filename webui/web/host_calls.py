@@ -1,7 +1,7 @@
 """Tool calls started from a host conversation's page, run in the background.
 
 A call may wait minutes for a person (a server's form or URL request, answered in
-/conversations), so the page starts it here and answers at once: `HostCalls` connects the
+/inbox), so the page starts it here and answers at once: `HostCalls` connects the
 server, then calls the tool through HostService (which records and audits the call), in
 the background-call registry (webui.web.background) the app's lifespan owns. A `Launch`
 is what the page shows of a call until the service has its row; its group is the

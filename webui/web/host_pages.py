@@ -12,7 +12,7 @@
     POST /host/conversations/{id}/disconnect        close its kept client of one server (audited)
 
 A conversation is its owner's (admins may open any); anyone else gets 404. A tool call may
-wait minutes for a person (a server's form or URL request, answered in /conversations), so
+wait minutes for a person (a server's form or URL request, answered in /inbox), so
 it runs in the background (webui.web.host_calls), not in the request: the POST answers
 with the activity section at once, and that section long-polls `activity` with the state
 it shows, which answers as soon as a call or a request of the conversation changes (hub

@@ -74,9 +74,7 @@ class SharedWork:
 class StreamSlots(CountedSlots[int]):
     """Open streams per account, capped at `limit` (thread-safe: routes run in threads)."""
 
-    def __init__(
-        self, limit: int, *, what: str = "conversation streams", close: str = "Conversations"
-    ) -> None:
+    def __init__(self, limit: int, *, what: str = "inbox streams", close: str = "the Inbox") -> None:
         super().__init__(limit, self._refusal)
         self.what = what  # named in the refusal, with the page whose tabs hold them
         self.close = close

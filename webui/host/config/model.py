@@ -33,7 +33,7 @@ class HostConfigError(ConfigError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         more = len(self.problems) - 1
-        suffix = f" (and {more} more; run `steamharness config validate`)" if more else ""
+        suffix = f" (and {more} more; run `steamharness host validate`)" if more else ""
         super().__init__(f"{self.problems[0]}{suffix}")
 
 

@@ -1,5 +1,5 @@
 """Resolving a server's env and header templates (`templates.py`) against an environment:
-at connect, and for `config validate --check-env`."""
+at connect, and for `host validate --check-env`."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ the host process's environment, and every referenced variable must be set and no
 is never shown: `masked()` and the repr hide it.
 
 The server's own settings are never handed on: a reference to a `STEAMHARNESS_*` name is
-refused when the file is read (by `config validate` and at every connect, which reads the
-files again), and at connect (and `config validate --check-env`) so is a value that
+refused when the file is read (by `host validate` and at every connect, which reads the
+files again), and at connect (and `host validate --check-env`) so is a value that
 carries one of the server's secrets under another name.
 """
 

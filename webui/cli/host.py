@@ -1,4 +1,8 @@
-"""`steamharness config …`: check the host's MCP server configuration."""
+"""`steamharness host …`: check the host's MCP server configuration (the external MCP
+servers this host connects to as a client, its defaults and agents).
+
+`steamharness config …`, the group's first name, still works as a hidden alias that says
+its new name on stderr before it runs (`alias`)."""
 
 from __future__ import annotations
 
@@ -10,11 +14,25 @@ import typer
 
 from webui.cli.common import echo, load_settings, setting_help
 
-app = typer.Typer(help="The host's MCP server configuration.", no_args_is_help=True)
+MOVED = "`steamharness config` is now `steamharness host`"
+
+app = typer.Typer(
+    help="The host's MCP server configuration: the external MCP servers it connects to.",
+    no_args_is_help=True,
+)
+
+
+def _say_moved() -> None:
+    echo(f"steamharness: warning: {MOVED}", err=True)
+
+
+# `steamharness config`: the same commands under the old name, hidden from --help.
+alias = typer.Typer(help=f"{MOVED}.", no_args_is_help=True, callback=_say_moved)
 
 
 @app.command("validate")
-def config_validate(
+@alias.command("validate")
+def host_validate(
     root: Annotated[
         Path | None,
         typer.Option(
