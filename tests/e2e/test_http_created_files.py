@@ -1,5 +1,6 @@
 """A real server keeps the files runs create in STEAMHARNESS_FILE_CREATE_STORE_DIR, and its
-tool results name them without a path the remote client could not use."""
+tool results name them without a path the remote client could not use, and link each to
+its download, which the client fetches with its own key."""
 
 from __future__ import annotations
 
@@ -8,17 +9,23 @@ import subprocess
 from pathlib import Path
 
 import httpx2
+import mcp_types as types
 import pytest
 
 from tests import processes
-from tests.e2e.server import FILES, STEAMHARNESS, free_port, running_server
+from tests.e2e.server import FILES, HELLO, STEAMHARNESS, free_port, running_server
 from tests.e2e.test_http_mcp import payload, sdk_client
 from tests.helpers import WAIT
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_server_stores_created_files_in_its_folder_and_names_them_by_id(tmp_path: Path) -> None:
+async def test_a_server_stores_created_files_and_a_client_follows_their_links_with_its_key(
+    tmp_path: Path,
+) -> None:
+    """The Python SDK client over HTTP calls a tool that creates a file; its result names the
+    file by id and links it (`resource_link`); the client fetches the link with its own
+    Bearer key. Whoever may read the run may fetch it; another account gets 404, no key 401."""
     out = tmp_path / "created"
     with running_server(tmp_path / "srv", STEAMHARNESS_FILE_CREATE_STORE_DIR=str(out)) as server:
         assert out.is_dir()  # made at start-up
@@ -32,14 +39,37 @@ async def test_a_server_stores_created_files_in_its_folder_and_names_them_by_id(
         assert up.status_code == 201, up.text
         file_id = up.json()["data"][0]["id"]
         async with sdk_client(server.mcp_url(FILES), key, "legacy") as client:
-            body = payload(await client.call_tool("summarize", {"document": {"id": file_id}}))
-    (ref,) = body["files"]
-    assert ref == {"id": ref["id"], "name": "summary.txt", "mimeType": "text/plain", "size": ref["size"]}
-    assert ref["id"] == body["output"]["summaryFile"]["id"]
-    stored = out / FILES / ref["id"] / "summary.txt"
-    assert stored.read_bytes() == b"notes.txt: 2 lines, 4 bytes\n"
-    assert ref["size"] == stored.stat().st_size
-    assert sorted(p for p in out.rglob("*") if p.is_file()) == [stored]
+            result = await client.call_tool("summarize", {"document": {"id": file_id}})
+        body = payload(result)
+        (ref,) = body["files"]
+        assert ref == {"id": ref["id"], "name": "summary.txt", "mimeType": "text/plain", "size": ref["size"]}
+        assert ref["id"] == body["output"]["summaryFile"]["id"]
+        stored = out / FILES / ref["id"] / "summary.txt"
+        assert stored.read_bytes() == b"notes.txt: 2 lines, 4 bytes\n"
+        assert ref["size"] == stored.stat().st_size
+        assert sorted(p for p in out.rglob("*") if p.is_file()) == [stored]
+
+        (link,) = [c for c in result.content if isinstance(c, types.ResourceLink)]
+        assert (link.name, link.mime_type, link.size) == ("summary.txt", "text/plain", ref["size"])
+        assert str(link.uri) == f"{server.base_url}/api/runs/{body['runId']}/files/{ref['id']}"
+        server.add_user("ola")  # another account, granted another project only
+        server.grant("ola", [HELLO])
+        others = {"ola": server.create_key("ola"), "pia": server.create_key("pia")}  # pia: every project
+        async with httpx2.AsyncClient(timeout=WAIT) as http:
+
+            async def fetch(raw: str | None) -> httpx2.Response:
+                headers = {"Authorization": f"Bearer {raw}"} if raw is not None else {}
+                return await http.get(str(link.uri), headers=headers)
+
+            got = await fetch(key)
+            assert got.status_code == 200, got.text
+            assert got.content == stored.read_bytes()
+            assert got.headers["content-disposition"].startswith('attachment; filename="summary.txt"')
+            assert got.headers["x-content-type-options"] == "nosniff"
+            assert (await fetch(server.admin_key)).content == got.content
+            assert (await fetch(others["pia"])).content == got.content
+            assert (await fetch(others["ola"])).status_code == 404
+            assert (await fetch(None)).status_code == 401
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,8 @@ class AuditName(StrEnum):
     CONFIG_RENAMED = "config.renamed"
     CONFIG_UPDATED = "config.updated"
 
+    # A file a run created, downloaded (`GET /api/runs/{id}/files/{fileId}`).
+    FILE_DOWNLOADED = "file.downloaded"
     FILE_REFUSED = "file.refused"
     FILE_UPLOADED = "file.uploaded"
 

@@ -412,6 +412,7 @@ class CallBridge:
                             update.error,
                             files=update.files,
                             local=b.catalog.file_mode == "local",
+                            download_base=b.base_url,
                         )
                     if update.kind == "progress" and update.progress is not None and stream is not None:
                         await _progress(stream, update.progress)

@@ -9,6 +9,7 @@ from typing import Any
 
 import mcp_types as types
 
+from webui.files.download import download_path
 from webui.store.models import Interaction
 from webui.workflows.project import Entrypoint
 
@@ -46,6 +47,24 @@ def file_references(files: list[dict[str, Any]], *, local: bool) -> list[dict[st
     return refs
 
 
+def file_links(run_id: str, files: list[dict[str, Any]], base_url: str) -> list[types.ResourceLink]:
+    """One `resource_link` per file the run created: its download URL on this server, which
+    the client fetches with the same Authorization header (`webui.files.download`)."""
+    base = base_url.rstrip("/")
+    return [
+        types.ResourceLink(
+            type="resource_link",
+            uri=base + download_path(run_id, str(view["id"])),
+            name=str(view["name"]),
+            mime_type=str(view["mimeType"]) if view.get("mimeType") else None,
+            size=view["size"] if isinstance(view.get("size"), int) else None,
+            description="A file the run created: GET it with the same Authorization header.",
+        )
+        for view in files
+        if view.get("id") and view.get("name")
+    ]
+
+
 def final_result(
     run_id: str,
     ep: Entrypoint,
@@ -55,15 +74,21 @@ def final_result(
     *,
     files: list[dict[str, Any]] | None = None,
     local: bool = False,
+    download_base: str | None = None,
 ) -> types.CallToolResult:
+    """`download_base`: the server's address as the client reached it (HTTP); each created
+    file then also comes as a `resource_link` to its download URL (`file_links`)."""
     payload = _base(run_id, ep, status)
     if files:
         payload["files"] = file_references(files, local=local)
+    links = file_links(run_id, files or [], download_base) if download_base else []
     if status == "success":
         payload["output"] = output
         text = output if ep.result_text == "output" and isinstance(output, str) else None
         try:
-            return tool_result(payload, is_error=False, text=text)
+            result = tool_result(payload, is_error=False, text=text)
+            result.content.extend(links)
+            return result
         except ValueError:  # workers refuse such output; this guards runs recorded otherwise
             message = "The run's output contains NaN or Infinity, which JSON cannot carry."
             return error_result(run_id, ep, "failed", "handler_error", message)

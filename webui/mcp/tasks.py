@@ -204,6 +204,7 @@ class Tasks:
             final=final,
             ep=ep,
             local=b.catalog.file_mode == "local",
+            download_base=b.base_url,
             poll_interval_ms=self.poll_interval_ms,
             answerable=lambda ia: answerable_by(ctx, ia),
         )
@@ -311,12 +312,14 @@ class _TaskState:
         local: bool,
         poll_interval_ms: int,
         answerable: Callable[[Interaction], bool],
+        download_base: str | None = None,
     ) -> None:
         self.task_id = task_id
         self.view = view
         self.final = final
         self.ep = ep
         self.local = local
+        self.download_base = download_base  # links to created files (HTTP)
         self.poll_interval_ms = poll_interval_ms
         self.answerable = answerable
 
@@ -403,5 +406,6 @@ class _TaskState:
                 final.error,
                 files=final.files,
                 local=self.local,
+                download_base=self.download_base,
             )
             task["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,17 +1,28 @@
-"""JSON API: file uploads for tool params, runs, and answering interactions."""
+"""JSON API: file uploads for tool params, runs and the files they created, and answering
+interactions."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import os
+import stat
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from webui.audit.events import AuditName
 from webui.auth.keys import AuthError, Forbidden, Principal
+from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.configs.redaction import NO_REDACTION
 from webui.errors import InvalidAnswer, NotFound
+from webui.files.download import HEADERS as DOWNLOAD_HEADERS
+from webui.files.download import content_disposition, served_type
+from webui.files.store import CHUNK as DOWNLOAD_CHUNK
 from webui.files.store import FileTooLarge, check_mime_type
 from webui.interactions.owner import Party
 from webui.projects.registry import ProjectRegistry
@@ -19,7 +30,7 @@ from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
 from webui.web.json_body import json_object
-from webui.web.runs_pages import RunRedaction, shown_event, shown_run
+from webui.web.runs_pages import RunRedaction, readable_run, shown_event, shown_run
 from webui.web.security import check_csrf
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -186,13 +197,98 @@ def whoami(principal: PrincipalDep) -> dict[str, Any]:
 
 @router.get("/runs/{run_id}", summary="A run's status, output or error, and any pending interaction")
 def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
-    run = run_store.get_run(services.engine, run_id=run_id)
-    if run is None or not principal.may_read(run.project_id):
-        raise NotFound(f"run {run_id!r} not found")
+    run = readable_run(services.engine, run_id, principal)
     party = Party.of_principal(principal)
     hide = RunRedaction.of(services, party, run)
     full = principal.kind == "admin"
     return {"data": run_json(run, services, full=full, questions=party.may_see(run.account_id), hide=hide)}
+
+
+async def run_reader(request: Request) -> tuple[Principal | UiUser, str]:
+    """Who reads a run, and the audit source: a Bearer key (the guard has checked it), or
+    the browser session (a GET: no CSRF token to check); 401 with neither."""
+    principal = getattr(request.state, "principal", None)
+    if isinstance(principal, Principal):
+        return principal, "api"
+    user = await run_db(get_ui_user, request)
+    if user is None:
+        raise AuthError("missing Authorization: Bearer <API key> (or log in to use the browser session)")
+    return user, "ui"
+
+
+def created_file(services: Any, run_id: str, file_id: str, reader: Principal | UiUser) -> ManagedFile:
+    """A file the run created, for whoever may read the run (`readable_run`); 404 otherwise,
+    for a file of another run, and for one no longer on disk."""
+    run = readable_run(services.engine, run_id, reader)
+    row = services.files.get(file_id)
+    if row is None or row.origin != "output" or row.run_id != run.id:
+        raise NotFound(f"file {file_id!r} not found")
+    return row
+
+
+async def _file_chunks(path: str) -> AsyncIterator[bytes]:
+    """The file a chunk at a time, each read in a thread: never whole in memory."""
+    async with await anyio.open_file(path, "rb") as f:
+        while chunk := await f.read(DOWNLOAD_CHUNK):
+            yield chunk
+
+
+@router.get(
+    "/runs/{run_id}/files/{file_id}",
+    summary="Download a file the run created (always an attachment)",
+    description=(
+        "The file's bytes, streamed, for whoever may read the run (`GET /api/runs/{run_id}`): a "
+        "Bearer key or the browser session. Always `Content-Disposition: attachment`; HTML, SVG, "
+        "XML and script types are sent as `application/octet-stream`, with `nosniff` and a "
+        "sandboxing Content-Security-Policy. A tool result over HTTP links each created file here "
+        "(a `resource_link` content item)."
+    ),
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The file, as an attachment",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        401: {"description": "No key and no browser session"},
+        404: {"description": "Unknown run or file, or a run you may not read (never 403)"},
+    },
+)
+async def download_created_file(
+    run_id: Annotated[str, PathParam(max_length=100)],
+    file_id: Annotated[str, PathParam(max_length=100)],
+    request: Request,
+    services: ServicesDep,
+) -> Response:
+    reader, source = await run_reader(request)
+    row = await run_db(created_file, services, run_id, file_id, reader)
+    try:
+        found = await anyio.to_thread.run_sync(os.stat, row.storage)
+    except OSError:
+        found = None
+    if found is None or not stat.S_ISREG(found.st_mode):
+        raise NotFound(f"file {file_id!r} is no longer stored")
+    await run_db(
+        lambda: services.audit.record_alone(
+            services.engine,
+            AuditName.FILE_DOWNLOADED,
+            actor=reader.actor,
+            project_id=row.project_id,
+            run_id=run_id,
+            source=source,
+            outcome="ok",
+            client_address=request.client.host if request.client else None,
+            user_agent=request.headers.get("user-agent"),
+            details={"fileId": row.id, "size": found.st_size},
+        )
+    )
+    headers = {
+        **DOWNLOAD_HEADERS,
+        # As stored, without a charset the server cannot know (Starlette adds one to text/*).
+        "Content-Type": served_type(row.mime_type),
+        "Content-Disposition": content_disposition(row.name),
+        "Content-Length": str(found.st_size),
+    }
+    return StreamingResponse(_file_chunks(row.storage), headers=headers)
 
 
 class AnswerBody(BaseModel):

@@ -26,7 +26,8 @@ In order, each refusal audited (rate-limited, see `RefusalAudit`):
      body before it has authenticated, and its 401s count as failures here. The
      configurations API also takes the browser session: a request there without an
      Authorization header goes on to the route, which resolves the session (and its CSRF
-     token) before it reads any body; so does a file upload (the browser's file picker).
+     token) before it reads any body; so does a file upload (the browser's file picker),
+     and the download of a file a run created (the run page's links).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from webui.web.connections import HEALTH_PATH, BodyPace
 from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
 
 UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
+# A file a run created: the run page's links use the browser session.
+DOWNLOAD_PATH = re.compile(r"/api/runs/[^/]+/files/[^/]+")
 SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/(?:configs|knowledge)(/.*)?")
 # Bodies that carry a document to index: up to the upload cap (a file plus its form), not
 # the JSON cap; still counted as they arrive.
@@ -132,7 +135,11 @@ class RequestGuard:
             await self._too_large(scope, send, declared=int(declared), limit=cap)
             return
 
-        session_api = SESSION_API_PATH.fullmatch(scope["path"]) or UPLOAD_PATH.fullmatch(scope["path"])
+        session_api = (
+            SESSION_API_PATH.fullmatch(scope["path"])
+            or UPLOAD_PATH.fullmatch(scope["path"])
+            or DOWNLOAD_PATH.fullmatch(scope["path"])
+        )
         if kind == "api" and not (authorization is None and session_api):
             principal = await self._authenticate(scope, send, authorization)
             if principal is None:

@@ -28,10 +28,13 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
+from sqlalchemy.engine import Engine
 
+from webui.auth.keys import Principal
 from webui.auth.ui import UiUser
 from webui.configs.redaction import NO_REDACTION, Redaction
 from webui.errors import NotFound
+from webui.files.download import download_path
 from webui.interactions.client_requests import ANSWERED_ENTRY, ASKED_ENTRY, is_client_request
 from webui.interactions.owner import Party
 from webui.store import projects as project_store
@@ -108,14 +111,43 @@ def timeline_event(event: RunEvent, redaction: Redaction, *, words: bool) -> Run
     return copy
 
 
-def get_run_or_404(run_id: str, user: UserDep, services: ServicesDep) -> Run:
-    run = run_store.get_run(services.engine, run_id=run_id)
-    if run is None or not user.may_use(run.project_id):
+def readable_run(engine: Engine, run_id: str, reader: Principal | UiUser) -> Run:
+    """The run, if `reader` may read it; `NotFound` otherwise, the same answer as for an
+    unknown id. The one rule for reading a run (and the files it created), for the browser
+    session (someone who may use its project: a grant, or an administrator) and for a Bearer
+    key (`Principal.may_read`: a runs scope on a project its account may use, or the admin
+    key): the run page, `GET /api/runs/{id}` and its files' downloads all ask here."""
+    run = run_store.get_run(engine, run_id=run_id)
+    allowed = reader.may_read if isinstance(reader, Principal) else reader.may_use
+    if run is None or not allowed(run.project_id):
         raise NotFound(f"run {run_id!r} not found")
     return run
 
 
+def get_run_or_404(run_id: str, user: UserDep, services: ServicesDep) -> Run:
+    return readable_run(services.engine, run_id, user)
+
+
 RunDep = Annotated[Run, Depends(get_run_or_404)]
+
+
+@dataclass(frozen=True)
+class CreatedFile:
+    """A file the run created, as its page lists it: the name as this viewer may see it (the
+    run's configuration secrets redacted for anyone but its account), size, type, and the
+    download URL (`webui.files.download`; the same rule as reading the run)."""
+
+    name: str
+    size: int
+    mime_type: str
+    url: str
+
+
+def created_files(services: Any, run: Run, redaction: Redaction) -> list[CreatedFile]:
+    return [
+        CreatedFile(redaction.text(row.name), row.size, row.mime_type, download_path(run.id, row.id))
+        for row in services.files.outputs_of_run(run.id)
+    ]
 
 
 def may_see_report(user: UiUser, run: Run) -> bool:
@@ -212,6 +244,7 @@ def run_page(request: Request, run: RunDep, user: UserDep, services: ServicesDep
             "run": run,
             "params_json": pretty(run.params),
             "output_json": pretty(run.output),
+            "files": created_files(services, run, hide.result),
             "pretty": pretty,
             "project_name": record.name if record else run.project_id,
             "active": run.status in run_store.ACTIVE_STATUSES,
