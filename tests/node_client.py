@@ -189,10 +189,12 @@ def call(
 
 
 def tool_payload(step: dict[str, Any]) -> dict[str, Any]:
-    """The structuredContent of a tool result, checked to equal its text content's JSON."""
+    """The structuredContent of a tool result, checked to equal its text content's JSON (the
+    first item; any after it link the files the run created: `resource_link`)."""
     assert "result" in step, step
     result = step["result"]
-    assert [c["type"] for c in result["content"]] == ["text"]
+    kinds = [c["type"] for c in result["content"]]
+    assert kinds[:1] == ["text"] and set(kinds[1:]) <= {"resource_link"}, kinds
     assert result["structuredContent"] == json.loads(result["content"][0]["text"])
     return result["structuredContent"]
 

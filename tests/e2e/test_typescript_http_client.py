@@ -213,6 +213,10 @@ def test_a_file_uploaded_through_the_files_api_is_read_by_summarize_when_passed_
     }
     assert summary_file["name"] == "summary.txt"
     assert summary_file["id"].startswith("wf_") and summary_file["id"] != uploaded["id"]
+    # the TypeScript SDK takes the file's link as a resource_link content item
+    (link,) = step["result"]["content"][1:]
+    assert link["type"] == "resource_link" and link["name"] == "summary.txt"
+    assert link["uri"] == f"{server.base_url}/api/runs/{payload['runId']}/files/{summary_file['id']}"
 
 
 def test_a_key_without_permission_on_the_project_is_refused_with_http_403_at_connect(node, server):
