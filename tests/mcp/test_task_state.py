@@ -72,3 +72,23 @@ def test_an_ended_task_carries_no_stale_progress_message() -> None:
         "It died.",
         "It died.",
     )
+
+
+def test_an_ended_task_links_the_files_its_run_created_over_http_only() -> None:
+    """A task's result, as a tools/call result: over HTTP each created file is also a
+    `resource_link` to its download; over stdio (no address) the result names them only."""
+    view = {"id": "wf_0123456789abcdef", "name": "a b.txt", "mimeType": "text/plain", "size": 3, "path": "/x"}
+    done = RunUpdate("final", "r1", "success", output="ok", files=[view])
+    http = state(final=done)
+    http.download_base = "https://mcp.example/"
+    content = http.task(detailed=True)["result"]["content"]
+    assert [c["type"] for c in content] == ["text", "resource_link"]
+    assert content[1] == {
+        "type": "resource_link",
+        "uri": "https://mcp.example/api/runs/r1/files/wf_0123456789abcdef",
+        "name": "a b.txt",
+        "mimeType": "text/plain",
+        "size": 3,
+        "description": "A file the run created: GET it with the same Authorization header.",
+    }
+    assert [c["type"] for c in state(final=done).task(detailed=True)["result"]["content"]] == ["text"]
