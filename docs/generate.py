@@ -605,8 +605,10 @@ JSONRPC_ERRORS: dict[int, str] = {
 # What each method may add to the errors every request may get, with its meaning here.
 METHOD_ERRORS: dict[str, dict[int, str]] = {
     "tools/call": {
-        -32602: "An unknown tool, or arguments that fail the tool's input schema (the "
-        "message names the param); a file param that is no file of the project.",
+        -32602: "An unknown tool, or params that are not a call (`name` missing, `arguments` not "
+        "an object). Arguments that fail the tool's input schema, and a file param that is no "
+        "file of the project, are no JSON-RPC error but a result with `isError` the model reads "
+        "(`error.code` `invalid_params`; SEP-1303): see the examples.",
         -32021: "The tool's `requires` names a capability the client did not declare, or its "
         "`task` is `required` and the client did not declare the tasks extension.",
         -32800: "The call was cancelled (its run is cancelled too).",
@@ -686,6 +688,13 @@ def _example(method: str, examples: dict[str, Any]) -> list[str]:
     example = examples.get(method)
     if example is None:
         return ["No example recorded yet: run `scripts/docs`.\n"]
+    lines = _exchange(example)
+    for more in example.get("more", []):  # further exchanges of the method, each with its title
+        lines += [f"{more['title']}\n", *_exchange(more)]
+    return lines
+
+
+def _exchange(example: dict[str, Any]) -> list[str]:
     request, response = example["request"], example["response"]
     headers = "\n".join(f"{k}: {v}" for k, v in request["headers"].items())
     lines = [
@@ -700,8 +709,9 @@ def _example(method: str, examples: dict[str, Any]) -> list[str]:
     body = response.get("body")
     text = "" if body is None else "\n\n" + json.dumps(body, indent=2, ensure_ascii=False)
     lines.append(f"```http\nHTTP/1.1 {response['status']}\n{answer}{text}\n```\n")
-    if response.get("note"):
-        lines.append(response["note"] + "\n")
+    note = example.get("note") or response.get("note")
+    if note:
+        lines.append(note + "\n")
     return lines
 
 

@@ -1,9 +1,9 @@
 """One exception family with stable codes.
 
 Services raise these; transports map them once: the CLI prints `message` as one line on
-stderr, the MCP layer turns `InvalidArguments` into JSON-RPC InvalidParams, HTTP maps
-`status`. Messages are written for the person who has to fix the input, so they never
-carry tracebacks or internal paths they did not give us.
+stderr, the MCP layer turns `InvalidArguments` into a tool error result the model reads
+(`isError`, SEP-1303), HTTP maps `status`. Messages are written for the person who has to
+fix the input, so they never carry tracebacks or internal paths they did not give us.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ class BadJSON(SteamharnessError):
 
 
 class InvalidArguments(SteamharnessError):
-    """Tool arguments that do not satisfy the entrypoint's input schema (JSON-RPC -32602)."""
+    """Tool arguments that do not satisfy the entrypoint's input schema, or a file param that
+    names no file of the project; over MCP a tool result with `isError` naming the argument
+    (SEP-1303), never JSON-RPC -32602 (that is an unknown tool's)."""
 
     code = "invalid_params"
     status = 400

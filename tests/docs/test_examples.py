@@ -3,9 +3,10 @@ called as the guide calls them (the Python SDK client of Getting started, with i
 and its file), every MCP method the server serves has its Server API page, and each page's
 example request and response is what this server answers now.
 
-The examples are recorded here, one exchange per method, with ids, keys and times replaced
-by placeholders, and compared with `docs/_fixtures/mcp_examples.json` (the generator reads
-it). `scripts/docs` re-records them (`STEAMHARNESS_DOCS_RECORD=1`) and regenerates the pages."""
+The examples are recorded here, one exchange per method (a few more under their method's),
+with ids, keys and times replaced by placeholders, and compared with
+`docs/_fixtures/mcp_examples.json` (the generator reads it). `scripts/docs` re-records them
+(`STEAMHARNESS_DOCS_RECORD=1`) and regenerates the pages."""
 
 from __future__ import annotations
 
@@ -119,7 +120,9 @@ class Recorder:
         capabilities: dict[str, Any] | None = None,
         name: str | None = None,
         keep: bool = True,
+        title: str | None = None,
     ) -> tuple[httpx2.Response, dict[str, Any] | None]:
+        """`keep`: the method's example; `title`: one more exchange of the method, under it."""
         headers = {
             "Authorization": f"Bearer {self.key}",
             "Content-Type": "application/json",
@@ -147,13 +150,17 @@ class Recorder:
         url = self.live.mcp_url(project)
         r = httpx2.post(url, json=body, headers=headers, timeout=WAIT)
         reply = None if notification else _reply(r, self.next_id)
-        if keep:
+        if keep or title is not None:
             shown = {k: v for k, v in r.headers.items() if k.lower() in ("content-type", "mcp-session-id")}
-            self.examples[method] = {
+            exchange = {
                 "era": era,
                 "request": {"path": url.removeprefix(self.live.base_url), "headers": headers, "body": body},
                 "response": {"status": r.status_code, "headers": shown, "body": reply},
             }
+            if title is not None:
+                self.examples[method].setdefault("more", []).append({"title": title, **exchange})
+            else:
+                self.examples[method] = exchange
         return r, reply
 
 
@@ -267,6 +274,15 @@ def record(live: LiveServer, key: str) -> dict[str, Any]:
     rec.post(
         MODERN, "tasks/cancel", {"taskId": other_id}, project=REVIEW, name=other_id, capabilities=TASK_CAPS
     )
+    _, refused = rec.post(
+        MODERN,
+        "tools/call",
+        {"name": "greet", "arguments": {"name": 42}},
+        name="greet",
+        title="Arguments that fail the tool's input schema: a tool error the model reads and"
+        " corrects its call by (SEP-1303), not a JSON-RPC error; no run is started.",
+    )
+    assert refused is not None and refused["result"]["isError"] is True, refused
     rec.examples["tools/call"]["note"] = (
         "The handler asked a question: a 2026-07-28 client answers it and retries the call with "
         "`inputResponses` and the `requestState` (a 2025-11-25 session is sent `elicitation/create` "
@@ -306,7 +322,7 @@ def normalize(examples: dict[str, Any], key: str, base_url: str) -> dict[str, An
 
         text = pattern.sub(swap, text) if numbered else pattern.sub(placeholder, text)
     data = json.loads(text)
-    for example in data.values():
+    for example in [e for method in data.values() for e in (method, *method.get("more", []))]:
         for part in (example["request"]["headers"], example["response"]["headers"]):
             for header in list(part):
                 if header.lower() == "mcp-session-id":

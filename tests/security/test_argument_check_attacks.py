@@ -56,6 +56,7 @@ PROBE_TIMEOUT = 5.0  # a hang guard per /healthz probe, not a speed check
 PROBES = 3
 # ~1 MiB of JSON in one argument: as large as a request body may be.
 BIG = 1_000_000
+MODERN = "2026-07-28"
 AUTHOR_PATTERN = "(.*)" * 12 + "x"  # passed the old screening; Python's `re` is polynomial on it
 
 HANDLERS = r"""
@@ -92,6 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             tool("unique", {"items": {"type": "array", "uniqueItems": True}}),
             tool("regex", {"r": {"type": "string", "format": "regex"}}),
             tool("count", {"n": {"type": "integer"}}),
+            tool("ints", {"xs": {"type": "array", "items": {"type": "integer"}}}),
         ],
     ) as live:
         yield live
@@ -177,6 +179,99 @@ def test_twenty_thousand_parentheses_as_a_regex_and_1e308_as_an_integer_are_inva
     assert "n: 1e+308 is not an integer within ±9007199254740991" in message
     log = server.log()
     assert "RecursionError" not in log and "Traceback" not in log
+
+
+# --------------------------------------------------------------------------- what the model reads (SEP-1303)
+
+
+def modern(server: LiveServer, key: str, params: dict[str, Any]) -> httpx2.Response:
+    """A 2026-07-28 tools/call of `params` (name and arguments as given, even malformed)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    name = params.get("name")
+    extra = {"Mcp-Name": name} if isinstance(name, str) else {}
+    return httpx2.post(
+        server.mcp_url(PROJECT),
+        headers={**headers(key, None), "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", **extra},
+        json={"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {**params, "_meta": meta}},
+        timeout=WAIT,
+    )
+
+
+def modern_reply(r: httpx2.Response) -> dict[str, Any]:
+    return r.json() if r.headers["content-type"].startswith("application/json") else sse_json(r)
+
+
+HOSTILE = [
+    ("count", {"n": "x" * BIG}, ["n: 'xxx", "... is not of type 'integer'"]),  # the value, cut
+    ("count", {"k" * 100_000: 1}, ["Additional properties are not allowed ('kkk"]),  # a key, cut
+    ("ints", {"xs": ["x"] * 10_000}, ["xs[9]: 'x' is not of type 'integer'", "; and 40 more"]),
+    ("count", {"n": {"deep": [[["y" * 100_000]]]}}, ["n: {'deep'", "is not of type 'integer'"]),
+]
+
+
+def test_hostile_arguments_read_as_a_bounded_tool_error_in_both_eras_and_start_no_run(
+    server: LiveServer,
+) -> None:
+    """Each is a result with isError (not -32602) whose message names the argument, what it
+    takes and a cut of what it got: never the value whole, never more than 2,000
+    characters, no run, one tool.failed audit event that quotes nothing of the value."""
+    key = server.create_key("mallet")
+    sid = open_session(server, key, PROJECT)
+    runs = len(server.query("select id from runs"))
+    for name, args, fragments in HOSTILE:
+        for reply in (
+            call(server, (key, sid), name, args),
+            modern_reply(modern(server, key, {"name": name, "arguments": args})),
+        ):
+            message = invalid_params(reply)
+            assert message.startswith(f"Invalid arguments for tool '{name}': "), message
+            assert all(f in message for f in fragments), message
+            assert "x" * 100 not in message and "k" * 100 not in message and "y" * 100 not in message
+    assert len(server.query("select id from runs")) == runs
+    failed = server.query(
+        "select outcome, run_id, details from audit_events where event = 'tool.failed' and actor = :a",
+        a="user:mallet",
+    )
+    assert [(r["outcome"], r["run_id"], r["details"] in (None, "null")) for r in failed] == [
+        ("invalid_params", None, True)
+    ] * (2 * len(HOSTILE))
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"arguments": {"n": 1}},  # no name
+        {"name": "count", "arguments": "n=1"},
+        {"name": "count", "arguments": [1]},
+        {"name": 7, "arguments": {}},
+        {"name": "t" * 5_000, "arguments": {}},  # an unknown tool, named at length
+    ],
+    ids=["no-name", "arguments-a-string", "arguments-a-list", "name-a-number", "unknown-tool"],
+)
+def test_malformed_calls_and_unknown_tools_stay_json_rpc_invalid_params(
+    server: LiveServer, session: tuple[str, str], params: dict[str, Any]
+) -> None:
+    key, sid = session
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
+    old = sse_or_json(
+        httpx2.post(server.mcp_url(PROJECT), headers=headers(key, sid), json=body, timeout=WAIT)
+    )
+    r = modern(server, key, params)
+    assert r.status_code == 400, r.text[:300]
+    # At 2026-07-28 a name that is no string cannot match its Mcp-Name header: -32020 first.
+    codes = {-32602, -32020} if not isinstance(params.get("name"), str) else {-32602}
+    assert old["error"]["code"] == -32602, str(old)[:300]
+    for reply in (old, r.json()):
+        assert "result" not in reply and reply["error"]["code"] in codes, str(reply)[:300]
+        assert len(reply["error"]["message"]) < 1000 and "t" * 400 not in json.dumps(reply)
+
+
+def sse_or_json(r: httpx2.Response) -> dict[str, Any]:
+    assert r.status_code in (200, 400), r.text[:300]
+    return modern_reply(r)
 
 
 # --------------------------------------------------------------------------- in memory: the host

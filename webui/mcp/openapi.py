@@ -290,7 +290,10 @@ def _era_notes(m: McpMethod) -> str:
         "server/discover": f"{MODERN}: the server's identity, versions and capabilities "
         "(the tasks extension under capabilities.extensions).",
         "logging/setLevel": f"At {MODERN} a request opts in to log messages by its _meta instead.",
-        "tools/call": "A tool error is a result with isError, not an HTTP error. A question of the run "
+        "tools/call": "A tool error is a result with isError, not an HTTP error; so are arguments that "
+        "fail the tool's input schema or a file param's checks (SEP-1303: error.code invalid_params, "
+        "the message naming each argument, what it takes and what it got; no run), while an unknown "
+        "tool is -32602. A question of the run "
         f"is an elicitation on the call's SSE stream ({HANDSHAKE}), an InputRequiredResult "
         f"({MODERN}) or an interaction_required result. At {MODERN} an argument a tool declares "
         "with x-mcp-header also travels as its Mcp-Param-<Name> header (checked, 400). A client "

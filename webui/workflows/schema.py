@@ -204,14 +204,16 @@ def _expected(error: ValidationError) -> str:
 
 
 def _describe(errors: Iterable[ValidationError]) -> list[str]:
-    """One `path: message` entry per problem, in a stable order."""
-    lines: list[tuple[str, int, str]] = []
+    """One `path: message` entry per problem, in a stable order: by where (array items by
+    index: `xs[2]` before `xs[10]`), a missing property first where."""
+    lines: list[tuple[tuple[tuple[int, int, str], ...], int, str]] = []
     for error in errors:
         path = _short(_path(error))
         message = _short(_message(error))
         # Missing required params first: usually the most useful thing to fix.
         rank = 0 if error.validator == "required" else 1
-        lines.append((path, rank, f"{path}: {message}" if path else message))
+        where = tuple((0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in error.absolute_path)
+        lines.append((where, rank, f"{path}: {message}" if path else message))
     lines.sort(key=lambda entry: entry[:2])
     seen: list[str] = []
     for _, _, line in lines:
