@@ -185,6 +185,12 @@ async def test_the_sdk_client_mirrors_the_header_param_and_the_call_succeeds(ser
         assert tools["region"].input_schema["properties"]["region"]["x-mcp-header"] == "Region"
         assert output(await client.call_tool("region", {"region": "eu-west"})) == {"region": "eu-west"}
         assert output(await client.call_tool("region", {"region": "Zürich "})) == {"region": "Zürich "}
+        # A mistyped header param is mirrored as the client renders it, so the SDK's header
+        # check passes it on: the model reads a tool error, as for any other argument.
+        assert "region: 5 is not of type 'string'" in argument_error(
+            await client.call_tool("region", {"region": 5})
+        )
+        assert "'region' is a required property" in argument_error(await client.call_tool("region", {}))
 
 
 def modern_call(server: LiveServer, key: str, arguments: dict[str, Any], **extra: str) -> httpx2.Response:
