@@ -221,7 +221,7 @@ def mcp_call(env: Env, tool: str, arguments: dict[str, Any]) -> Iterator[McpCall
 def test_logging_in_with_the_right_password_opens_the_requested_page(ui: Page, env: Env) -> None:
     base = env.server.base_url
     ui.goto(f"{base}/inbox")
-    expect(ui).to_have_url(re.compile(re.escape(f"{base}/login?next=") + r"(/|%2F)conversations$"))
+    expect(ui).to_have_url(re.compile(re.escape(f"{base}/login?next=") + r"(/|%2F)inbox$"))
     ui.get_by_label("Username").fill(ADMIN_NAME)
     ui.get_by_label("Password").fill(ADMIN_PASSWORD)
     ui.get_by_role("button", name="Log in").click()
