@@ -27,7 +27,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.conftest import DEFAULT_TIMEOUT_MS, Console
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import HELLO, INTERACTIVE, LiveServer, running_server
 from webui.account_rules import NAME_MAX
 
 ADMIN_NAME = "nadia"
@@ -75,10 +75,13 @@ def _message(response: httpx2.Response) -> dict[str, Any]:
     raise AssertionError(f"no message in {response.text!r}")
 
 
-def _call_in_open_session(server: LiveServer, key: str) -> str:
-    """Opens an MCP session (left open: the sessions console lists it) and calls `greet`
-    in it; returns the run's id."""
-    url = server.mcp_url(HELLO)
+def _call_in_open_session(
+    server: LiveServer, key: str, project: str, tool: str, arguments: dict[str, Any]
+) -> str:
+    """Opens an MCP session (left open: the sessions console lists it) and calls `tool` in it
+    (a client that declares no elicitation: a question waits in the inbox); returns the
+    run's id."""
+    url = server.mcp_url(project)
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -99,14 +102,12 @@ def _call_in_open_session(server: LiveServer, key: str) -> str:
         "jsonrpc": "2.0",
         "id": 2,
         "method": "tools/call",
-        "params": {"name": "greet", "arguments": {"name": "Ada"}},
+        "params": {"name": tool, "arguments": arguments},
     }
     r = httpx2.post(url, headers=_rpc_headers(key, sid), json=call, timeout=TIMEOUT)
     assert r.status_code == 200, r.text
-    result = _message(r)["result"]
-    assert result.get("isError") is not True, result
-    newest = max(server.rows("runs"), key=lambda row: row["created_at"])
-    return str(newest["id"])
+    result = _message(r)["result"]  # the output, or (isError) that the run waits for an answer
+    return str(result["structuredContent"]["runId"])
 
 
 def _artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -121,7 +122,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     with running_server(tmp_path_factory.mktemp("layout")) as server:
         server.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         server.add_user(USER_NAME, password=USER_PASSWORD)
-        run_id = _call_in_open_session(server, server.create_key(ADMIN_NAME))
+        key = server.create_key(ADMIN_NAME)
+        run_id = _call_in_open_session(server, key, HELLO, "greet", {"name": "Ada"})
+        _call_in_open_session(server, key, INTERACTIVE, "plan_trip", {"traveller": "Di"})  # waits
         artifacts = _artifacts(tmp_path_factory)
         print(f"\nlayout screenshots: {artifacts}")
         yield Site(server, run_id, artifacts)
@@ -289,6 +292,7 @@ def _check_header(page: Page, expected_current: str, menu_shot: Path) -> list[st
     if opened:
         page.keyboard.press("Escape")
         expect(page.locator("#site-menu")).to_be_hidden()
+        page.evaluate("document.activeElement && document.activeElement.blur()")  # no focus ring in shots
     return problems
 
 
@@ -318,9 +322,11 @@ def _pages() -> list[tuple[str, str, str]]:
         ("projects", "/projects", "Projects"),
         ("project", f"/projects/{HELLO}", "Projects"),
         ("project-mcp", f"/projects/{HELLO}/mcp", "Projects"),
+        ("project-config", f"/projects/{HELLO}/config", "Projects"),
+        ("project-knowledge", f"/projects/{HELLO}/knowledge", "Projects"),
         ("runs", "/runs", "Runs"),
         ("run", "/runs/{run}", "Runs"),
-        ("inbox", "/conversations", "Inbox"),  # /inbox, where it answers with a redirect
+        ("inbox", "/inbox", "Inbox"),
         ("connected-servers", "/host/servers", "Connected servers"),
         ("host-conversations", "/host/conversations", "Connected servers"),
         ("insights", "/insights", "Insights"),
@@ -347,7 +353,7 @@ def test_the_page_fits_every_width_in_both_schemes(
             shot = site.artifacts / f"{name}-{width}-{scheme}.png"
             page.screenshot(path=str(shot), full_page=True)
             found = _check_header(page, current, shot.with_name(f"{shot.stem}-menu.png"))
-            if width == WIDTHS[0] or scheme == "dark":
+            if width == WIDTHS[0]:  # the colours do not change with the width
                 found += _check_scheme(page, scheme)
             problems += [f"{width} px, {scheme}: {p}" for p in dict.fromkeys(found)]
     page.emulate_media(color_scheme="light")
@@ -358,7 +364,7 @@ def test_the_page_fits_every_width_in_both_schemes(
 def test_the_sessions_console_names_the_project_and_keeps_the_id_secondary(tab: Tab, site: Site) -> None:
     page = tab.page
     page.goto(f"{site.server.base_url}/admin/sessions")
-    row = page.get_by_role("row").filter(has_text="layout-probe")
+    row = page.get_by_role("row").filter(has_text="layout-probe").filter(has_text="hello")
     expect(row).to_have_count(1)
     project = row.get_by_role("cell").nth(3)
     expect(project).to_contain_text("hello")
