@@ -81,7 +81,7 @@ def test_every_page_links_to_the_documentation_and_the_api_reference(server: Liv
 
 
 def test_the_docs_screenshot_of_the_mcp_page_is_this_ui(server: LiveServer, ui: Page, tmp_path: Path) -> None:
-    ui.set_viewport_size({"width": 1200, "height": 900})
+    ui.set_viewport_size({"width": 1280, "height": 900})  # wide enough for the whole nav
     path = f"/projects/{FIRST}/mcp"
     ui.goto(f"{server.base_url}/login?next={path}")
     ui.get_by_label("Username").fill(ADMIN[0])
