@@ -33,7 +33,8 @@ _NOT_QDTEXT = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 class OAuthNotOffered(SteamharnessError):
     """An OAuth discovery, registration, authorization or token path (`/.well-known/oauth-*`,
     `/.well-known/openid-configuration`, `/register`, `/authorize`, `/token`): this server
-    offers no OAuth; it takes API keys (`Authorization: Bearer <key>`)."""
+    offers no OAuth; it takes API keys (`Authorization: Bearer <key>`). Answered in OAuth's
+    error shape, which OAuth clients print: `{"error": "oauth_not_offered", "error_description"}`."""
 
     code = "oauth_not_offered"
     status = 404
