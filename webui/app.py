@@ -207,7 +207,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         install_redaction(admin_key=admin_secret)  # after the server configured logging
         replica_id = replica_id_for(settings.data_dir)
         async with open_services(settings, replica_id=replica_id, warm_pool=warm_pool) as services:
-            registry = ProjectRegistry(services.engine, settings.versions_dir)
+            registry = ProjectRegistry(services.engine, settings.versions_dir, settings=settings)
             # Off the event loop: the hub's listener and the lease already run on it.
             for projects_dir in settings.projects_dirs:
                 for folder, reason in await run_db(registry.register_dir, projects_dir):

@@ -33,6 +33,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, NoReturn
 
 Reason = Literal["time", "memory", "output", "error"]
@@ -122,9 +123,12 @@ def _judge(returncode: int, *, timed_out: bool, over: bool, stderr: bytes) -> Ch
     return None
 
 
-def run_child_blocking(target: str, payload: bytes, bounds: Bounds, *, run_as: RunAs | None = None) -> bytes:
+def run_child_blocking(
+    target: str, payload: bytes, bounds: Bounds, *, run_as: RunAs | None = None, cwd: Path | None = None
+) -> bytes:
     """FUNCTION(payload) of `target` ("module:function") in a bounded child; waits in this
-    thread. Raises ChildFailed."""
+    thread. `cwd`: its working folder (by default `/`), entered before it drops to `run_as`,
+    so it stays reachable there. Raises ChildFailed."""
     try:
         proc = subprocess.Popen(
             child_argv(target, bounds, run_as),
@@ -132,7 +136,7 @@ def run_child_blocking(target: str, payload: bytes, bounds: Bounds, *, run_as: R
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env(),
-            cwd="/",
+            cwd=cwd or "/",
             start_new_session=True,
         )
     except OSError as exc:
@@ -159,7 +163,9 @@ def run_child_blocking(target: str, payload: bytes, bounds: Bounds, *, run_as: R
     return out
 
 
-async def run_child(target: str, payload: bytes, bounds: Bounds, *, run_as: RunAs | None = None) -> bytes:
+async def run_child(
+    target: str, payload: bytes, bounds: Bounds, *, run_as: RunAs | None = None, cwd: Path | None = None
+) -> bytes:
     """`run_child_blocking` for async code: the event loop waits on the child's pipes; a
     caller cancelled meanwhile kills it."""
     import anyio
@@ -167,7 +173,7 @@ async def run_child(target: str, payload: bytes, bounds: Bounds, *, run_as: RunA
 
     try:
         proc = await anyio.open_process(
-            child_argv(target, bounds, run_as), env=child_env(), cwd="/", start_new_session=True
+            child_argv(target, bounds, run_as), env=child_env(), cwd=cwd or "/", start_new_session=True
         )
     except OSError as exc:
         raise ChildFailed("error", f"could not start: {exc.strerror or exc}") from None

@@ -53,6 +53,18 @@ class ProjectError(SteamharnessError):
     status = 404
 
 
+class ProjectProblems(ProjectError):
+    """Every problem found in a project at once (its package.json's, its handlers'), each one
+    line `<file>[:<line>]: <problem>`; `message` is those lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
+
+    def details(self) -> dict[str, object]:
+        return {"problems": list(self.problems)}
+
+
 class ConfigError(SteamharnessError):
     """A command-line option or setting that cannot be used as given."""
 

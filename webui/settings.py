@@ -144,6 +144,11 @@ class Settings(BaseSettings):
     # Host folders or files (absolute paths) every run reads besides its project and the
     # interpreter's files: read-only, at their own paths in its filesystem view.
     worker_read_paths: list[str] = Field(default_factory=list)
+    # Before a project is added, published or served over stdio (and by `structure`), every
+    # entrypoint's handler is imported in a child process (as worker_user under root) with
+    # this time and address space: an import past either is reported as the project's problem.
+    handler_check_seconds: float = Field(default=30.0, gt=0)
+    handler_check_memory_bytes: int = Field(default=2 * 1024**3, ge=256 * 1024 * 1024)
 
     # The HTTP edge (docs/server/reverse-proxy.md).
     # JSON and form bodies; file uploads keep max_file_bytes.

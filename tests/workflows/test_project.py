@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,13 +84,16 @@ def write_project(
 
 
 def load_error(root: Path) -> str:
-    """The one-line message `load_project` fails with."""
+    """The one-line message `load_project` fails with, without the line of package.json it
+    names (`<file>:<line>: ` read as `<file>: `; `test_every_problem_is_told_at_once_with_its_line`
+    checks the lines)."""
     with pytest.raises(ProjectError) as info:
         load_project(root)
     message = info.value.message
     assert "\n" not in message
     assert str(info.value) == message
-    return message
+    file = package_path(root)
+    return re.sub(rf"^{re.escape(file)}:\d+: ", f"{file}: ", message)
 
 
 def package_path(root: Path) -> str:

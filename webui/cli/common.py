@@ -5,6 +5,7 @@ database options, and building Settings and the store from them; terminal-safe o
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final, NoReturn
 
@@ -66,6 +67,14 @@ def echo(*parts: str, err: bool = False, nl: bool = True) -> None:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     echo(f"steamharness: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def fail_all(problems: Sequence[str], code: int = 2) -> NoReturn:
+    """Every problem at once, one `steamharness: error:` line each (a project's, for the
+    person who fixes them all before the next try)."""
+    for problem in problems:
+        echo(f"steamharness: error: {problem}", err=True)
     raise typer.Exit(code)
 
 
@@ -155,7 +164,7 @@ def open_store(settings: Settings) -> tuple[Engine, ProjectRegistry]:
 
     private_dir(settings.data_dir)
     engine = make_engine(settings.resolved_database_url)
-    return engine, ProjectRegistry(engine, settings.versions_dir)
+    return engine, ProjectRegistry(engine, settings.versions_dir, settings=settings)
 
 
 def cli_audit() -> AuditLog:

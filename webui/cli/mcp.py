@@ -81,7 +81,7 @@ def mcp_command(
     try:
         from webui.mcp.stdio import serve_stdio
         from webui.runs.isolation import harden_process
-        from webui.workflows.project import load_project
+        from webui.workflows.project import read_or_problem
     finally:
         gc.freeze()
         gc.enable()
@@ -104,7 +104,9 @@ def mcp_command(
         if settings.file_create_store_dir is not None:
             prepare_dir(settings.file_create_store_dir, "--file-create-store-dir")
         related = related_projects(related_project or [])
-        project = load_project(workflow_dir.expanduser().resolve())
+        # A project with problems is still served (they answer every call); a folder that is
+        # no workflow project at all fails here.
+        reading = read_or_problem(workflow_dir.expanduser().resolve())
     except SteamharnessError as exc:
         fail(exc.message)
     except ValueError as exc:
@@ -120,7 +122,7 @@ def mcp_command(
         install_terminal_safe(logging.getLogger().handlers)
     harden_process()
     try:
-        anyio.run(serve_stdio, settings, project, related, config)
+        anyio.run(serve_stdio, settings, reading, related, config)
     except SteamharnessError as exc:
         fail(exc.message)
     except KeyboardInterrupt:

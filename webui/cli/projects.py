@@ -13,6 +13,7 @@ from webui.cli.common import (
     cli_audit,
     echo,
     fail,
+    fail_all,
     json_text,
     open_store,
     server_settings,
@@ -50,9 +51,16 @@ def projects_add(
     data_dir: DataDirOpt = None,
     database_url: DatabaseOpt = None,
 ) -> None:
-    """Register a project folder (its working tree is the draft). Harmless if already registered."""
+    """Register a project folder (its working tree is the draft). Harmless if already registered.
+    The project is checked first (package.json and every entrypoint's handler, imported in a
+    bounded child process): every problem is printed at once and nothing is registered."""
+    from webui.errors import ProjectProblems
+
     _, registry = open_store(server_settings(data_dir, database_url))
-    project, created = registry.register(directory)
+    try:
+        project, created = registry.register(directory, check_handlers=True)
+    except ProjectProblems as exc:
+        fail_all(exc.problems)
     echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)
     _warn_tool_names(registry.record(project.id).name, project.id, [ep.id for ep in project.entrypoints])
     echo(project.id)

@@ -2,15 +2,28 @@
 
 stdout carries JSON-RPC only: the SDK's stdio_server points fd 1 at stderr while it
 serves, worker output is captured into the run log (and echoed to stderr), and stdout is
-flushed inside the stdio context so nothing buffered reaches the wire after it."""
+flushed inside the stdio context so nothing buffered reaches the wire after it.
+
+A project that does not pass the check (its package.json, every entrypoint's handler
+imported in a bounded child while the services open) is still served, so that its client
+sees why instead of a closed connection: `initialize` works, tools/list lists the
+entrypoints that did parse, and every tools/call answers an `isError` result naming every
+problem, which are logged to stderr too. The project's code never runs."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import getpass
 import logging
 import os
 import sys
+from typing import Any
 
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from webui.auth.saved import saved_auth_env
@@ -20,23 +33,50 @@ from webui.mcp.binding import Binding, chosen_config, config_place, current_bind
 from webui.mcp.bridge import CallBridge
 from webui.mcp.catalog import Catalog, server_name
 from webui.mcp.server import build_server
+from webui.projects.handler_check import check_bounds
 from webui.runs.env import worker_env
 from webui.runs.related import LocalRelations
-from webui.services import open_services, persistent_secret, request_state_key
+from webui.services import Services, open_services, persistent_secret, request_state_key
 from webui.settings import Settings
-from webui.workflows.project import Project
+from webui.workflows.handlers import check_handlers_async
+from webui.workflows.project import Project, ProjectReading
+
+log = logging.getLogger(__name__)
 
 
 async def serve_stdio(
-    settings: Settings, project: Project, related: dict[str, str], config_name: str | None = None
+    settings: Settings, reading: ProjectReading, related: dict[str, str], config_name: str | None = None
 ) -> None:
     """`config_name`: the local configuration every call runs with (checked here, and again
     at each call); None: the local scope's active one at call time."""
+    bounds = check_bounds(settings)
+    if reading.project is None:  # its handlers are checked too, to tell every problem at once
+        found = await check_handlers_async(reading.root, reading.handlers, bounds)
+        await serve_problems(dataclasses.replace(reading, problems=(*reading.problems, *found)))
+        return
+    project = reading.project
     saved = saved_auth_env(settings.resolved_auth_dir)
     env = worker_env(project.root, os.environ, saved)
     # Checked before anything is served: each relation named by both projects.
     relations = LocalRelations.confirm(project, related, lambda root: worker_env(root, os.environ, saved))
-    async with open_services(settings, echo=sys.stderr) as svc:
+    found: list[str] = []
+
+    async def check() -> None:
+        found.extend(await check_handlers_async(project.root, reading.handlers, bounds))
+
+    async with contextlib.AsyncExitStack() as stack:
+        opened: list[Services] = []
+        try:
+            # The handlers are imported in the bounded child while the services open.
+            async with anyio.create_task_group() as checking:
+                checking.start_soon(check)
+                opened.append(await stack.enter_async_context(open_services(settings, echo=sys.stderr)))
+        except BaseExceptionGroup as group:  # what failed, as if it had been awaited alone
+            raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
+        svc = opened[0]
+        if found:
+            await serve_problems(dataclasses.replace(reading, project=None, problems=tuple(found)))
+            return
         catalog = Catalog.build(project, file_mode="local")
         binding = Binding(
             catalog=catalog,
@@ -71,9 +111,60 @@ async def serve_stdio(
             state_key=request_state_key(settings),
             state_ttl=settings.request_state_ttl_seconds,
         )
-        logging.getLogger(__name__).info("serving %s over stdio", server_name(project))
-        async with stdio_server() as (read_stream, write_stream):
-            try:
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-            finally:
-                sys.stdout.flush()
+        log.info("serving %s over stdio", server_name(project))
+        await _serve(server)
+
+
+async def _serve(server: Server[Any]) -> None:
+    async with stdio_server() as (read_stream, write_stream):
+        try:
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            sys.stdout.flush()
+
+
+def problems_text(reading: ProjectReading) -> str:
+    count = len(reading.problems)
+    head = f"The workflow project in {reading.root} cannot run: {count} problem{'s' if count != 1 else ''}"
+    lines = [f"{head} (fix them, then restart this MCP server):", *(f"- {p}" for p in reading.problems)]
+    return "\n".join(lines)
+
+
+def problems_server(reading: ProjectReading) -> Server[Any]:
+    """A server that can only tell the project's problems: the tools of the entrypoints that
+    parsed are listed, and every call (whatever its name or arguments) answers an `isError`
+    result naming every problem."""
+    text = problems_text(reading)
+    tools: list[types.Tool] = []
+    if reading.entrypoints:
+        shown = Project(
+            id=reading.project_id or "",
+            name=reading.name or reading.root.name,
+            version=None,
+            description="",
+            root=reading.root,
+            entrypoints=reading.entrypoints,
+        )
+        with contextlib.suppress(Exception):  # nothing to list is still an answer
+            tools = Catalog.build(shown, file_mode="local").tools
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    name = f"workflow-{reading.project_id}" if reading.project_id else "steamharness-workflow"
+    return Server(name, version="0.0.0", instructions=text, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_problems(reading: ProjectReading) -> None:
+    """Serve `problems_server` until the client leaves; each problem logged to stderr first."""
+    for problem in reading.problems:
+        log.error("%s", problem)
+    log.error("serving %s over stdio with no tool that runs: every call answers these problems", reading.root)
+    await _serve(problems_server(reading))

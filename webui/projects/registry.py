@@ -21,13 +21,16 @@ from sqlalchemy.engine import Engine
 
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
-from webui.errors import NotFound, ProjectError, SteamharnessError
+from webui.errors import NotFound, ProjectError, ProjectProblems, SteamharnessError
 from webui.projects.bytecode import compile_snapshot
+from webui.projects.handler_check import check_bounds
+from webui.settings import Settings
 from webui.store import projects as project_store
 from webui.store.db import AuditWrite
 from webui.store.models import ProjectRecord, ProjectVersion
 from webui.store.paths import private_folder, resolve, seal_versions, to_stored
-from webui.workflows.project import Project, load_project
+from webui.workflows.handlers import CheckBounds, check_handlers
+from webui.workflows.project import Project, check_project, load_project, read_project
 from webui.workflows.related import RelatedProjectError, confirm_relation
 from webui.workflows.targets import SKIP_DIRS, RevisionHasher, Target, check_version, version_key
 
@@ -100,10 +103,20 @@ class Resolved:
 
 
 class ProjectRegistry:
-    def __init__(self, engine: Engine, versions_dir: Path, *, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        versions_dir: Path,
+        *,
+        root: Path | None = None,
+        settings: Settings | None = None,
+    ) -> None:
         """`root`: the folder snapshot paths are stored relative to (the shared dir; by
-        default the one `versions_dir` is in)."""
+        default the one `versions_dir` is in). `settings`: the handler check's bounds and
+        user (by default, the settings' defaults)."""
         self.engine = engine
+        self._settings = settings
+        self._checks: CheckBounds | None = None
         self.versions_dir = versions_dir
         self.root = versions_dir.parent if root is None else root
         # Private before anything is published into it (and tightened if an older version
@@ -113,9 +126,18 @@ class ProjectRegistry:
         self._loaded: dict[tuple[str, str], Project] = {}
 
     # ------------------------------------------------------------------ registration
-    def register(self, root: Path) -> tuple[Project, bool]:
-        """Register a project folder; registering the same folder again is harmless."""
-        project = load_project(root.expanduser().resolve())
+    @property
+    def checks(self) -> CheckBounds:
+        if self._checks is None:
+            self._checks = check_bounds(self._settings or Settings.model_construct())
+        return self._checks
+
+    def register(self, root: Path, *, check_handlers: bool = False) -> tuple[Project, bool]:
+        """Register a project folder; registering the same folder again is harmless. With
+        `check_handlers`, its handlers are imported in the bounded child first, and every
+        problem of the project refuses it at once (`ProjectProblems`)."""
+        folder = root.expanduser().resolve()
+        project = self.checked(folder) if check_handlers else load_project(folder)
         existing = project_store.get_project(self.engine, project_id=project.id)
         if existing is not None and Path(existing.root) != project.root and Path(existing.root).is_dir():
             raise ProjectError(
@@ -155,6 +177,14 @@ class ProjectRegistry:
         row = project_store.update_project(self.engine, project_id=project_id, **changes)
         assert row is not None
         return row
+
+    def checked(self, folder: Path) -> Project:
+        """The project in `folder` once its package.json and its handlers pass the check
+        (the handlers imported in the bounded child); else `ProjectProblems` naming all."""
+        reading = check_project(folder, self.checks)
+        if reading.project is None:
+            raise ProjectProblems(list(reading.problems))
+        return reading.project
 
     def draft(self, project_id: str) -> Project:
         return load_project(Path(self.record(project_id).root))
@@ -196,6 +226,10 @@ class ProjectRegistry:
                     f"project {project_id} already has version {label}; versions are immutable"
                 )
             self.check_relations(copied)
+            # The copy's handlers, as its runs will import them.
+            problems = check_handlers(tmp, read_project(tmp).handlers, self.checks, shown_root=root)
+            if problems:
+                raise ProjectProblems(problems)
             compile_snapshot(tmp)  # its runs load bytecode instead of compiling each time
             dest = folder / label
             if dest.exists():

@@ -14,6 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -98,15 +99,20 @@ def optional_bool(obj: dict[str, Any], key: str, where: str) -> bool:
     return value
 
 
+class NotAProject(ProjectError):
+    """The folder is no workflow project at all (missing, no package.json, another
+    projectType): nothing of it is ever served, not even its problems."""
+
+
 def read_package_json(root: Path) -> tuple[Path, dict[str, Any]]:
     """The parsed `package.json` object; a missing file means this is not a workflow project."""
     if not root.exists():
-        raise ProjectError(f"{root}: project folder does not exist")
+        raise NotAProject(f"{root}: project folder does not exist")
     if not root.is_dir():
-        raise ProjectError(f"{root}: not a folder")
+        raise NotAProject(f"{root}: not a folder")
     path = root / "package.json"
     if not path.is_file():
-        raise ProjectError(
+        raise NotAProject(
             f"{root}: no package.json — not a workflow project, so it is never exposed over MCP"
         )
     try:
@@ -139,3 +145,93 @@ def parse_id(raw: Any, where: str) -> str:
     if not isinstance(raw, str) or not UUID_RE.fullmatch(raw):
         raise ProjectError(f"{where}: id: {quote(raw)} is not a UUID")
     return raw.lower()
+
+
+# --------------------------------------------------------------------------- lines
+
+# A JSON text's tokens that say where a value is: strings (whole, so their brackets are not
+# read as structure), the structural characters and line breaks (a valid text has none
+# inside a string). Numbers and literals are skipped: no pointer needs their line.
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]:,\n]')
+# The field path a problem's message starts with, after its file (`entrypoints[0].handler`).
+_FIELD_PATH = re.compile(r"[A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*")
+_STEP = re.compile(r"\[(\d+)\]|\.?([A-Za-z_]\w*)")
+Pointer = tuple[str | int, ...]
+
+
+@dataclass
+class _Frame:
+    is_object: bool
+    expecting_key: bool = True  # an object's next string is a key
+    index: int = 0  # an array's next element
+    on_path: bool = False  # its current member or element is on the path
+
+
+def value_lines(text: str, depth: int = 6) -> dict[Pointer, int]:
+    """The line (1-based) each member and element up to `depth` levels down starts on: its
+    key's for a member, its first token's for an element (a number's or a literal's is not
+    known). One linear pass over a text the strict reader took."""
+    lines: dict[Pointer, int] = {}
+    line = 1
+    path: list[str | int] = []
+    frames: list[_Frame] = []
+
+    def enter(step: str | int) -> None:
+        path.append(step)
+        frames[-1].on_path = True
+        if len(path) <= depth:
+            lines.setdefault(tuple(path), line)
+
+    def leave() -> None:
+        if frames and frames[-1].on_path:
+            path.pop()
+            frames[-1].on_path = False
+
+    def value_starts() -> None:
+        if frames and not frames[-1].is_object and not frames[-1].on_path:
+            enter(frames[-1].index)
+
+    for token in _TOKENS.finditer(text):
+        tok = token.group()
+        if tok == "\n":
+            line += 1
+        elif tok in ("{", "["):
+            value_starts()
+            frames.append(_Frame(is_object=tok == "{"))
+        elif tok in ("}", "]"):
+            leave()
+            if frames:
+                frames.pop()
+        elif tok == ",":
+            leave()
+            if frames:
+                frames[-1].expecting_key = True
+                frames[-1].index += 1
+        elif tok == ":":
+            continue
+        elif frames and frames[-1].is_object and frames[-1].expecting_key:
+            frames[-1].expecting_key = False
+            try:
+                key = json.loads(tok)
+            except ValueError:
+                key = tok
+            enter(key if isinstance(key, str) else tok)
+        else:
+            value_starts()
+    return lines
+
+
+def problem_line(message: str, file: str, lines: dict[Pointer, int]) -> int | None:
+    """The line of `file` a problem's message (`<file>: <field path>: ...`) is about: the
+    deepest part of its field path that `lines` knows."""
+    if not message.startswith(f"{file}: "):
+        return None
+    found = _FIELD_PATH.match(message, len(file) + 2)
+    if found is None:
+        return None
+    pointer: list[str | int] = []
+    best = None
+    for step in _STEP.finditer(found.group()):
+        pointer.append(int(step.group(1)) if step.group(1) is not None else step.group(2))
+        best = lines.get(tuple(pointer), best)
+    return best

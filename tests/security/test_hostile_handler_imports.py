@@ -1,0 +1,111 @@
+"""A project's handlers are imported only in the bounded child (issue 38, item 6), so what
+an import does is bounded there: an import that loops forever (even one that swallows the
+child's own deadline), allocates 10 GB, forks, or prints and raises terminal escapes is told
+as that project's problem, terminal-safe, within the check's bounds; nothing of it reaches
+the process that asked (`structure`, `projects add`, `mcp`), which answers in bounded time."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_project_check import problems
+from tests.cli.test_terminal_safe import HOSTILE, assert_terminal_safe
+from tests.cli_runner import run_cli
+from tests.helpers import WAIT
+from tests.knowledge.test_cli import clean_env
+from tests.workflows.test_handler_check import PROJECT_ID
+
+SECONDS = 3  # the check's bound in these tests (STEAMHARNESS_HANDLER_CHECK_SECONDS)
+
+LOOP = "while True:\n    pass\n"
+# Catches the child's own deadline and goes on: only the parent's kill ends it.
+STUBBORN = (
+    "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n"
+)
+ALLOCATE = "hoard = bytearray(10 * 1024**3)\n"
+FORK = "import os\nif os.fork() == 0:\n    import time\n    time.sleep(3600)\n"
+ESCAPES = (
+    f"import sys\nprint({HOSTILE!r})\nprint({HOSTILE!r}, file=sys.stderr)\nraise ValueError({HOSTILE!r})\n"
+)
+
+
+def project(root: Path, source: str) -> Path:
+    root.mkdir(parents=True)
+    package = {
+        "id": PROJECT_ID,
+        "name": "hostile",
+        "projectType": "workflow",
+        "entrypoints": [{"id": "run", "handler": "main.py:run"}],
+    }
+    (root / "package.json").write_text(json.dumps(package), encoding="utf-8")
+    (root / "main.py").write_text(source + "\ndef run(ctx):\n    return 1\n", encoding="utf-8")
+    return root
+
+
+def structure(root: Path) -> list[str]:
+    env = {**clean_env(), "STEAMHARNESS_HANDLER_CHECK_SECONDS": str(SECONDS)}
+    started = time.monotonic()
+    done = run_cli(["structure", str(root)], env=env)
+    assert time.monotonic() - started < WAIT  # a hang guard, not a speed check
+    assert_terminal_safe(done.stdout, done.stderr)
+    return problems(done)
+
+
+@pytest.mark.parametrize(
+    ("source", "told"),
+    [
+        (
+            LOOP,
+            "main.py: importing main.py (the handler file of run): it did not finish within the check's time",
+        ),
+        (STUBBORN, ": the handlers in main.py could not be checked: importing them took over 3 s"),
+        (
+            ALLOCATE,
+            "main.py: importing main.py (the handler file of run): ran out of the memory the check allows",
+        ),
+        (FORK, "main.py:2: importing main.py (the handler file of run): BlockingIOError: "),
+    ],
+)
+def test_a_hostile_import_is_bounded_and_told_as_the_projects_problem(
+    tmp_path: Path, source: str, told: str
+) -> None:
+    root = project(tmp_path / "p", source)
+    found = structure(root)
+    assert len(found) == 1 and told in found[0], found
+
+
+def test_a_fork_at_import_leaves_no_process_behind(tmp_path: Path) -> None:
+    root = project(tmp_path / "p", FORK)
+    before = _sleepers()
+    structure(root)
+    assert _sleepers() == before
+
+
+def test_escapes_an_import_prints_and_raises_reach_no_terminal(tmp_path: Path) -> None:
+    root = project(tmp_path / "p", ESCAPES)
+    found = structure(root)
+    assert len(found) == 1 and "importing main.py (the handler file of run): ValueError: " in found[0]
+    assert "\\x1b[2J" in found[0]  # shown as escapes, on one line
+    env = {**clean_env(), "STEAMHARNESS_HANDLER_CHECK_SECONDS": str(SECONDS)}
+    added = run_cli(["projects", "add", str(root), "--data-dir", str(tmp_path / "d")], env=env)
+    assert_terminal_safe(added.stdout, added.stderr)
+    assert problems(added) == found
+
+
+def _sleepers() -> set[int]:
+    """Processes running `time.sleep(3600)` of a forked import: none may outlive the check."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                wchan = Path(f"/proc/{name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"webui.bounded_child" in wchan and b"handlers:check_child" in wchan:
+                found.add(int(name))
+    return found
