@@ -81,9 +81,9 @@ def test_a_hostile_import_is_bounded_and_told_as_the_projects_problem(
 
 def test_a_fork_at_import_leaves_no_process_behind(tmp_path: Path) -> None:
     root = project(tmp_path / "p", FORK)
-    before = _sleepers()
+    before = _check_children()
     structure(root)
-    assert _sleepers() == before
+    assert _check_children() == before
 
 
 def test_escapes_an_import_prints_and_raises_reach_no_terminal(tmp_path: Path) -> None:
@@ -97,15 +97,80 @@ def test_escapes_an_import_prints_and_raises_reach_no_terminal(tmp_path: Path) -
     assert problems(added) == found
 
 
-def _sleepers() -> set[int]:
-    """Processes running `time.sleep(3600)` of a forked import: none may outlive the check."""
+def _check_children() -> set[int]:
+    """The handler check's children (and any process a forked import left, which carries
+    their command line): none may outlive the check."""
     found = set()
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                wchan = Path(f"/proc/{name}/cmdline").read_bytes()
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"webui.bounded_child" in wchan and b"handlers:check_child" in wchan:
+            if b"webui.bounded_child" in cmdline and b"handlers:check_child" in cmdline:
                 found.add(int(name))
     return found
+
+
+# ------------------------------------------------------------------ the server publishing one
+
+COPY = "d7e1a3c2-5b4f-4e6a-9c8d-2f1e0a9b8c7d"
+
+
+def _checking_under(folder: Path) -> bool:
+    """A handler check's child is at work in a copy under `folder` (its working folder)."""
+    for pid in _check_children():
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(str(folder)):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_the_server_answers_while_a_publish_checks_an_import_that_never_ends(tmp_path: Path) -> None:
+    """The web UI's publish imports the draft's handlers in the bounded child, off the event
+    loop: /healthz and pages answer meanwhile; the publish is refused naming the file."""
+    import concurrent.futures
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from tests.conftest import EXAMPLES
+    from tests.security.test_knowledge_extraction import wait_until
+    from tests.web.conftest import ADMIN, Web, prepare, rendered
+    from webui.app import create_app
+    from webui.projects.registry import ProjectRegistry
+    from webui.store.db import make_engine
+
+    settings = prepare(tmp_path / "data").model_copy(update={"handler_check_seconds": float(SECONDS)})
+    folder = tmp_path / "greeter"
+    shutil.copytree(EXAMPLES / "hello", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    package = json.loads((folder / "package.json").read_text())
+    package.update(id=COPY, name="greeter")
+    (folder / "package.json").write_text(json.dumps(package), encoding="utf-8")
+    engine = make_engine(settings.resolved_database_url)
+    ProjectRegistry(engine, settings.versions_dir, settings=settings).register(folder)
+    engine.dispose()
+    handler_file = folder / package["entrypoints"][0]["handler"].rpartition(":")[0]
+    handler_file.write_text(STUBBORN + handler_file.read_text(), encoding="utf-8")
+    page = f"/projects/{COPY}"
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        web = Web(client, settings)
+        token = web.login(*ADMIN)
+        revision = rendered(client.get(f"{page}/publish")).context["publish"].revision
+        form = {"csrf_token": token, "version": "", "revision": revision}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            publishing = pool.submit(client.post, f"{page}/publish", data=form)
+            wait_until(lambda: _checking_under(settings.versions_dir))
+            for _ in range(3):
+                assert client.get("/healthz").json()["status"] == "ok"
+            assert client.get(page).status_code == 200
+            posted = publishing.result(timeout=WAIT)
+    assert posted.status_code == 422, posted.text
+    error = rendered(posted).context["error"]
+    assert (
+        f"{folder}: the handlers in {handler_file.name} could not be checked: importing them took over"
+        in error
+    )
+    assert not _checking_under(settings.versions_dir)
