@@ -142,3 +142,23 @@ def test_the_check_names_the_folder_its_caller_knows(tmp_path: Path) -> None:
 
     found = check_handlers(root, reading.handlers, bounds(), shown_root=Path("/the/draft"))
     assert found and all(p.startswith("/the/draft/") for p in found), found
+
+
+def test_a_numeric_library_that_starts_threads_when_imported_passes(tmp_path: Path) -> None:
+    """The child may start no thread; OpenBLAS (under numpy) is told to use one, so a
+    handler importing numpy is no problem, while one starting a thread at import is."""
+    pytest.importorskip("numpy")
+    root = tmp_path / "p"
+    root.mkdir()
+    entrypoints = [{"id": "a", "handler": "main.py:run"}, {"id": "b", "handler": "threads.py:run"}]
+    package = {"id": PROJECT_ID, "name": "x", "projectType": "workflow", "entrypoints": entrypoints}
+    (root / "package.json").write_text(json.dumps(package), encoding="utf-8")
+    (root / "main.py").write_text("import numpy\n\ndef run(ctx):\n    return 1\n", encoding="utf-8")
+    started = "import threading\nthreading.Thread(target=print).start()\n\ndef run(ctx):\n    return 1\n"
+    (root / "threads.py").write_text(started, encoding="utf-8")
+    reading = check_project(root, bounds())
+    assert len(reading.problems) == 1, reading.problems
+    assert reading.problems[0].startswith(
+        f"{root}/threads.py:2: importing threads.py (the handler file of b):"
+    )
+    assert "start them in the handler" in reading.problems[0]

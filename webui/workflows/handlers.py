@@ -35,6 +35,14 @@ TARGET = f"{__name__}:check_child"
 MESSAGE_CHARS = 200  # of a project's own text (an exception's message) in a problem
 MAX_FILES = 200  # handler files checked in one project; more are not (a project has a few)
 OUTPUT_BYTES = 256 * 1024
+# The variables that keep numeric libraries to one thread (the child may start none).
+ONE_THREAD = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 
 
 @dataclass(frozen=True)
@@ -205,8 +213,11 @@ def check_child(payload: bytes) -> bytes:
 
     spec = json.loads(payload)
     root = str(spec["root"])
-    # No process or thread of its own from here on (as root's child, `_become` did it already).
+    # No process or thread of its own from here on (as root's child, `_become` did it already);
+    # the numeric libraries that start a pool of threads when imported (OpenBLAS under numpy)
+    # are told to use the one they run in, so that importing them is no problem.
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    os.environ.update(dict.fromkeys(ONE_THREAD, "1"))
     # The folder by name, or through the working folder the parent started the child in
     # (a project under a folder only root may enter), held open: project code may move away.
     base = root if os.access(root, os.R_OK | os.X_OK) else f"/proc/self/fd/{os.open('.', os.O_RDONLY)}"
@@ -288,7 +299,7 @@ def _check_file(base: str, file: str, functions: list[str]) -> dict[str, Any]:
             "error": {
                 "file": file_at or file,
                 "line": line,
-                "message": f"{type(exc).__name__}: {_said(exc)}",
+                "message": f"{type(exc).__name__}: {_said(exc)}{_started_one(exc)}",
             }
         }
     verdicts: dict[str, Any] = {}
@@ -372,6 +383,13 @@ def _failing_line(base: str, exc: BaseException) -> tuple[str | None, int | None
         if relative is not None:
             found = (relative, frame.lineno)
     return found
+
+
+def _started_one(exc: BaseException) -> str:
+    """What to do about an import that tried to start a process or a thread."""
+    if isinstance(exc, BlockingIOError) or (isinstance(exc, RuntimeError) and "thread" in _said(exc)):
+        return " (importing a handler file may start no process or thread: start them in the handler)"
+    return ""
 
 
 def _said(exc: BaseException) -> str:
