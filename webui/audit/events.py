@@ -79,6 +79,7 @@ class AuditName(StrEnum):
 
     TOOL_CALLED = "tool.called"
     TOOL_COMPLETED = "tool.completed"
+    # The call failed: its run's outcome, or a refusal before any run (its code, e.g. invalid_params).
     TOOL_FAILED = "tool.failed"
     # The call became an MCP task (the tasks extension): its client follows the run with tasks/get.
     TOOL_TASK_CREATED = "tool.task_created"
