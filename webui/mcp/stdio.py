@@ -51,7 +51,8 @@ async def serve_stdio(
     at each call); None: the local scope's active one at call time."""
     bounds = check_bounds(settings)
     if reading.project is None:  # its handlers are checked too, to tell every problem at once
-        found = await check_handlers_async(reading.root, reading.handlers, bounds)
+        refs = await anyio.to_thread.run_sync(lambda: reading.handlers)  # reads package.json
+        found = await check_handlers_async(reading.root, refs, bounds)
         await serve_problems(dataclasses.replace(reading, problems=(*reading.problems, *found)))
         return
     project = reading.project
@@ -62,7 +63,8 @@ async def serve_stdio(
     found: list[str] = []
 
     async def check() -> None:
-        found.extend(await check_handlers_async(project.root, reading.handlers, bounds))
+        refs = await anyio.to_thread.run_sync(lambda: reading.handlers)  # reads package.json
+        found.extend(await check_handlers_async(project.root, refs, bounds))
 
     async with contextlib.AsyncExitStack() as stack:
         opened: list[Services] = []

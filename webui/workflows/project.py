@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 
 from webui.errors import ProjectError, ProjectProblems
 from webui.workflows.configuration import ConfigField, parse_config_fields
-from webui.workflows.handlers import CheckBounds, HandlerRef, check_handlers, check_handlers_async
+from webui.workflows.handlers import CheckBounds, HandlerRef, check_handlers
 from webui.workflows.json_schema import check_input_schema
 from webui.workflows.package_json import (
     NotAProject,
@@ -275,10 +275,16 @@ class ProjectReading:
     root: Path
     project: Project | None
     problems: tuple[str, ...]
-    handlers: tuple[HandlerRef, ...] = ()
+    handler_refs: tuple[HandlerRef, ...] = ()
     entrypoints: tuple[Entrypoint, ...] = ()
     project_id: str | None = None
     name: str | None = None
+
+    @property
+    def handlers(self) -> tuple[HandlerRef, ...]:
+        """`handler_refs` with the package.json line of each, read when asked (a check needs
+        them; loading a project does not)."""
+        return _located(list(self.handler_refs), self.root / "package.json")
 
 
 def read_project(root: Path | str) -> ProjectReading:
@@ -312,7 +318,7 @@ def read_project(root: Path | str) -> ProjectReading:
     if problems or project_id is None or related is None or config_fields is None:
         name = data.get("name") if isinstance(data.get("name"), str) else None
         return ProjectReading(
-            folder, None, _with_lines(problems, path), _located(handlers, path), entrypoints, project_id, name
+            folder, None, _with_lines(problems, path), tuple(handlers), entrypoints, project_id, name
         )
     project = Project(
         id=project_id,
@@ -324,9 +330,7 @@ def read_project(root: Path | str) -> ProjectReading:
         related=related,
         config_fields=config_fields,
     )
-    return ProjectReading(
-        folder, project, (), _located(handlers, path), entrypoints, project_id, project.name
-    )
+    return ProjectReading(folder, project, (), tuple(handlers), entrypoints, project_id, project.name)
 
 
 def load_project(root: Path | str) -> Project:
@@ -440,15 +444,6 @@ def check_project(root: Path | str, bounds: CheckBounds, *, shown_root: Path | N
     instead (a publish checks a copy of its draft). Waits in this thread."""
     reading = read_project(root)
     found = check_handlers(reading.root, reading.handlers, bounds, shown_root=shown_root)
-    return _with_handler_problems(reading, found)
-
-
-async def check_project_async(root: Path | str, bounds: CheckBounds) -> ProjectReading:
-    """`check_project` for async code (`read_project` off the event loop, the child awaited)."""
-    import anyio
-
-    reading = await anyio.to_thread.run_sync(read_project, root)
-    found = await check_handlers_async(reading.root, reading.handlers, bounds)
     return _with_handler_problems(reading, found)
 
 
