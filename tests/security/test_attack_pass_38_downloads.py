@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-import pytest
-
 from tests.security.test_created_file_downloads import Site, add_file, prepared_account, site, url
 from tests.web.conftest import HELLO, rendered, services
 from webui.store import runs as run_store
@@ -47,7 +45,6 @@ def configured_run(site: Site) -> str:
     return run.id
 
 
-@pytest.mark.xfail(strict=True, reason="the download's Content-Disposition names the file unredacted")
 def test_a_created_files_name_never_carries_the_runs_secret_to_another_account(site: Site) -> None:
     run_id = configured_run(site)
     row = add_file(site.web, run_id, f"dump-{SECRET}.txt", b"data", "text/plain")

@@ -216,14 +216,18 @@ async def run_reader(request: Request) -> tuple[Principal | UiUser, str]:
     return user, "ui"
 
 
-def created_file(services: Any, run_id: str, file_id: str, reader: Principal | UiUser) -> ManagedFile:
-    """A file the run created, for whoever may read the run (`readable_run`); 404 otherwise,
-    for a file of another run, and for one no longer on disk."""
+def created_file(
+    services: Any, run_id: str, file_id: str, reader: Principal | UiUser
+) -> tuple[ManagedFile, str]:
+    """A file the run created, for whoever may read the run (`readable_run`), and its name as
+    `reader` may see it (the run's configuration secrets redacted for anyone but its account,
+    as on the run page); 404 otherwise, and for a file of another run."""
     run = readable_run(services.engine, run_id, reader)
     row = services.files.get(file_id)
     if row is None or row.origin != "output" or row.run_id != run.id:
         raise NotFound(f"file {file_id!r} not found")
-    return row
+    party = Party.of_principal(reader) if isinstance(reader, Principal) else Party.of_user(reader)
+    return row, RunRedaction.of(services, party, run).result.text(row.name)
 
 
 async def _file_chunks(path: str) -> AsyncIterator[bytes]:
@@ -260,7 +264,7 @@ async def download_created_file(
     services: ServicesDep,
 ) -> Response:
     reader, source = await run_reader(request)
-    row = await run_db(created_file, services, run_id, file_id, reader)
+    row, name = await run_db(created_file, services, run_id, file_id, reader)
     try:
         found = await anyio.to_thread.run_sync(os.stat, row.storage)
     except OSError:
@@ -285,7 +289,7 @@ async def download_created_file(
         **DOWNLOAD_HEADERS,
         # As stored, without a charset the server cannot know (Starlette adds one to text/*).
         "Content-Type": served_type(row.mime_type),
-        "Content-Disposition": content_disposition(row.name),
+        "Content-Disposition": content_disposition(name),
         "Content-Length": str(found.st_size),
     }
     return StreamingResponse(_file_chunks(row.storage), headers=headers)
