@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+import mcp_types as types
 import pytest
 
 from tests.cli.test_project_check import problems
@@ -174,3 +175,18 @@ def test_the_server_answers_while_a_publish_checks_an_import_that_never_ends(tmp
         in error
     )
     assert not _checking_under(settings.versions_dir)
+
+
+@pytest.mark.anyio
+async def test_stdio_tells_the_client_and_its_stderr_what_a_hostile_import_raised_terminal_safe(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp.test_stdio_broken_project import call_and_log
+
+    root = project(tmp_path / "p", ESCAPES)
+    tools, result, stderr = await call_and_log(root, tmp_path / "data", "legacy")
+    assert tools == ["run"] and result.is_error
+    assert "importing main.py (the handler file of run): ValueError: \\x1b[2J" in stderr
+    assert isinstance(result.content[0], types.TextContent)
+    assert "ValueError: \\x1b[2J" in result.content[0].text  # the client's text too, escaped once
+    assert_terminal_safe(stderr, result.content[0].text)

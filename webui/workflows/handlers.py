@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from webui.bounded_child import Bounds, ChildFailed, RunAs, run_child, run_child_blocking
+from webui.terminal_text import terminal_safe
 
 TARGET = f"{__name__}:check_child"
 MESSAGE_CHARS = 200  # of a project's own text (an exception's message) in a problem
@@ -186,8 +187,11 @@ def _text(found: dict[str, Any], key: str = "message") -> str:
 
 
 def one_line(text: str, limit: int = MESSAGE_CHARS) -> str:
-    """A project's text as one short line (line breaks shown as `\\n`)."""
+    """A project's text as one short line: line breaks shown as `\\n`, and every character
+    a terminal would act on as its escape (`webui.terminal_text`), wherever the line goes
+    (a terminal, a log, a client's tool result)."""
     text = text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+    text = str(terminal_safe(text))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -341,7 +345,7 @@ def _verdict(module: Any, file: str, function: str, defined: dict[str, int]) -> 
     try:
         signature.bind(None)
     except TypeError:
-        shown = one_line(f"{function}{signature}", 120)
+        shown = f"{function}{signature}"[:120]
         return {
             "problem": f"def {shown} cannot be called as a run calls it: {function}(ctx), with one argument",
             "line": line,
@@ -393,7 +397,8 @@ def _started_one(exc: BaseException) -> str:
 
 
 def _said(exc: BaseException) -> str:
+    """An exception's message, cut (the parent makes it one terminal-safe line)."""
     try:
-        return one_line(str(exc))
+        return str(exc)[: MESSAGE_CHARS * 2]
     except BaseException:  # a message that cannot be made is left out
         return ""
