@@ -15,8 +15,8 @@ Problems are `<file>:<line>: <problem>` lines: the handler file and the line of 
 (or the line an import failed at) where the AST or the traceback gives one, else the
 package.json line of the entrypoint's `"handler"`.
 
-Standard library only below `check_child`'s imports: the child imports this module and
-nothing of the server.
+The child imports this module and nothing of the server: the standard library and
+webui.bounded_child and webui.terminal_text, which import nothing else.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ async def check_handlers_async(
 
 
 def _child_failed(exc: ChildFailed, root: Path, refs: Sequence[HandlerRef], bounds: CheckBounds) -> str:
-    files = ", ".join(dict.fromkeys(ref.file for ref in refs))
+    files = one_line(", ".join(dict.fromkeys(ref.file for ref in refs)), 400)
     if exc.reason == "time":
         why = f"importing them took over {bounds.seconds:g} s (STEAMHARNESS_HANDLER_CHECK_SECONDS)"
     elif exc.reason == "memory":
@@ -162,7 +162,7 @@ def judge(out: bytes, refs: Sequence[HandlerRef], checked: Path, shown: Path | N
                 users = ", ".join(r.entrypoint for r in refs if r.file == ref.file)
                 where = _at(root, error.get("file") or ref.file, error.get("line"))
                 problems.append(
-                    f"{where}: importing {ref.file} (the handler file of {users}): {_text(error)}"
+                    f"{where}: importing {one_line(ref.file)} (the handler file of {users}): {_text(error)}"
                 )
             continue
         verdict = (result.get("functions") or {}).get(ref.function)
