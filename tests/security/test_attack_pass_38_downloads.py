@@ -11,8 +11,16 @@ In-process (the page-test app behind a TestClient), reusing the download tests' 
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
 from urllib.parse import unquote
 
+import anyio
+import pytest
+
+from tests.helpers import WAIT
 from tests.security.test_created_file_downloads import Site, add_file, prepared_account, site, url
 from tests.web.conftest import HELLO, rendered, services
 from webui.store import runs as run_store
@@ -64,3 +72,81 @@ def test_a_created_files_name_never_carries_the_runs_secret_to_another_account(s
         assert r.status_code == 200 and r.content == b"data"
         shown = unquote(r.headers["content-disposition"])
         assert SECRET not in shown and SECRET[:12] not in shown, shown
+
+
+# --------------------------------------------------------------------------- held downloads
+
+CAP = 8  # STEAMHARNESS_MAX_DOWNLOADS_PER_ACCOUNT's default
+
+
+def stalled_download(site: Site, link: str, key: str) -> tuple[Future[None], threading.Event]:
+    """A download whose client never reads: the app's send of the first bytes never returns,
+    as a peer that stops reading holds uvicorn's send (it waits for the socket to drain, with
+    no timeout). Runs on the TestClient's event loop; `started` is set once the response began."""
+    started = threading.Event()
+    portal = site.client.portal
+    assert portal is not None
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "path": link,
+        "raw_path": link.encode(),
+        "root_path": "",
+        "scheme": "http",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {key}".encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "extensions": {},
+        "state": {},
+    }
+
+    async def receive() -> dict[str, Any]:
+        if not started.is_set():
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200, message
+        if message["type"] == "http.response.body":
+            started.set()
+            await anyio.sleep_forever()  # the peer reads nothing
+
+    async def run() -> None:
+        await site.client.app(scope, receive, send)  # type: ignore[arg-type]
+
+    return portal.start_task_soon(run), started
+
+
+@pytest.mark.xfail(strict=True, reason="downloads are not capped per account")
+def test_one_account_cannot_hold_every_connection_with_downloads_it_never_reads(site: Site) -> None:
+    """A download is a long-lived response (the peer paces it), like an inbox stream: one
+    account holds at most CAP at once, the next is refused at once with 429 saying why, another
+    account still downloads, and a slot comes back when a held download ends."""
+    row = add_file(site.web, site.run_id, "big.bin", b"x" * 4096, "application/octet-stream")
+    link = url(site.run_id, row.id)
+    held: list[Future[None]] = []
+    try:
+        for _ in range(CAP):
+            future, started = stalled_download(site, link, site.keys["bob"])
+            held.append(future)
+            assert started.wait(WAIT)
+        refused = site.get(link, "bob")
+        assert refused.status_code == 429, refused.status_code
+        assert refused.json()["error"]["code"] == "too_many_downloads"
+        assert str(CAP) in refused.json()["error"]["message"]
+        # another key of bob's is bob too; alice is another account
+        assert site.get(link, "bob-read").status_code == 429
+        assert site.get(link, "alice").content == b"x" * 4096
+        held.pop().cancel()
+        deadline = time.monotonic() + WAIT
+        while (r := site.get(link, "bob")).status_code == 429 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.status_code == 200 and r.content == b"x" * 4096
+    finally:
+        for future in held:
+            future.cancel()
