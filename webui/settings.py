@@ -210,6 +210,9 @@ class Settings(BaseSettings):
     max_sse_streams_per_account: int = Field(default=8, ge=1)
     project_file_quota_bytes: int = Field(default=5 * 1024**3, ge=0)
     project_file_quota_count: int = Field(default=10_000, ge=0)
+    # Downloads of created files one account may have under way at once in one serve process
+    # (its client sets their pace); the next is refused with 429 until one ends.
+    max_downloads_per_account: int = Field(default=8, ge=1)
     # Named configurations one scope (an account's, or the local one, of one project) may
     # hold, `default` included; creating, copying or importing past it is `too_many_configs`.
     max_configs_per_scope: int = Field(default=50, ge=1)

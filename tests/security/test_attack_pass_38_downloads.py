@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import unquote
 
 import anyio
-import pytest
 
 from tests.helpers import WAIT
 from tests.security.test_created_file_downloads import Site, add_file, prepared_account, site, url
@@ -122,7 +121,6 @@ def stalled_download(site: Site, link: str, key: str) -> tuple[Future[None], thr
     return portal.start_task_soon(run), started
 
 
-@pytest.mark.xfail(strict=True, reason="downloads are not capped per account")
 def test_one_account_cannot_hold_every_connection_with_downloads_it_never_reads(site: Site) -> None:
     """A download is a long-lived response (the peer paces it), like an inbox stream: one
     account holds at most CAP at once, the next is refused at once with 429 saying why, another

@@ -5,7 +5,9 @@ name safe for any stored name (RFC 6266: an ASCII `filename` with nothing that c
 the value or the header, then the exact name as RFC 5987 `filename*`); types a browser
 would run (HTML, SVG, XML, script) are sent as `application/octet-stream`; `nosniff` and a
 sandboxing CSP keep a browser from reading it as a page. Who may fetch it is the rule for
-reading the run that created it (the route's, `webui.web.api`).
+reading the run that created it (the route's, `webui.web.api`). A download lasts as long as
+its client takes to read it: one account has at most `max_downloads_per_account` under way at
+once (`DownloadSlots`), so it cannot hold every connection of the server.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import unicodedata
 from urllib.parse import quote
 
+from webui.errors import SteamharnessError
 from webui.files.store import MIME_TYPE_RE, sanitize_name
+from webui.slots import CountedSlots
 
 # The route: the file under the run that created it, so the run's read rule is the file's.
 PATH = "/api/runs/{run_id}/files/{file_id}"
@@ -91,3 +95,23 @@ def content_disposition(name: str) -> str:
     parameter or a header."""
     clean = sanitize_name(name)
     return f"attachment; filename=\"{ascii_fallback(clean)}\"; filename*=UTF-8''{quote(clean, safe='')}"
+
+
+class TooManyDownloads(SteamharnessError):
+    """An account already has as many downloads under way as it may."""
+
+    code = "too_many_downloads"
+    status = 429
+
+
+class DownloadSlots(CountedSlots[str]):
+    """Downloads under way per account (its actor), at most `limit` at once."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit, self._refusal)
+
+    def _refusal(self, count: int) -> Exception:
+        return TooManyDownloads(
+            f"this account already has {count} downloads under way (the limit is {self.limit});"
+            " retry when one has finished"
+        )

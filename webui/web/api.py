@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
+from starlette.types import Receive, Scope, Send
 
 from webui.audit.events import AuditName
 from webui.auth.keys import AuthError, Forbidden, Principal
@@ -21,7 +22,7 @@ from webui.blocking import run_db
 from webui.configs.redaction import NO_REDACTION
 from webui.errors import InvalidAnswer, NotFound
 from webui.files.download import HEADERS as DOWNLOAD_HEADERS
-from webui.files.download import content_disposition, served_type
+from webui.files.download import DownloadSlots, content_disposition, served_type
 from webui.files.store import CHUNK as DOWNLOAD_CHUNK
 from webui.files.store import FileTooLarge, check_mime_type
 from webui.interactions.owner import Party
@@ -230,6 +231,32 @@ def created_file(
     return row, RunRedaction.of(services, party, run).result.text(row.name)
 
 
+class HeldDownload(StreamingResponse):
+    """A download that holds one of its account's places (`DownloadSlots`) until it ends,
+    however it ends (finished, its client gone, cancelled)."""
+
+    def __init__(
+        self, content: AsyncIterator[bytes], *, headers: dict[str, str], release: Callable[[], None]
+    ) -> None:
+        super().__init__(content, headers=headers)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
+def download_slots(request: Request) -> DownloadSlots:
+    """The process's per-account cap on downloads under way (made at first use)."""
+    state = request.app.state
+    slots = getattr(state, "download_slots", None)
+    if slots is None:
+        slots = state.download_slots = DownloadSlots(state.settings.max_downloads_per_account)
+    return slots
+
+
 async def _file_chunks(path: str) -> AsyncIterator[bytes]:
     """The file a chunk at a time, each read in a thread: never whole in memory."""
     async with await anyio.open_file(path, "rb") as f:
@@ -255,6 +282,7 @@ async def _file_chunks(path: str) -> AsyncIterator[bytes]:
         },
         401: {"description": "No key and no browser session"},
         404: {"description": "Unknown run or file, or a run you may not read (never 403)"},
+        429: {"description": "Your account already has `STEAMHARNESS_MAX_DOWNLOADS_PER_ACCOUNT` under way"},
     },
 )
 async def download_created_file(
@@ -265,19 +293,36 @@ async def download_created_file(
 ) -> Response:
     reader, source = await run_reader(request)
     row, name = await run_db(created_file, services, run_id, file_id, reader)
+    release = download_slots(request).take(reader.actor)  # TooManyDownloads: 429
+    try:
+        return await _download(request, services, row, name, reader, source, release)
+    except BaseException:
+        release()
+        raise
+
+
+async def _download(
+    request: Request,
+    services: Any,
+    row: ManagedFile,
+    name: str,
+    reader: Principal | UiUser,
+    source: str,
+    release: Callable[[], None],
+) -> Response:
     try:
         found = await anyio.to_thread.run_sync(os.stat, row.storage)
     except OSError:
         found = None
     if found is None or not stat.S_ISREG(found.st_mode):
-        raise NotFound(f"file {file_id!r} is no longer stored")
+        raise NotFound(f"file {row.id!r} is no longer stored")
     await run_db(
         lambda: services.audit.record_alone(
             services.engine,
             AuditName.FILE_DOWNLOADED,
             actor=reader.actor,
             project_id=row.project_id,
-            run_id=run_id,
+            run_id=row.run_id,
             source=source,
             outcome="ok",
             client_address=request.client.host if request.client else None,
@@ -292,7 +337,7 @@ async def download_created_file(
         "Content-Disposition": content_disposition(name),
         "Content-Length": str(found.st_size),
     }
-    return StreamingResponse(_file_chunks(row.storage), headers=headers)
+    return HeldDownload(_file_chunks(row.storage), headers=headers, release=release)
 
 
 class AnswerBody(BaseModel):
