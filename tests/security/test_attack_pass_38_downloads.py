@@ -18,10 +18,13 @@ from typing import Any
 from urllib.parse import unquote
 
 import anyio
+import pytest
 
 from tests.helpers import WAIT
 from tests.security.test_created_file_downloads import Site, add_file, prepared_account, site, url
-from tests.web.conftest import HELLO, rendered, services
+from tests.web.conftest import HELLO, audit, rendered, services
+from webui.admin import revoke_key, set_project_grants
+from webui.blocking import DatabaseBusy
 from webui.store import runs as run_store
 from webui.store.models import Run
 
@@ -148,3 +151,48 @@ def test_one_account_cannot_hold_every_connection_with_downloads_it_never_reads(
     finally:
         for future in held:
             future.cancel()
+
+
+# --------------------------------------------------------------------------- what held
+
+
+def test_a_revoked_grant_and_a_revoked_key_download_nothing(site: Site) -> None:
+    svc = services(site.web)
+    row = add_file(site.web, site.run_id, "notes.txt", b"hello", "text/plain")
+    link = url(site.run_id, row.id)
+    site.login("bob")
+    assert site.client.get(link).content == b"hello"
+    assert site.get(link, "bob").content == b"hello"
+    bob = prepared_account(site.web, "bob")
+    set_project_grants(svc.engine, account_id=bob, projects=set(), actor="admin")
+    assert site.client.get(link).status_code == 404  # the same session, the grant gone
+    assert site.get(link, "bob").status_code == 404
+    site.client.cookies.clear()
+    key_id = "key_" + site.keys["alice"].split("_")[1]
+    revoke_key(svc.engine, key_id=key_id)
+    revoked = site.get(link, "alice")
+    assert revoked.status_code == 401 and b"hello" not in revoked.content
+    assert 'error="invalid_token"' in revoked.headers["www-authenticate"]
+    assert site.get(link, "admin").content == b"hello"  # the administrator still reads it
+
+
+def test_no_file_leaves_unaudited_when_the_database_is_busy_and_its_place_comes_back(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The download's audit event is written before any byte; a database too busy to take it
+    refuses the download (503, nothing of the file) and gives its place back."""
+    svc = services(site.web)
+    row = add_file(site.web, site.run_id, "notes.txt", b"secret-bytes", "text/plain")
+    link = url(site.run_id, row.id)
+    real = svc.audit.record_alone
+
+    def busy(*args: Any, **kwargs: Any) -> None:
+        raise DatabaseBusy("the database is busy")
+
+    monkeypatch.setattr(svc.audit, "record_alone", busy)
+    for _ in range(CAP + 2):
+        r = site.get(link, "bob")
+        assert r.status_code == 503 and b"secret-bytes" not in r.content
+    monkeypatch.setattr(svc.audit, "record_alone", real)
+    assert site.get(link, "bob").content == b"secret-bytes"
+    assert len(audit(site.web, "file.downloaded")) == 1
