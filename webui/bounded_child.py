@@ -28,9 +28,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import selectors
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ MEMORY_EXIT = 3  # the target ran out of its address space
 OUTPUT_EXIT = 4  # the target returned more than the parent reads
 ERROR_EXIT = 5  # the target raised
 MAX_ERROR_BYTES = 2048  # of a child's stderr the parent keeps (for the log)
+_CHUNK = 64 * 1024  # read from or written to a child's pipe at once
 # What the child keeps of the server's environment: what the interpreter needs to start.
 CHILD_ENV_NAMES = ("LD_LIBRARY_PATH",)
 
@@ -111,10 +114,10 @@ def _kill(pid: int) -> None:
 
 
 def _judge(returncode: int, *, timed_out: bool, over: bool, stderr: bytes) -> ChildFailed | None:
+    if over or returncode == OUTPUT_EXIT:  # first: the parent killed it for that
+        return ChildFailed("output")
     if timed_out or returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return ChildFailed("time")
-    if over or returncode == OUTPUT_EXIT:
-        return ChildFailed("output")
     if returncode == MEMORY_EXIT:
         return ChildFailed("memory")
     if returncode != 0:
@@ -141,26 +144,72 @@ def run_child_blocking(
         )
     except OSError as exc:
         raise ChildFailed("error", f"could not start: {exc.strerror or exc}") from None
-    timed_out = False
+    timed_out = over = False
     out, err = b"", b""
     try:
-        # The child bounds what it writes (its result, a short error), so reading it whole is bounded.
-        out, err = proc.communicate(payload, timeout=bounds.seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        # Code the child runs (a handler file's import) may write to its stdout itself:
+        # never more than `output_bytes` of it is read, whatever the child does.
+        out, err, over = _exchange(proc, payload, bounds.output_bytes, time.monotonic() + bounds.seconds)
+        timed_out = not over and proc.returncode is None
     finally:
-        if proc.returncode is None or timed_out:
+        if proc.returncode is None or timed_out or over:
             _kill(proc.pid)
-            for pipe in (proc.stdin, proc.stdout, proc.stderr):
-                if pipe is not None:  # never wait for an end of file a grandchild could hold
-                    with contextlib.suppress(OSError):
-                        pipe.close()
-            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:  # never wait for an end of file a grandchild could hold
+                with contextlib.suppress(OSError):
+                    pipe.close()
     returncode = proc.wait()
-    failed = _judge(returncode, timed_out=timed_out, over=len(out) > bounds.output_bytes, stderr=err)
+    failed = _judge(returncode, timed_out=timed_out, over=over, stderr=err)
     if failed is not None:
         raise failed
     return out
+
+
+def _exchange(
+    proc: subprocess.Popen[bytes], payload: bytes, cap: int, deadline: float
+) -> tuple[bytes, bytes, bool]:
+    """Feed `payload` to the child's stdin while reading its stdout (at most `cap` bytes)
+    and the end of its stderr (its last `MAX_ERROR_BYTES`), until both end and the child
+    exits or `deadline` passes: (stdout, stderr, whether stdout went past `cap`)."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    view, sent = memoryview(payload), 0
+    with selectors.DefaultSelector() as selector:
+        if payload:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), False
+            for key, _ in selector.select(left):
+                pipe = key.fileobj
+                if pipe is proc.stdin:
+                    try:
+                        sent += os.write(proc.stdin.fileno(), view[sent : sent + _CHUNK])
+                    except BrokenPipeError:
+                        sent = len(view)
+                    if sent >= len(view):
+                        selector.unregister(pipe)
+                        with contextlib.suppress(OSError):
+                            proc.stdin.close()
+                    continue
+                data = os.read(key.fd, _CHUNK)
+                if not data:
+                    selector.unregister(pipe)
+                elif pipe is proc.stdout:
+                    out += data
+                    if len(out) > cap:
+                        return bytes(out[: cap + 1]), bytes(err), True
+                else:
+                    err = (err + data)[-MAX_ERROR_BYTES:]
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    return bytes(out), bytes(err), False
 
 
 async def run_child(

@@ -5,6 +5,10 @@ that asked for the check (the server's publish, `projects add`, `structure`)."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +16,9 @@ import pytest
 
 from tests.helpers import WAIT
 from tests.workflows.test_handler_check import PROJECT_ID
+from webui.host.unprivileged import ENV_VARIABLE
+from webui.projects.handler_check import check_bounds
+from webui.settings import Settings
 from webui.workflows.handlers import CheckBounds, HandlerRef, check_handlers
 
 # The import finds the check's own copy of the answer pipe (check_child's `stdout`), writes
@@ -44,7 +51,6 @@ def _project(root: Path, source: str) -> list[HandlerRef]:
     return [HandlerRef("run", "main.py:run", f"{root}/package.json:1: entrypoints[0].handler")]
 
 
-@pytest.mark.xfail(strict=True, reason="run_child_blocking reads the child's whole stdout until its deadline")
 def test_a_handler_import_flooding_the_answer_pipe_is_stopped_at_the_read_bound(tmp_path: Path) -> None:
     """The blocking check (publish, `projects add`, `structure`) read the child's whole
     stdout (`communicate`) for as long as the child lived: an import writing GBs to it filled
@@ -54,3 +60,57 @@ def test_a_handler_import_flooding_the_answer_pipe_is_stopped_at_the_read_bound(
     found = check_handlers(tmp_path / "p", refs, CheckBounds(seconds=8))
     assert time.monotonic() - started < WAIT  # a hang guard
     assert len(found) == 1 and "importing them wrote more than the check reads" in found[0], found
+
+
+# Reads every process environment its user may read, and says what it found in its error.
+PEEK = """
+import os
+found = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                found += [v for v in f.read().split(b"\\0") if v.startswith(b"HOST_SERVER_TOKEN=")]
+        except OSError:
+            pass
+raise ValueError(b" ".join(found).decode() or "nothing")
+"""
+TOKEN = "HOST_SERVER_TOKEN=tok-3f9a-not-for-projects"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the check runs as worker_user only under root")
+@pytest.mark.xfail(strict=True, reason="the check child runs as worker_user, the host stdio servers' user")
+def test_a_handler_import_under_root_cannot_read_a_host_stdio_servers_environment(tmp_path: Path) -> None:
+    """Under root the check imports a draft's handlers as `worker_user`, the user the host's
+    stdio MCP servers run as by default (`host_server_user` unset): the draft's author's
+    code then reads those servers' /proc/<pid>/environ (their configured tokens) and says
+    them in the check's problem, which the publish page shows. It must run as a user no
+    other process of the server's runs as."""
+    settings = Settings.model_construct()
+    user = pwd.getpwnam(settings.resolved_host_server_user)
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, user.pw_uid, user.pw_gid)
+    launch = json.dumps({"HOME": str(home), TOKEN.split("=")[0]: TOKEN.split("=", 1)[1]})
+    launcher = [sys.executable, "-I", "-m", "webui.host.unprivileged", str(user.pw_uid), str(user.pw_gid)]
+    server = subprocess.Popen(
+        [*launcher, str(home), "sleep", "60"],
+        env={ENV_VARIABLE: launch, "PATH": os.environ["PATH"]},
+    )
+    try:
+        deadline = time.monotonic() + WAIT
+        while os.stat(f"/proc/{server.pid}").st_uid != user.pw_uid or _comm(server.pid) != "sleep":
+            assert time.monotonic() < deadline
+        refs = _project(tmp_path / "p", PEEK)
+        found = check_handlers(tmp_path / "p", refs, check_bounds(settings))
+    finally:
+        server.kill()
+        server.wait()
+    assert len(found) == 1 and "ValueError: nothing" in found[0], found
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
