@@ -248,7 +248,6 @@ def asgi_get(site: Site, link: str, key: str, on_start: Any) -> tuple[int, bytes
     return status, bytes(body), ended
 
 
-@pytest.mark.xfail(strict=True, reason="the file is opened only after the 200 and its length went out")
 def test_a_file_removed_as_its_download_begins_still_arrives_whole(site: Site) -> None:
     """What the 200 announced (its Content-Length) is what is sent: the file is open before
     the response begins, so removing it then (a clean-up, an operator) cuts nothing short."""

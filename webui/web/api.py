@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 import anyio
 from fastapi import APIRouter, Query, Request
@@ -232,20 +232,21 @@ def created_file(
 
 
 class HeldDownload(StreamingResponse):
-    """A download that holds one of its account's places (`DownloadSlots`) until it ends,
-    however it ends (finished, its client gone, cancelled)."""
+    """A download that holds one of its account's places (`DownloadSlots`) and its open file
+    until it ends, however it ends (finished, its client gone, cancelled): `done` gives both
+    back."""
 
     def __init__(
-        self, content: AsyncIterator[bytes], *, headers: dict[str, str], release: Callable[[], None]
+        self, content: AsyncIterator[bytes], *, headers: dict[str, str], done: Callable[[], None]
     ) -> None:
         super().__init__(content, headers=headers)
-        self.release = release
+        self.done = done
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self.release()
+            self.done()
 
 
 def download_slots(request: Request) -> DownloadSlots:
@@ -257,11 +258,31 @@ def download_slots(request: Request) -> DownloadSlots:
     return slots
 
 
-async def _file_chunks(path: str) -> AsyncIterator[bytes]:
-    """The file a chunk at a time, each read in a thread: never whole in memory."""
-    async with await anyio.open_file(path, "rb") as f:
-        while chunk := await f.read(DOWNLOAD_CHUNK):
-            yield chunk
+def open_stored(path: str) -> BinaryIO | None:
+    """The stored file opened for reading, or None when it is gone or no regular file (never
+    waiting on one, a FIFO say). Opened before the response begins, so what its 200 announces
+    (the length) is what is sent, even if the file is removed meanwhile."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+async def _file_chunks(f: BinaryIO, size: int) -> AsyncIterator[bytes]:
+    """`size` bytes of the open file a chunk at a time, each read in a thread: never whole in
+    memory, never more than the Content-Length announced."""
+    left = size
+    while left > 0 and (chunk := await anyio.to_thread.run_sync(f.read, min(DOWNLOAD_CHUNK, left))):
+        left -= len(chunk)
+        yield chunk
 
 
 @router.get(
@@ -294,10 +315,20 @@ async def download_created_file(
     reader, source = await run_reader(request)
     row, name = await run_db(created_file, services, run_id, file_id, reader)
     release = download_slots(request).take(reader.actor)  # TooManyDownloads: 429
-    try:
-        return await _download(request, services, row, name, reader, source, release)
-    except BaseException:
+    f: BinaryIO | None = None
+
+    def done() -> None:
         release()
+        if f is not None:
+            f.close()
+
+    try:
+        f = await anyio.to_thread.run_sync(open_stored, row.storage)
+        if f is None:
+            raise NotFound(f"file {file_id!r} is no longer stored")
+        return await _download(request, services, row, name, reader, source, f, done)
+    except BaseException:
+        done()
         raise
 
 
@@ -308,14 +339,10 @@ async def _download(
     name: str,
     reader: Principal | UiUser,
     source: str,
-    release: Callable[[], None],
+    f: BinaryIO,
+    done: Callable[[], None],
 ) -> Response:
-    try:
-        found = await anyio.to_thread.run_sync(os.stat, row.storage)
-    except OSError:
-        found = None
-    if found is None or not stat.S_ISREG(found.st_mode):
-        raise NotFound(f"file {row.id!r} is no longer stored")
+    size = os.fstat(f.fileno()).st_size
     await run_db(
         lambda: services.audit.record_alone(
             services.engine,
@@ -327,7 +354,7 @@ async def _download(
             outcome="ok",
             client_address=request.client.host if request.client else None,
             user_agent=request.headers.get("user-agent"),
-            details={"fileId": row.id, "size": found.st_size},
+            details={"fileId": row.id, "size": size},
         )
     )
     headers = {
@@ -335,9 +362,9 @@ async def _download(
         # As stored, without a charset the server cannot know (Starlette adds one to text/*).
         "Content-Type": served_type(row.mime_type),
         "Content-Disposition": content_disposition(name),
-        "Content-Length": str(found.st_size),
+        "Content-Length": str(size),
     }
-    return HeldDownload(_file_chunks(row.storage), headers=headers, release=release)
+    return HeldDownload(_file_chunks(f, size), headers=headers, done=done)
 
 
 class AnswerBody(BaseModel):
