@@ -16,7 +16,7 @@ import threading
 import time
 from concurrent.futures import Future
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import pytest
@@ -26,6 +26,8 @@ from tests.security.test_created_file_downloads import Site, add_file, prepared_
 from tests.web.conftest import HELLO, audit, rendered, services
 from webui.admin import revoke_key, set_project_grants
 from webui.blocking import DatabaseBusy
+from webui.mcp.binding import base_url
+from webui.mcp.results import file_links
 from webui.store import runs as run_store
 from webui.store.models import Run
 
@@ -257,3 +259,20 @@ def test_a_file_removed_as_its_download_begins_still_arrives_whole(site: Site) -
         site, url(site.run_id, row.id), site.keys["bob"], lambda: os.unlink(row.storage)
     )
     assert (status, body, ended) == (200, data, True)
+
+
+def test_a_resource_link_points_at_the_public_url_or_the_checked_host_never_a_forwarded_one() -> None:
+    """The link a client follows with its Bearer key: the configured public URL, else the
+    request's own Host (the guard has checked it against the allowed hosts; h11 refuses a
+    second Host), never X-Forwarded-Host or Forwarded; hostile ids stay inside its path."""
+    forged = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"x-forwarded-host", b"evil.example"),
+        (b"forwarded", b"host=evil"),
+    ]
+    assert base_url({"type": "http", "scheme": "http", "headers": forged}) == "http://127.0.0.1:8000"
+    views = [{"id": "../../../x?y#@evil.example/", "name": "a.txt", "mimeType": "text/plain", "size": 1}]
+    (link,) = file_links("run/../..@evil", views, "https://mcp.example.com/")
+    uri = urlsplit(str(link.uri))
+    assert (uri.scheme, uri.netloc, uri.query, uri.fragment) == ("https", "mcp.example.com", "", "")
+    assert uri.path.startswith("/api/runs/") and uri.path.count("/") == 5
