@@ -30,10 +30,17 @@ Three parts, each with its baseline measured in the same run, on loopback only:
   what is imported lazily is counted), every quarter, after the last call, and after the
   sessions closed. Target: VmRSS after the calls <= idle + 20 MiB. The bare server runs the
   same calls as the reference.
+- `refusals` (not in the default parts): what a first client meets when it gets something
+  wrong (issue 38), on a fresh `steamharness serve` and bare server, each kind of request
+  against its baseline in rotating blocks: (a) `tools/call` with a mistyped argument (an
+  isError result, no run) against a valid call, and against the bare server's refusal of a
+  call without its argument (a JSON-RPC error); (b) `tools/list` with a wrong key (401 with
+  a Bearer invalid_token challenge) against a valid key; (c) GET on an OAuth discovery path
+  (404 oauth_not_offered) against GET /healthz. p50/p99 and their ratios.
 
 Run: `python bench/http_call.py [--parts call,auth,upload] [--calls N] [--rounds N] [--round-calls N]
 [--auth-iterations N] [--uploads N] [--profile-auth] [--repeat N] [--pin CPU|auto|none]
-[--memory-calls N]`
+[--memory-calls N] [--samples N]`
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +75,7 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from webui.auth.keys import Authenticator
 from webui.store.db import make_engine, sqlite_url
@@ -605,6 +613,194 @@ def report_observability(results: list[dict[str, float]]) -> None:
         )
 
 
+# --------------------------------------------------------------------------- part: refusals
+# The paths clients probe first after a 401 (what the Python SDK's OAuth provider asks first).
+OAUTH_PROBE = f"/.well-known/oauth-protected-resource/api/workflows/{HELLO_ID}/mcp"
+
+
+@dataclass
+class Series:
+    """One kind of request: `once` sends it and checks its answer; `samples` its timed runs."""
+
+    label: str
+    once: Callable[[], Awaitable[object]]
+    samples: list[float] = field(default_factory=list)
+
+
+async def _interleaved(series: list[Series], n: int) -> None:
+    """`n` warm-up requests per series, then `n` measured ones in blocks of BLOCK, the series'
+    order rotating every block (ABBA for two)."""
+    for s in series:
+        for _ in range(n):
+            await s.once()
+    done, order = 0, list(series)
+    while done < n:
+        k = min(BLOCK, n - done)
+        for s in order:
+            for _ in range(k):
+                t0 = time.perf_counter()
+                await s.once()
+                s.samples.append(time.perf_counter() - t0)
+        order, done = order[1:] + order[:1], done + k
+
+
+def _report_series(series: list[Series], pairs: list[tuple[int, int]]) -> None:
+    """p50/p99 of each series, then the ratio of each (a, b) pair: p50 (p99)."""
+    for s in series:
+        p50, p99 = _common.percentile(s.samples, 50), _common.percentile(s.samples, 99)
+        print(f"  {s.label:<46} p50 {_common.ms(p50)}   p99 {_common.ms(p99)}   (n={len(s.samples)})")
+    for a, b in pairs:
+        sa, sb = series[a], series[b]
+        r50 = _common.ratio(_common.percentile(sa.samples, 50), _common.percentile(sb.samples, 50))
+        r99 = _common.ratio(_common.percentile(sa.samples, 99), _common.percentile(sb.samples, 99))
+        print(f"  ratio {sa.label} / {sb.label}: p50 {r50} (p99 {r99})")
+
+
+def _store_counts(ws: Workspace) -> tuple[int, int]:
+    """(runs, tool.failed audit events) in the workspace's store; read while no server runs."""
+    conn = sqlite3.connect(f"file:{ws.data_dir / 'steamharness.sqlite3'}?mode=ro", uri=True)
+    try:
+        runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        failed = conn.execute("SELECT count(*) FROM audit_events WHERE event = 'tool.failed'").fetchone()[0]
+    finally:
+        conn.close()
+    return int(runs), int(failed)
+
+
+async def _check_challenge(sh: ServerProc, mcp_url: str, wrong_key: str) -> None:
+    """The wrong key's 401 carries the Bearer invalid_token challenge (what (b) measures)."""
+    async with httpx2.AsyncClient(timeout=30) as hc:
+        r = await hc.post(mcp_url, headers={"Authorization": f"Bearer {wrong_key}"}, json={})
+    challenge = r.headers.get("www-authenticate", "")
+    if (
+        r.status_code != 401
+        or not challenge.startswith("Bearer ")
+        or 'error="invalid_token"' not in challenge
+    ):
+        raise RuntimeError(f"{sh.label}: a wrong key got {r.status_code} {challenge!r}")
+
+
+async def part_refusals(ws: Workspace, n: int) -> None:
+    """What a first client meets when it gets something wrong (issue 38), each against its
+    baseline in the same run: (a) a mistyped argument, now an isError result and no run, against
+    a valid call and against the bare server's refusal of a call it cannot run; (b) tools/list
+    with a wrong key (401 with a Bearer challenge) against a valid key; (c) GET on an OAuth
+    discovery path (404 oauth_not_offered) against GET /healthz."""
+    wrong_key = f"shk_{secrets.token_hex(8)}_{secrets.token_urlsafe(24)}"  # well-formed, unknown
+    # Above the wrong keys this part sends, so that every one is the 401 a first user meets
+    # (past the default 30 per address they would be throttled to 429s held 1 s).
+    sh = steamharness_server(ws, STEAMHARNESS_BEARER_FAILURES_PER_ADDRESS=str(2 * n + 100))
+    bare = bare_server(ws)
+    mcp_url = f"{sh.base_url}/api/workflows/{HELLO_ID}/mcp?target=latest"
+    valid = {"Authorization": f"Bearer {ws.key}"}
+    runs0, failed0 = _store_counts(ws)
+    print(
+        f"\n[refusals] fresh servers; Python SDK client (mode=legacy) over Streamable HTTP; {n} warm-up + "
+        f"{n} measured requests per series, blocks of {BLOCK}, the order rotating every block"
+    )
+    try:
+        await sh.start()
+        await bare.start()
+        await _check_challenge(sh, mcp_url, wrong_key)
+        async with AsyncExitStack() as stack:
+            bare_t = Target(bare.label, f"{bare.base_url}/mcp", {}, _bare_ok)
+            bare_c = await _open(stack, bare_t)
+            sh_t = Target(sh.label, mcp_url, valid, _hello_ok)
+            sh_c = await _open(stack, sh_t)
+            # A session opened with the valid key whose client then sends a wrong one.
+            wrong_hc = await stack.enter_async_context(httpx2.AsyncClient(headers=valid, timeout=30))
+            wrong_c = await stack.enter_async_context(
+                Client(streamable_http_client(mcp_url, http_client=wrong_hc), mode="legacy")
+            )
+            wrong_hc.headers["Authorization"] = f"Bearer {wrong_key}"
+            # The valid key again before the session's DELETE (the stack closes in reverse).
+            stack.callback(wrong_hc.headers.__setitem__, "Authorization", f"Bearer {ws.key}")
+            plain = await stack.enter_async_context(httpx2.AsyncClient(timeout=30))
+
+            async def bare_valid() -> None:
+                await _call(bare_t, bare_c)
+
+            async def bare_invalid() -> None:
+                # The bare server validates nothing: a missing argument is its handler's KeyError,
+                # which the SDK answers as a JSON-RPC error (the client raises).
+                try:
+                    await bare_c.call_tool("echo", {})
+                except MCPError as exc:
+                    if "text" not in exc.message:
+                        raise RuntimeError(f"bare: unexpected refusal: {exc}") from exc
+                    return
+                raise RuntimeError("bare: a call without its argument was answered")
+
+            async def sh_valid() -> None:
+                await _call(sh_t, sh_c)
+
+            async def sh_invalid() -> None:
+                r = await sh_c.call_tool("echo", {"text": 5})
+                sc = r.structured_content
+                error = sc.get("error") if isinstance(sc, dict) else None
+                if not r.is_error or not isinstance(error, dict) or error.get("code") != "invalid_params":
+                    raise RuntimeError(f"{sh.label}: mistyped argument: {r.model_dump(exclude_none=True)}")
+
+            async def list_valid() -> None:
+                tools = (await sh_c.list_tools()).tools
+                if "echo" not in {t.name for t in tools}:
+                    raise RuntimeError(f"{sh.label}: tools/list without echo")
+
+            async def list_wrong() -> None:
+                try:
+                    await wrong_c.list_tools()
+                except MCPError as exc:
+                    if exc.code != -32001 or "invalid API key" not in exc.message:
+                        raise RuntimeError(f"{sh.label}: wrong key: {exc}") from exc
+                    return
+                raise RuntimeError(f"{sh.label}: tools/list answered a wrong key")
+
+            async def get_oauth() -> None:
+                r = await plain.get(sh.base_url + OAUTH_PROBE)
+                if r.status_code != 404 or r.json().get("error") != "oauth_not_offered":
+                    raise RuntimeError(f"{sh.label}: GET {OAUTH_PROBE}: {r.status_code} {r.text[:200]}")
+
+            async def get_healthz() -> None:
+                r = await plain.get(sh.base_url + "/healthz")
+                if r.status_code != 200:
+                    raise RuntimeError(f"{sh.label}: GET /healthz: {r.status_code} {r.text[:200]}")
+
+            calls = [
+                Series("steamharness mistyped argument (isError)", sh_invalid),
+                Series("steamharness valid call (a run)", sh_valid),
+                Series("bare missing argument (JSON-RPC error)", bare_invalid),
+                Series("bare valid call", bare_valid),
+            ]
+            keys = [
+                Series("tools/list, wrong key (401)", list_wrong),
+                Series("tools/list, valid key", list_valid),
+            ]
+            probes = [
+                Series("GET oauth-protected-resource/… (404)", get_oauth),
+                Series("GET /healthz", get_healthz),
+            ]
+            for group in (calls, keys, probes):
+                await _interleaved(group, n)
+                sh.record_children()
+    finally:
+        sh.stop()
+        bare.stop()
+    runs1, failed1 = _store_counts(ws)
+    print('[refusals] (a) tools/call echo: {"text": 5} against {"text": …}, one session per server')
+    _report_series(calls, [(0, 1), (0, 2), (2, 3)])
+    print(
+        f"  runs created {runs1 - runs0} (the {2 * n} valid calls; none for the {2 * n} mistyped ones: "
+        f"{'yes' if runs1 - runs0 == 2 * n else 'NO'}), tool.failed events {failed1 - failed0}"
+    )
+    print(
+        "[refusals] (b) tools/list on steamharness, one session each "
+        "(the wrong key's session opened with the valid key)"
+    )
+    _report_series(keys, [(0, 1)])
+    print("[refusals] (c) GET on steamharness, no credential, one kept-alive connection")
+    _report_series(probes, [(0, 1)])
+
+
 # --------------------------------------------------------------------------- part 4: memory
 async def _memory_run(server: ServerProc, target: Target, total: int) -> list[tuple[str, int]]:
     """VmRSS (KiB) of the server at each stage of `total` calls over CLIENTS sessions."""
@@ -952,7 +1148,7 @@ async def main() -> None:
     parser.add_argument(
         "--parts",
         default="call,auth,upload",
-        help="comma-separated: call, auth, upload, memory, observability",
+        help="comma-separated: call, auth, upload, memory, observability, refusals",
     )
     parser.add_argument(
         "--calls", type=int, default=300, help="latency: warm-up and measured calls (1..5000)"
@@ -968,6 +1164,12 @@ async def main() -> None:
     parser.add_argument("--profile-auth", action="store_true", help="auth: also print a cProfile")
     parser.add_argument(
         "--memory-calls", type=int, default=10_000, help="memory: calls per server (100..100000)"
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=200,
+        help="refusals: warm-up and measured requests per series (20..5000)",
     )
     parser.add_argument(
         "--repeat", type=int, default=3, help="call: repetitions with fresh servers, medians reported (1..9)"
@@ -990,7 +1192,7 @@ async def main() -> None:
         os.sched_setaffinity(0, set(cpus) - SERVER_CPUS)  # the clients stay off the servers' core
     parts = args.parts.split(",")
     for p in parts:
-        if p not in ("call", "auth", "upload", "memory", "observability"):
+        if p not in ("call", "auth", "upload", "memory", "observability", "refusals"):
             parser.error(f"unknown part {p!r}")
     calls = max(1, min(args.calls, 5000))
     rounds = max(1, min(args.rounds, 50))
@@ -999,6 +1201,7 @@ async def main() -> None:
     uploads = max(1, min(args.uploads, 20))
     repeat = max(1, min(args.repeat, 9))
     memory_calls = max(100, min(args.memory_calls, 100_000))
+    samples = max(20, min(args.samples, 5000))
 
     print("Streamable HTTP benchmarks: steamharness serve against bare SDK / raw Starlette baselines")
     print(_common.machine_line())
@@ -1042,6 +1245,12 @@ async def main() -> None:
                 await part_memory(ws, memory_calls)
             except Exception as exc:
                 print(f"  [memory] failed: {_describe(exc)}")
+                _print_logs(ws)
+        if "refusals" in parts:
+            try:
+                await part_refusals(ws, samples)
+            except Exception as exc:
+                print(f"  [refusals] failed: {_describe(exc)}")
                 _print_logs(ws)
     finally:
         shutil.rmtree(ws.root, ignore_errors=True)
