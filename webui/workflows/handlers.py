@@ -80,17 +80,16 @@ class HandlerRef:
 
 
 def _payload(root: Path, refs: Sequence[HandlerRef], bounds: CheckBounds) -> bytes:
-    files: dict[str, list[str]] = {}
+    files: dict[str, dict[str, None]] = {}  # each file's functions, in order, once each
     for ref in refs:
         if ref.file not in files and len(files) >= MAX_FILES:
             continue
-        functions = files.setdefault(ref.file, [])
-        if ref.function not in functions:
-            functions.append(ref.function)
+        files.setdefault(ref.file, {})[ref.function] = None
     # The child stops importing at its own deadline, before the parent's kill: it can then
     # say which file did not finish.
     deadline = max(0.1, bounds.seconds * 0.8 - 0.2)
-    return json.dumps({"root": str(root), "deadline": deadline, "files": files}).encode()
+    listed = {file: list(functions) for file, functions in files.items()}
+    return json.dumps({"root": str(root), "deadline": deadline, "files": listed}).encode()
 
 
 def check_handlers(
@@ -159,7 +158,7 @@ def judge(out: bytes, refs: Sequence[HandlerRef], checked: Path, shown: Path | N
         if isinstance(error, dict):
             if ref.file not in told:
                 told.add(ref.file)
-                users = ", ".join(r.entrypoint for r in refs if r.file == ref.file)
+                users = one_line(", ".join(r.entrypoint for r in refs if r.file == ref.file), 400)
                 where = _at(root, error.get("file") or ref.file, error.get("line"))
                 problems.append(
                     f"{where}: importing {one_line(ref.file)} (the handler file of {users}): {_text(error)}"
