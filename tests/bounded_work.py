@@ -2,9 +2,10 @@
 in a database thread, read from the source (no import, no execution).
 
 The rule it checks (docs/architecture.md, "work hostile input can make long"): a regular
-expression built from data, a JSON Schema validation, a parser of files or documents, and a
-network call run only inside one of the bounded wrappers (`ALLOWED` in the test), never
-reached from
+expression built from data, a JSON Schema validation, a parser of files or documents, a
+network call and a bounded child waited on in the calling thread (`run_child_blocking`: it
+holds the thread for the child's whole bound) run only inside one of the bounded wrappers
+(`ALLOWED` in the test), never reached from
 
 - an `async def` (the event loop), through the synchronous functions it calls; or
 - a function handed to `run_db` (a database thread, holding a connection), through what it calls.
@@ -52,6 +53,10 @@ SYNC_NETWORK = frozenset(
 )
 SOCKET_CALLS = frozenset({"create_connection", "getaddrinfo", "gethostbyname", "urlopen", "HTTPConnection"})
 PARSER_MODULES = ("pypdf", "zipfile", "xml", "html.parser", "yaml", "tarfile")
+# A bounded child waited on in the calling thread: bounded, but for as long as the child's
+# bound (a draft's handler import, a crafted file's compile), so never on the loop or in a
+# database thread: async code awaits `run_child` instead.
+CHILD_WAITS = frozenset({"webui.bounded_child.run_child_blocking"})
 # Method names too common to resolve to a single class by name alone.
 COMMON = frozenset(
     {
@@ -68,7 +73,7 @@ COMMON = frozenset(
 
 @dataclass
 class Sink:
-    kind: str  # regex from data, schema validation, parser, network
+    kind: str  # regex from data, schema validation, parser, network, child process waited on
     what: str
     line: int
 
@@ -228,6 +233,8 @@ class _Collector(ast.NodeVisitor):
             self.fn.sinks.append(Sink("schema validation", origin, line))
         if origin in JSON_READERS:
             self.fn.sinks.append(Sink("parser", origin, line))
+        if origin in CHILD_WAITS:
+            self.fn.sinks.append(Sink("child process waited on", origin, line))
         for mod in PARSER_MODULES:
             if origin == mod or origin.startswith(mod + "."):
                 self.fn.sinks.append(Sink("parser", origin, line))

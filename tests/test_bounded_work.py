@@ -1,7 +1,8 @@
 """No regular expression built from data, JSON Schema validation, file or document parser,
-JSON read from outside, or network call is reachable from the event loop or from inside a
-database thread except through a bounded wrapper (`tests/bounded_work.py` reads the source;
-docs/architecture.md, "work hostile input can make long")."""
+JSON read from outside, network call or bounded child waited on in the thread is reachable
+from the event loop or from inside a database thread except through a bounded wrapper
+(`tests/bounded_work.py` reads the source; docs/architecture.md, "work hostile input can
+make long")."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ ALLOWED: dict[str, str] = {
     ),
     "webui.web.logging:Redactor.__init__": "the server's own secrets from its settings, once at start",
     "webui.auth.saved:saved_auth_env": "the operator's own saved login, read once when stdio starts",
+    "webui.knowledge.reader:FileReader.read_blocking": (
+        "the CLI's reader of a file's bytes (a bounded child it waits on): it refuses in a database"
+        " thread, and the server's async paths pass read text (`read`, awaited), never bytes, to `_text`"
+    ),
     "webui.workflows.package_json:read_package_json": (
         "a project's package.json on the server's disk (registered by an operator), read by the "
         "strict reader within its length and value counts"
@@ -117,3 +122,40 @@ def test_the_check_follows_calls_handed_over_functions_and_methods(tmp_path: Pat
         "pkg/checks.py:14",
         "pkg/checks.py:24",
     ]
+
+
+def test_a_bounded_child_waited_on_in_a_database_thread_or_on_the_loop_is_found(tmp_path: Path) -> None:
+    """A child waited on in the calling thread holds that thread for the child's whole bound
+    (a draft's handler import: 30 s): async code awaits `run_child` instead (issue 38)."""
+    root = _package(
+        tmp_path,
+        {
+            "checks.py": """
+                from webui.bounded_child import run_child, run_child_blocking
+
+                def check(payload):
+                    return run_child_blocking("m:f", payload, None)
+
+                async def check_async(payload):
+                    return await run_child("m:f", payload, None)
+            """,
+            "routes.py": """
+                from pkg.checks import check, check_async
+
+                async def publish(payload):
+                    return await run_db(check, payload)
+
+                async def preview(payload):
+                    return check(payload)
+
+                async def fine(payload):
+                    return await check_async(payload)
+            """,
+        },
+    )
+    found = {(f.where, f.root_kind, f.chain[0], f.sink) for f in findings(read_tree(root, "pkg"), [])}
+    sink = "child process waited on (webui.bounded_child.run_child_blocking)"
+    assert found == {
+        ("pkg/checks.py:5", "database thread", "pkg.checks:check", sink),
+        ("pkg/checks.py:5", "event loop", "pkg.routes:preview", sink),
+    }

@@ -58,7 +58,7 @@ def projects_add(
 
     _, registry = open_store(server_settings(data_dir, database_url))
     try:
-        project, created = registry.register(directory, check_handlers=True)
+        project, created = registry.register_checked(directory)
     except ProjectProblems as exc:
         fail_all(exc.problems)
     echo(f"{'registered' if created else 'already registered'}: {project.name} {project.id}", err=True)

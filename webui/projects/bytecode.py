@@ -30,7 +30,7 @@ import py_compile
 import stat
 from pathlib import Path
 
-from webui.bounded_child import Bounds, ChildFailed, run_child_blocking
+from webui.bounded_child import Bounds, ChildFailed, run_child, run_child_blocking
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +45,57 @@ PYC_BYTES = 64 * 1024 * 1024
 
 def compile_snapshot(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
     """Write `__pycache__` bytecode for the `.py` files under `folder` in a bounded child
-    process; how many it compiled (0 when it was stopped or failed: publish goes on)."""
+    process; how many it compiled (0 when it was stopped or failed: publish goes on). Waits
+    in this thread (the CLI); the server uses `compile_snapshot_async`."""
+    payload, bounds = _child_call(folder, timeout)
+    try:
+        out = run_child_blocking(CHILD_TARGET, payload, bounds)
+    except ChildFailed as exc:
+        return _stopped(folder, timeout, exc)
+    return _compiled(out)
+
+
+async def compile_snapshot_async(folder: Path, *, timeout: float = TIMEOUT_SECONDS) -> int:
+    """`compile_snapshot` for async code: the event loop waits on the child's pipes, so a
+    crafted file that compiles for the whole bound holds no thread (and no database
+    connection) meanwhile."""
+    payload, bounds = _child_call(folder, timeout)
+    try:
+        out = await run_child(CHILD_TARGET, payload, bounds)
+    except ChildFailed as exc:
+        return _stopped(folder, timeout, exc)
+    return _compiled(out)
+
+
+CHILD_TARGET = f"{__name__}:compile_child"
+
+
+def _child_call(folder: Path, timeout: float) -> tuple[bytes, Bounds]:
+    """What the child is given (the folder and the folders that are not code), and its bounds."""
     from webui.workflows.targets import SKIP_DIRS  # (the child imports only the stdlib)
 
-    # Given the folder and the folders that are not code.
     payload = json.dumps({"folder": str(folder), "skip": sorted(SKIP_DIRS)}).encode()
     bounds = Bounds(
         seconds=timeout, address_space_bytes=ADDRESS_SPACE_BYTES, output_bytes=64, file_bytes=PYC_BYTES
     )
-    try:
-        out = run_child_blocking(f"{__name__}:compile_child", payload, bounds)
-    except ChildFailed as exc:
-        if exc.reason == "time":
-            log.warning(
-                "%s: compiling its Python files took over %g s; its runs compile the rest", folder, timeout
-            )
-        else:
-            log.warning(
-                "%s: compiling its Python files stopped (%s); its runs compile the rest",
-                folder,
-                exc.detail or exc.reason,
-            )
-        return 0
+    return payload, bounds
+
+
+def _stopped(folder: Path, timeout: float, exc: ChildFailed) -> int:
+    if exc.reason == "time":
+        log.warning(
+            "%s: compiling its Python files took over %g s; its runs compile the rest", folder, timeout
+        )
+    else:
+        log.warning(
+            "%s: compiling its Python files stopped (%s); its runs compile the rest",
+            folder,
+            exc.detail or exc.reason,
+        )
+    return 0
+
+
+def _compiled(out: bytes) -> int:
     try:
         return int(out.strip() or 0)
     except ValueError:

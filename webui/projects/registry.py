@@ -22,14 +22,14 @@ from sqlalchemy.engine import Engine
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.errors import NotFound, ProjectError, ProjectProblems, SteamharnessError
-from webui.projects.bytecode import compile_snapshot
+from webui.projects.bytecode import compile_snapshot, compile_snapshot_async
 from webui.projects.handler_check import check_bounds
 from webui.settings import Settings
 from webui.store import projects as project_store
 from webui.store.db import AuditWrite
 from webui.store.models import ProjectRecord, ProjectVersion
 from webui.store.paths import private_folder, resolve, seal_versions, to_stored
-from webui.workflows.handlers import CheckBounds, check_handlers
+from webui.workflows.handlers import CheckBounds, HandlerRef, check_handlers, check_handlers_async
 from webui.workflows.project import Project, check_project, load_project, read_project
 from webui.workflows.related import RelatedProjectError, confirm_relation
 from webui.workflows.targets import SKIP_DIRS, RevisionHasher, Target, check_version, version_key
@@ -89,6 +89,28 @@ class DraftReview:
 
 
 @dataclass(frozen=True)
+class DraftCopy:
+    """One private copy of a project's draft, in a work folder of its own until `discard`:
+    what a publish checks, compiles and moves into place, or what a preview shows and checks.
+    What was checked is what is published or shown, whatever the draft becomes meanwhile."""
+
+    project_id: str  # the registered project it is a draft of
+    project: Project  # loaded from the copy, `root` naming the draft folder
+    revision: str  # the copy's content revision
+    work: Path  # the work folder; the copy is `folder`, in it
+    handlers: tuple[HandlerRef, ...]  # its entrypoints' handlers, for the handler check
+    label: str | None = None  # the version a publish stores it as
+
+    @property
+    def folder(self) -> Path:
+        return self.work / "copy"
+
+    def discard(self) -> None:
+        """Remove the work folder and what is left in it (file work: in a thread)."""
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+@dataclass(frozen=True)
 class Resolved:
     """What a target resolved to. `key` names the exact catalog (version or revision)."""
 
@@ -132,12 +154,18 @@ class ProjectRegistry:
             self._checks = check_bounds(self._settings or Settings.model_construct())
         return self._checks
 
-    def register(self, root: Path, *, check_handlers: bool = False) -> tuple[Project, bool]:
-        """Register a project folder; registering the same folder again is harmless. With
-        `check_handlers`, its handlers are imported in the bounded child first, and every
-        problem of the project refuses it at once (`ProjectProblems`)."""
-        folder = root.expanduser().resolve()
-        project = self.checked(folder) if check_handlers else load_project(folder)
+    def register(self, root: Path) -> tuple[Project, bool]:
+        """Register a project folder; registering the same folder again is harmless. Its
+        handlers are not imported (`register_checked` does)."""
+        return self._register(load_project(root.expanduser().resolve()))
+
+    def register_checked(self, root: Path) -> tuple[Project, bool]:
+        """`register` once its handlers were imported in the bounded child: every problem of
+        the project refuses it at once (`ProjectProblems`). Waits in this thread for the child
+        (`projects add`): never in a database thread or on the event loop."""
+        return self._register(self.checked(root.expanduser().resolve()))
+
+    def _register(self, project: Project) -> tuple[Project, bool]:
         existing = project_store.get_project(self.engine, project_id=project.id)
         if existing is not None and Path(existing.root) != project.root and Path(existing.root).is_dir():
             raise ProjectError(
@@ -204,43 +232,79 @@ class ProjectRegistry:
         the copy itself must have that revision, else `DraftChanged` and nothing is stored:
         the draft may change while it is copied, so checking the draft before copying proves
         nothing about the copy. With `audit`, a `project.published` event commits with the
-        new version's row."""
-        root = Path(self.record(project_id).root)
-        folder = self.versions_dir / project_id
-        private_folder(folder)
-        work = Path(tempfile.mkdtemp(prefix=".publish-", suffix=".incoming", dir=folder))
+        new version's row.
+
+        Waits in this thread for the handler check's and the compile's bounded children (the
+        CLI). The server holds no database thread while they run: `copy_for_publish` and
+        `store_publish` in a database thread, `ready_copy` between them on the event loop."""
+        copy = self.copy_for_publish(project_id, version, reviewed=reviewed)
         try:
-            tmp = work / "copy"
-            revision = self._copy_draft(root, tmp)
-            if reviewed is not None and revision != reviewed:
-                raise DraftChanged(
-                    f"the draft of project {project_id} changed since it was reviewed (reviewed {reviewed},"
-                    f" now {revision}); review the new changes before publishing",
-                    reviewed=reviewed,
-                    copied=revision,
-                )
-            copied = _load_copy(tmp, root)  # the snapshot must load on its own
-            label = check_version(version or copied.version or "")
-            if project_store.get_version(self.engine, project_id=project_id, version=label) is not None:
-                raise VersionExists(
-                    f"project {project_id} already has version {label}; versions are immutable"
-                )
-            self.check_relations(copied)
             # The copy's handlers, as its runs will import them.
-            problems = check_handlers(tmp, read_project(tmp).handlers, self.checks, shown_root=root)
+            problems = check_handlers(copy.folder, copy.handlers, self.checks, shown_root=copy.project.root)
             if problems:
                 raise ProjectProblems(problems)
-            compile_snapshot(tmp)  # its runs load bytecode instead of compiling each time
-            dest = folder / label
-            if dest.exists():
-                shutil.rmtree(dest)  # left by a publish that stopped before its row was stored
-            tmp.rename(dest)
+            compile_snapshot(copy.folder)  # its runs load bytecode instead of compiling each time
+            return self.store_publish(copy, actor=actor, source=source, audit=audit)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            copy.discard()
+
+    def copy_for_publish(
+        self, project_id: str, version: str | None = None, *, reviewed: str | None = None
+    ) -> DraftCopy:
+        """The first part of a publish: the draft copied into a work folder under the project's
+        versions, refused as `publish` refuses it (`DraftChanged`, a copy that does not load,
+        `VersionExists`, relations), its version label set. The caller discards it."""
+        self.record(project_id)
+        folder = self.versions_dir / project_id
+        private_folder(folder)
+        copy = self._copy(project_id, folder, reviewed=reviewed)
+        try:
+            label = check_version(version or copy.project.version or "")
+            self._refuse_existing(project_id, label)
+            self.check_relations(copy.project)
+        except BaseException:
+            copy.discard()
+            raise
+        return dataclasses.replace(copy, label=label)
+
+    async def copy_problems(self, copy: DraftCopy) -> list[str]:
+        """The problems of the copy's handlers, imported in the bounded child while the event
+        loop waits on it: no thread, no database connection is held for the check's time."""
+        return await check_handlers_async(
+            copy.folder, copy.handlers, self.checks, shown_root=copy.project.root
+        )
+
+    async def ready_copy(self, copy: DraftCopy) -> None:
+        """The middle of a publish, on the event loop: the copy's handlers checked
+        (`ProjectProblems` naming them all), then its files compiled, each in its bounded
+        child, with no database thread held."""
+        problems = await self.copy_problems(copy)
+        if problems:
+            raise ProjectProblems(problems)
+        await compile_snapshot_async(copy.folder)  # its runs load bytecode instead of compiling each time
+
+    def store_publish(
+        self,
+        copy: DraftCopy,
+        *,
+        actor: str | None = None,
+        source: str = "cli",
+        audit: AuditLog | None = None,
+    ) -> ProjectVersion:
+        """The last part of a publish: the checked copy moved into place and its row stored
+        (with `audit`, a `project.published` event in the same commit)."""
+        project_id = copy.project_id
+        assert copy.label is not None, "a copy made by copy_for_publish"
+        label = copy.label
+        self._refuse_existing(project_id, label)  # another publish may have stored it meanwhile
+        dest = self.versions_dir / project_id / label
+        if dest.exists():
+            shutil.rmtree(dest)  # left by a publish that stopped before its row was stored
+        copy.folder.rename(dest)
         row = ProjectVersion(
             project_id=project_id,
             version=label,
-            revision=revision,
+            revision=copy.revision,
             snapshot_dir=to_stored(dest, self.root),
             published_by=actor,
         )
@@ -252,19 +316,54 @@ class ProjectRegistry:
             )
         return project_store.add_version(self.engine, row=row, audit=write)
 
+    def _refuse_existing(self, project_id: str, label: str) -> None:
+        if project_store.get_version(self.engine, project_id=project_id, version=label) is not None:
+            raise VersionExists(f"project {project_id} already has version {label}; versions are immutable")
+
     def review_draft(self, project_id: str) -> DraftReview:
         """The draft loaded from one private copy and that copy's revision, so what is shown
         (its tools) and the revision it is named by are of the same content, even while the
         draft is being rewritten."""
-        root = Path(self.record(project_id).root)
+        copy = self.copy_for_review(project_id)
+        copy.discard()
+        return DraftReview(copy.project, copy.revision)
+
+    def copy_for_review(self, project_id: str) -> DraftCopy:
+        """`review_draft`'s copy, kept for a check of its handlers (`copy_problems`); the
+        caller discards it."""
         self.versions_dir.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=".review-", dir=self.versions_dir))
+        return self._copy(project_id, self.versions_dir, prefix=".review-", suffix="")
+
+    def _copy(
+        self,
+        project_id: str,
+        under: Path,
+        *,
+        reviewed: str | None = None,
+        prefix: str = ".publish-",
+        suffix: str = ".incoming",
+    ) -> DraftCopy:
+        """The project's draft copied into a new work folder under `under`, loaded (named as
+        the draft) with its revision; with `reviewed`, `DraftChanged` unless the copy has that
+        revision. The work folder is removed again when the copy is refused."""
+        root = Path(self.record(project_id).root)
+        work = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=under))
         try:
-            revision = self._copy_draft(root, work / "draft")
-            project = _load_copy(work / "draft", root)
-        finally:
+            tmp = work / "copy"
+            revision = self._copy_draft(root, tmp)
+            if reviewed is not None and revision != reviewed:
+                raise DraftChanged(
+                    f"the draft of project {project_id} changed since it was reviewed (reviewed {reviewed},"
+                    f" now {revision}); review the new changes before publishing",
+                    reviewed=reviewed,
+                    copied=revision,
+                )
+            project = _load_copy(tmp, root)  # the snapshot must load on its own
+            handlers = read_project(tmp).handlers
+        except BaseException:
             shutil.rmtree(work, ignore_errors=True)
-        return DraftReview(project, revision)
+            raise
+        return DraftCopy(project_id, project, revision, work, handlers)
 
     def _copy_draft(self, root: Path, tmp: Path) -> str:
         """Copy the draft folder `root` to `tmp` (which must not exist yet); the copy's revision.

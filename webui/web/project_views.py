@@ -1,18 +1,23 @@
 """What the project pages show: a project's versions, its draft, the publish preview (the tool
 contract diff against latest), its recent runs, and the one-line summary on the projects list.
 
-Blocking (file and store reads): route handlers call these from a worker thread."""
+Blocking (file and store reads): route handlers call these from a worker thread, except
+`checked_preview`, which is async: the handler check it adds runs in a bounded child while the
+event loop waits, never in a database thread."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
+import anyio
 from sqlalchemy.engine import Engine
 
+from webui.blocking import run_db
 from webui.errors import ProjectError, SteamharnessError
 from webui.mcp.catalog import contract_changes
-from webui.projects.registry import ProjectRegistry
+from webui.projects.registry import DraftCopy, ProjectRegistry
 from webui.store import projects as project_store
 from webui.store import runs as run_store
 from webui.store.models import ProjectRecord, Run
@@ -90,25 +95,60 @@ def draft(registry: ProjectRegistry, project_id: str) -> DraftView:
 
 
 def preview(registry: ProjectRegistry, project_id: str) -> PublishPreview:
-    """The publish preview; a draft that cannot be published gives `problem` and no changes.
+    """The publish preview without the handler check; a draft that cannot be published gives
+    `problem` and no changes.
 
-    Made from one copy of the draft (`ProjectRegistry.review_draft`): the diff shown and the
-    revision the form carries are of the same content, which is what a publish then checks
+    Made from one copy of the draft (`ProjectRegistry.copy_for_review`): the diff shown and
+    the revision the form carries are of the same content, which is what a publish then checks
     its own copy against."""
+    shown, copy = review(registry, project_id)
+    if copy is not None:
+        copy.discard()
+    return shown
+
+
+def review(registry: ProjectRegistry, project_id: str) -> tuple[PublishPreview, DraftCopy | None]:
+    """`preview`, and the copy it was made from when the draft can be published as far as
+    can be told without importing its handlers (the caller discards it)."""
     online = registry.online_versions(project_id)
     base = online[0].version if online else None
     try:
-        seen = registry.review_draft(project_id)
+        copy = registry.copy_for_review(project_id)
     except (OSError, ProjectError) as exc:
         message = exc.message if isinstance(exc, ProjectError) else f"the draft folder cannot be read: {exc}"
-        return PublishPreview(base, "", None, [], message)
-    project = seen.project
+        return PublishPreview(base, "", None, [], message), None
+    project = copy.project
     try:
         registry.check_relations(project)
         old = registry.resolve(project_id, Target("latest")).project if base else None
+        changes = contract_changes(old, project)
     except SteamharnessError as exc:
-        return PublishPreview(base, project.version or "", seen.revision, [], exc.message)
-    return PublishPreview(base, project.version or "", seen.revision, contract_changes(old, project), None)
+        copy.discard()
+        return PublishPreview(base, project.version or "", copy.revision, [], exc.message), None
+    except BaseException:
+        copy.discard()
+        raise
+    return PublishPreview(base, project.version or "", copy.revision, changes, None), copy
+
+
+async def checked_preview(registry: ProjectRegistry, project_id: str) -> PublishPreview:
+    """The publish preview with the problems a publish would find in the handlers: those of
+    the same copy the diff was made from, imported in the bounded child with no database
+    thread held (the copy made and discarded in one)."""
+    shown, copy = await run_db(review, registry, project_id)
+    if copy is None:
+        return shown
+    try:
+        problems = await registry.copy_problems(copy)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await run_db(copy.discard)
+    return with_problems(shown, problems) if problems else shown
+
+
+def with_problems(shown: PublishPreview, problems: list[str] | tuple[str, ...]) -> PublishPreview:
+    """`shown` as a draft that cannot be published for `problems` (one a line)."""
+    return dataclasses.replace(shown, changes=[], problem="\n".join(problems))
 
 
 def recent_runs(engine: Engine, project_id: str, limit: int = RECENT_RUNS) -> list[Run]:

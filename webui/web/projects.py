@@ -21,13 +21,14 @@ import functools
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from webui.auth.keys import Forbidden
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
-from webui.errors import SteamharnessError
+from webui.errors import ProjectProblems, SteamharnessError
 from webui.projects.registry import DraftChanged, ProjectRegistry
 from webui.store import projects as project_store
 from webui.store.models import ProjectRecord
@@ -122,12 +123,16 @@ def project_page(
 
 
 @router.get("/projects/{project_id}/publish", summary="Review what publishing the draft changes")
-def publish_preview(request: Request, project_id: str, user: UserDep, registry: RegistryDep) -> Response:
-    record = visible_record(registry, user, project_id)
+async def publish_preview(
+    request: Request, project_id: str, user: UserDep, registry: RegistryDep
+) -> Response:
+    record = await run_db(visible_record, registry, user, project_id)
     _admin(user)
-    preview = views.preview(registry, project_id)
+    # The problems a publish would find, its handler check's too (in the bounded child,
+    # with no database thread held while the draft's code is imported).
+    preview = await views.checked_preview(registry, project_id)
     status = 422 if preview.problem else 200
-    return _render(request, user, registry, record, publish=preview, status_code=status)
+    return await run_db(_render, request, user, registry, record, publish=preview, status_code=status)
 
 
 @router.post("/projects/{project_id}/publish", summary="Publish the draft as a new version")
@@ -141,21 +146,28 @@ async def publish(request: Request, project_id: str, user: UserDep, registry: Re
     services = request.app.state.services
     try:
         # The registry checks the revision of its own copy of the draft: comparing a fresh
-        # preview here first would prove nothing about what is then copied.
-        row = await run_db(
-            functools.partial(
-                registry.publish,
-                project_id,
-                version or None,
-                reviewed=reviewed,
-                actor=user.actor,
-                source="ui",
-                audit=services.audit,
+        # preview here first would prove nothing about what is then copied. That copy is what
+        # is checked, compiled and published; the check and the compile import and compile
+        # the draft's code in bounded children while the event loop waits, never in a
+        # database thread (a draft's import may take the check's whole time).
+        copy = await run_db(registry.copy_for_publish, project_id, version or None, reviewed=reviewed)
+        try:
+            await registry.ready_copy(copy)
+            row = await run_db(
+                functools.partial(
+                    registry.store_publish, copy, actor=user.actor, source="ui", audit=services.audit
+                )
             )
-        )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await run_db(copy.discard)
     except SteamharnessError as exc:
-        # The refusal shows the draft as it is now: its diff and the revision to review.
-        preview = await run_db(views.preview, registry, project_id)
+        # The refusal shows the draft as it is now: its diff and the revision to review
+        # (its handlers' problems: those the check of the copy just found).
+        if isinstance(exc, ProjectProblems):
+            preview = views.with_problems(await run_db(views.preview, registry, project_id), exc.problems)
+        else:
+            preview = await views.checked_preview(registry, project_id)
         if preview.problem is not None:  # whatever was reviewed, the draft cannot be published now
             error, status = preview.problem, 422
         elif isinstance(exc, DraftChanged):
