@@ -128,15 +128,14 @@ CLI = """
 import sys
 import webui.cli.common as common
 import webui.cli.projects as projects
-real = common.server_settings
-projects.server_settings = lambda data_dir, database_url, **extra: real(data_dir, None, **extra)
+real = common.open_store
+projects.open_store = lambda settings: real(settings.model_copy(update={"database_url": None}))
 from webui.cli import main
 sys.exit(main())
 """
 PASSWORD = "pg-s3cret-not-for-handlers"
 
 
-@pytest.mark.xfail(strict=True, reason="projects add leaves --database-url's password on its command line")
 def test_projects_add_hides_the_database_password_from_the_handlers_it_imports(tmp_path: Path) -> None:
     """`projects add` (and `publish`) now import the project's handlers in a child, which may
     read its parent's /proc/<pid>/cmdline whatever user it runs as: a password given in

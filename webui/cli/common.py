@@ -136,7 +136,9 @@ def load_settings(options: dict[str, object], *, admin_key: bool = True) -> Sett
 
 def server_settings(data_dir: Path | None, database_url: str | None, **extra: object) -> Settings:
     """Settings for the commands that open the server's data dir; the data dir and root
-    folder given (by option or environment) are made absolute."""
+    folder given (by option or environment) are made absolute, and a password in
+    `database_url` is hidden from this process's command line first."""
+    hide_database_password(database_url)
     settings = load_settings({"data_dir": data_dir, "database_url": database_url, **extra})
     given = settings.model_fields_set
     resolved = {
@@ -145,6 +147,29 @@ def server_settings(data_dir: Path | None, database_url: str | None, **extra: ob
         if name in given and (path := getattr(settings, name)) is not None
     }
     return settings.model_copy(update=resolved)
+
+
+def hide_database_password(database_url: str | None) -> None:
+    """A password in --database-url is overwritten in this process's command line, which
+    every process on the machine may read: workflow code (a run's, or a handler file the
+    project check imports in its child, as the worker user under root) included
+    (`webui.cli.argv`)."""
+    from urllib.parse import urlsplit
+
+    from webui.cli.argv import hide_in_cmdline
+
+    if not database_url:
+        return
+    try:
+        password = urlsplit(database_url).password
+    except ValueError:
+        return  # not a URL: the settings refuse it with their own words
+    if password and not hide_in_cmdline(password):
+        echo(
+            "warning: the --database-url password stays readable in this process's command line"
+            " (ps, /proc); give it in STEAMHARNESS_DATABASE_URL instead",
+            err=True,
+        )
 
 
 def first_error(exc: ValueError) -> str:

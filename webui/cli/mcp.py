@@ -11,7 +11,16 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from webui.cli.common import DatabaseOpt, DataDirOpt, absolute, fail, first_error, load_settings, setting_help
+from webui.cli.common import (
+    DatabaseOpt,
+    DataDirOpt,
+    absolute,
+    fail,
+    first_error,
+    hide_database_password,
+    load_settings,
+    setting_help,
+)
 from webui.errors import ConfigError, SteamharnessError
 from webui.files.created import prepare_dir
 from webui.terminal_text import install_terminal_safe
@@ -97,6 +106,7 @@ def mcp_command(
         "file_create_store_dir": file_create_store_dir,
         "auth_dir": auth_dir,
     }
+    hide_database_password(database_url)  # the project check's child may read the command line
     settings = load_settings(options, admin_key=False)
     try:
         for field in ABSOLUTE_DIRS:

@@ -18,6 +18,7 @@ from webui.cli.common import (
     cli_audit,
     echo,
     fail,
+    hide_database_password,
     open_store,
     server_settings,
     setting_help,
@@ -82,7 +83,7 @@ def serve_command(
     ] = False,
 ) -> None:
     """Run the server: Streamable HTTP MCP per project, JSON API, web UI."""
-    _hide_database_password(database_url)
+    hide_database_password(database_url)  # before anything else reads the command line
     dirs = [d.expanduser().resolve() for d in projects_dir or []]
     for d in dirs:
         if not d.is_dir():
@@ -222,24 +223,3 @@ def _login_hint(engine: Engine) -> str:
         )
     more = f" (and {len(names) - LOGIN_NAMES} more)" if len(names) > LOGIN_NAMES else ""
     return f"log in with your account: {', '.join(names[:LOGIN_NAMES])}{more}"
-
-
-def _hide_database_password(database_url: str | None) -> None:
-    """A password in --database-url is overwritten in this process's command line, which
-    every process on the machine, workflow code included, may read (`webui.cli.argv`)."""
-    from urllib.parse import urlsplit
-
-    from webui.cli.argv import hide_in_cmdline
-
-    if not database_url:
-        return
-    try:
-        password = urlsplit(database_url).password
-    except ValueError:
-        return  # not a URL: the settings refuse it with their own words
-    if password and not hide_in_cmdline(password):
-        echo(
-            "warning: the --database-url password stays readable in this process's command line"
-            " (ps, /proc); give it in STEAMHARNESS_DATABASE_URL instead",
-            err=True,
-        )
