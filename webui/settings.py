@@ -145,8 +145,9 @@ class Settings(BaseSettings):
     # interpreter's files: read-only, at their own paths in its filesystem view.
     worker_read_paths: list[str] = Field(default_factory=list)
     # Before a project is added, published or served over stdio (and by `structure`), every
-    # entrypoint's handler is imported in a child process (as worker_user under root) with
-    # this time and address space: an import past either is reported as the project's problem.
+    # entrypoint's handler is imported in a child process (under root as the uid past the runs'
+    # range, else worker_user) with this time and address space: an import past either is
+    # reported as the project's problem.
     handler_check_seconds: float = Field(default=30.0, gt=0)
     handler_check_memory_bytes: int = Field(default=2 * 1024**3, ge=256 * 1024 * 1024)
 

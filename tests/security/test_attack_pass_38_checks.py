@@ -80,7 +80,6 @@ TOKEN = "HOST_SERVER_TOKEN=tok-3f9a-not-for-projects"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the check runs as worker_user only under root")
-@pytest.mark.xfail(strict=True, reason="the check child runs as worker_user, the host stdio servers' user")
 def test_a_handler_import_under_root_cannot_read_a_host_stdio_servers_environment(tmp_path: Path) -> None:
     """Under root the check imports a draft's handlers as `worker_user`, the user the host's
     stdio MCP servers run as by default (`host_server_user` unset): the draft's author's
