@@ -161,7 +161,6 @@ def test_projects_add_hides_the_database_password_from_the_handlers_it_imports(t
     assert PASSWORD not in done.stderr, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="serve.lock as a FIFO blocks serve's open of it for ever")
 def test_a_lock_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     """Whoever can write the data dir (a data dir under /tmp made by another user first)
     puts a FIFO where `serve.lock` goes: `serve` opened it to read who holds the data dir and

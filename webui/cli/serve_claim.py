@@ -23,6 +23,7 @@ import json
 import os
 import re
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ MAX_PROBE_BYTES = 4096
 BACKLOG = 2048  # uvicorn's default
 LOCK_TRIES, LOCK_RETRY_SECONDS = 5, 0.02
 WILDCARD = {"", "0.0.0.0", "::"}
+# The lock file is opened without following a link and without waiting (a FIFO put there
+# would make the open wait for a writer), then used only when it is a regular file.
+_OPEN_FLAGS = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 # What a lock file may name, as this module writes it (printable ASCII, bounded): anything
 # else is not shown.
 _URL_RE = re.compile(rf"http://[\x21-\x7e]{{1,{MAX_URL_CHARS}}}")
@@ -109,10 +113,12 @@ def claim(data_dir: Path, host: str, port: int) -> Claim:
 def holder(data_dir: Path) -> Holder | None:
     """The serve process holding `data_dir`, or None; only reads."""
     try:
-        fd = os.open(data_dir / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(data_dir / LOCK_FILE, _OPEN_FLAGS | os.O_RDONLY)
     except OSError:
         return None  # no lock file (or none we can read): no serve holds it
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # not one of ours (a FIFO, a device): `lock` refuses it
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -130,9 +136,12 @@ def lock(data_dir: Path, url: str) -> int:
     path = data_dir / LOCK_FILE
     try:
         private_dir(data_dir)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(path, _OPEN_FLAGS | os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:  # a link there is never followed
         raise NotFree(f"cannot lock the data dir: {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotFree(f"cannot lock the data dir: {path}: not a regular file")
     try:
         _lock_now(fd)
     except BlockingIOError:
