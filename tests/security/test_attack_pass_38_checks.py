@@ -188,3 +188,36 @@ def test_a_lock_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> 
                 sock.close()
             os.close(taken.lock_fd)
     assert outcome == [f"cannot lock the data dir: {data / LOCK_FILE}: not a regular file"]
+
+
+# Makes a folder in each shared temporary folder, named by the test, and says where it could.
+LITTER = """
+import os
+made = []
+for place in ("/tmp", "/var/tmp", "/dev/shm"):
+    try:
+        os.mkdir(f"{place}/NAME")
+        made.append(place)
+    except OSError:
+        pass
+raise ValueError(" ".join(made) or "nowhere")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the check runs as its own user only under root")
+@pytest.mark.xfail(strict=True, reason="the check child sees the host's /tmp, /var/tmp and /dev/shm")
+def test_a_handler_import_under_root_leaves_nothing_in_the_hosts_temporary_folders(tmp_path: Path) -> None:
+    """A run under root has temporary folders of its own (webui.runs.view); the check's child
+    imports a draft's handlers in the host's: an import there leaves files (empty ones, any
+    number: inodes) and folders that outlive the check, where the next check, whoever's
+    draft it is, finds them."""
+    name = f"steamharness-litter-{tmp_path.name}"
+    refs = _project(tmp_path / "p", LITTER.replace("NAME", repr(name)[1:-1]))
+    try:
+        found = check_handlers(tmp_path / "p", refs, check_bounds(Settings.model_construct()))
+    finally:
+        left = [place for place in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(f"{place}/{name}")]
+        for place in left:
+            os.rmdir(f"{place}/{name}")
+    assert len(found) == 1 and "ValueError: nowhere" in found[0], found
+    assert left == []
