@@ -14,7 +14,8 @@ kills the child's process group once its wall-clock bound passes, reads at most
 The child gets no environment of the server's (no keys, no database URL): only a locale and
 what the dynamic linker needs, `/` as its folder, no descriptors but its pipes. With `run_as`
 (a server running as root) it switches to that unprivileged user, with no groups, once its
-limits are set and its target imported, before it reads a byte of input; folders of the
+limits are set and its target imported, before it reads a byte of input, with empty `/tmp`,
+`/var/tmp` and `/dev/shm` of its own (a mount namespace: nothing made there outlives it); folders of the
 import path it can no longer reach by name (Python under a private home) stay reachable
 through descriptors it opened before, as a run's worker does (webui.runs.child).
 
@@ -297,6 +298,7 @@ def _become(uid: int, gid: int) -> None:
         if entry and os.path.isdir(entry):
             with contextlib.suppress(OSError):
                 held[index] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+    _private_temporaries()
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
@@ -317,6 +319,32 @@ def _become(uid: int, gid: int) -> None:
         if isinstance(paths, list):
             paths[:] = [_moved(str(path), moved) for path in paths]
     sys.path_importer_cache.clear()
+
+
+# A mount namespace of the child's own (as webui.runs.view, which this module may not import).
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 0x4000, 1 << 18
+TEMPORARIES = ("/tmp", "/var/tmp", "/dev/shm")
+# Each of the child's own temporary folders: small, and few names in it.
+_TEMPORARY_MOUNT = b"size=1m,nr_inodes=64,mode=1777"
+
+
+def _private_temporaries() -> None:
+    """Empty temporary folders of the child's own (`TEMPORARIES`, gone with it), in a mount
+    namespace of its own, so that what the code it runs makes there (a handler file's import)
+    never outlives it nor reaches the host's; as root, before it drops to its user. Where
+    the platform refuses a namespace or a mount, the host's stay (closed only by modes)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        return
+    # Private first: a mount made while / is shared would be the host's too.
+    if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        return
+    for place in TEMPORARIES:
+        if os.path.isdir(place) and not os.path.islink(place):
+            libc.mount(b"tmpfs", place.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, _TEMPORARY_MOUNT)
 
 
 def _moved(path: str, moved: dict[str, str]) -> str:

@@ -205,7 +205,6 @@ raise ValueError(" ".join(made) or "nowhere")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the check runs as its own user only under root")
-@pytest.mark.xfail(strict=True, reason="the check child sees the host's /tmp, /var/tmp and /dev/shm")
 def test_a_handler_import_under_root_leaves_nothing_in_the_hosts_temporary_folders(tmp_path: Path) -> None:
     """A run under root has temporary folders of its own (webui.runs.view); the check's child
     imports a draft's handlers in the host's: an import there leaves files (empty ones, any
@@ -219,5 +218,5 @@ def test_a_handler_import_under_root_leaves_nothing_in_the_hosts_temporary_folde
         left = [place for place in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(f"{place}/{name}")]
         for place in left:
             os.rmdir(f"{place}/{name}")
-    assert len(found) == 1 and "ValueError: nowhere" in found[0], found
+    assert len(found) == 1 and "ValueError: " in found[0], found  # it ran, in folders of its own
     assert left == []
