@@ -11,8 +11,11 @@ read their environment (the tokens configured for them) or signal them."""
 
 from __future__ import annotations
 
+import contextlib
+
 from webui.bounded_child import RunAs
 from webui.errors import ConfigError
+from webui.runs import procs
 from webui.runs.isolation import worker_uids, worker_user
 from webui.settings import Settings
 from webui.workflows.handlers import CheckBounds
@@ -28,6 +31,8 @@ def check_bounds(settings: Settings) -> CheckBounds:
     if user is not None:
         own = check_uid(settings)
         run_as = RunAs(own, own) if own is not None else RunAs(user.uid, user.gid)
+    else:
+        private_self()
     return CheckBounds(
         seconds=settings.handler_check_seconds,
         memory_bytes=settings.handler_check_memory_bytes,
@@ -47,3 +52,12 @@ def check_uid(settings: Settings) -> int | None:
     except ConfigError:
         return None
     return base + count if extended is not None else None
+
+
+def private_self() -> None:
+    """Not root: the check imports handlers as this process's own user, so this process is
+    made non-dumpable first, as the runs' zygote is. A process of the same user (the
+    check's child, or a process a handler file left) can then neither read this one's
+    environment (a database password, a key) nor its memory through /proc."""
+    with contextlib.suppress(OSError):
+        procs.prctl(procs.PR_SET_DUMPABLE, 0)
