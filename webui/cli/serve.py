@@ -197,7 +197,7 @@ def serve_command(
         config,
         app=web_app,
         grace=settings.shutdown_grace_seconds,
-        on_started=lambda: _print_lines(started),
+        on_started=lambda: _print_lines(started, json_lines=settings.log_format == "json"),
     )
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=claimed.sockets)  # bound above: no other process took the port meanwhile
@@ -207,8 +207,15 @@ def serve_command(
         sys.exit(STARTUP_FAILURE)
 
 
-def _print_lines(lines: list[str]) -> None:
+def _print_lines(lines: list[str], *, json_lines: bool) -> None:
+    """The start banner. With JSON logs each line is a JSON object as every log line is
+    (logger `steamharness`), so that a log shipper reading the output takes them too."""
+    from webui.web.logging import JsonFormatter
+
     for line in lines:
+        if json_lines:
+            record = logging.LogRecord("steamharness", logging.INFO, __file__, 0, line, None, None)
+            line = JsonFormatter().format(record)
         echo(line)
 
 
