@@ -307,3 +307,22 @@ def test_the_inspector_cli_without_a_terminal_prints_the_servers_message_with_st
         said = done.stdout + done.stderr
         assert done.returncode != 0, said
         assert f"HTTP 401: {reason}" in said and TTY_MESSAGE not in said, said
+
+
+def test_the_inspector_cli_shows_a_mistyped_arguments_message(
+    node22: str, server: LiveServer, tmp_path: Path
+) -> None:
+    """An argument error is a tool result the Inspector checks against the tool's output
+    schema, as it checks every result: it must pass that check (no run began, so no runId),
+    or the Inspector shows the check's failure instead of what the model should read."""
+    argv = inspector_argv(
+        node22,
+        endpoint(server),
+        server.admin_key,
+        "--stored-auth-only",
+        *("--method", "tools/call", "--tool-name", "greet", "--tool-arg", "nmae=Ada"),
+    )
+    done = run_bounded(argv, cwd=NODE_DIR, env=inspector_env(tmp_path / "home"))
+    said = done.stdout + done.stderr
+    assert "Invalid arguments for tool 'greet': 'name' is a required property" in said, said
+    assert "must have required property" not in said, said

@@ -11,11 +11,13 @@ from webui.workflows.contract_diff import Change, ToolContract, diff_catalogs
 from webui.workflows.project import Entrypoint, Project
 from webui.workflows.schema import FileMode, tool_input_schema
 
-# What a successful result carries; errors are exempt from output-schema checks.
+# What every result carries, an error's too: clients check each result with it (the MCP
+# Inspector and the TypeScript SDK do, isError or not). `runId` is absent where the call
+# failed before a run began (its arguments, a capability, a configuration).
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "runId": {"type": "string"},
+        "runId": {"type": "string", "description": "Absent when the call failed before a run began."},
         "status": {"type": "string"},
         "entrypointId": {"type": "string"},
         "entrypointTitle": {"type": "string"},
@@ -37,7 +39,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             },
         },
     },
-    "required": ["runId", "status", "entrypointId", "entrypointTitle"],
+    "required": ["status", "entrypointId", "entrypointTitle"],
 }
 
 
