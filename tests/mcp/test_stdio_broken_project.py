@@ -20,6 +20,8 @@ from tests.cli.test_project_check import expected
 from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import MODES, server_params
 from tests.workflows.test_handler_check import broken_project
+from webui.mcp.stdio import problems_text
+from webui.workflows.project import ProjectReading
 
 pytestmark = pytest.mark.anyio
 
@@ -73,3 +75,10 @@ async def test_one_bad_field_of_many_is_not_the_only_one_told(tmp_path: Path) ->
     assert isinstance(result.content[0], types.TextContent)
     text = result.content[0].text
     assert "cannot run: 6 problems" in text and "name: expected a non-empty string" in text
+
+
+def test_the_problems_are_counted_in_the_right_number(tmp_path: Path) -> None:
+    one = problems_text(ProjectReading(root=tmp_path, project=None, problems=("package.json: bad",)))
+    assert one.splitlines()[0].endswith("cannot run: 1 problem (fix it, then restart this MCP server):")
+    two = problems_text(ProjectReading(root=tmp_path, project=None, problems=("a: bad", "b: bad")))
+    assert two.splitlines()[0].endswith("cannot run: 2 problems (fix them, then restart this MCP server):")

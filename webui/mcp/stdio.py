@@ -128,7 +128,8 @@ async def _serve(server: Server[Any]) -> None:
 def problems_text(reading: ProjectReading) -> str:
     count = len(reading.problems)
     head = f"The workflow project in {reading.root} cannot run: {count} problem{'s' if count != 1 else ''}"
-    lines = [f"{head} (fix them, then restart this MCP server):", *(f"- {p}" for p in reading.problems)]
+    fix = "fix them" if count != 1 else "fix it"
+    lines = [f"{head} ({fix}, then restart this MCP server):", *(f"- {p}" for p in reading.problems)]
     return "\n".join(lines)
 
 
