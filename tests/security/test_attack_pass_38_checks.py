@@ -81,10 +81,15 @@ raise ValueError(b" ".join(found).decode() or "nothing")
 TOKEN = "HOST_SERVER_TOKEN=tok-3f9a-not-for-projects"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the check runs as worker_user only under root")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="only root switches users: not root, the check runs as the caller, whose own process "
+    "it cannot read (test_handler_check_private_parent)",
+)
 @pytest.mark.skipif(
     os.geteuid() == 0 and check_uid(Settings.model_construct()) is None,
-    reason="no runs' uid range here: runs and the check share worker_user, as documented",
+    reason="this host maps no uid past the runs' range: the check then shares worker_user with runs "
+    "(documented in webui/projects/handler_check.py), so there is no other user to keep it from",
 )
 def test_a_handler_import_under_root_cannot_read_a_host_stdio_servers_environment(tmp_path: Path) -> None:
     """Under root the check imports a draft's handlers as `worker_user`, the user the host's
@@ -208,7 +213,11 @@ raise ValueError(" ".join(made) or "nowhere")
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the check runs as its own user only under root")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="private temporary folders need a mount namespace, which only root makes; not root, "
+    "the check writes where its caller may",
+)
 def test_a_handler_import_under_root_leaves_nothing_in_the_hosts_temporary_folders(tmp_path: Path) -> None:
     """A run under root has temporary folders of its own (webui.runs.view); the check's child
     imports a draft's handlers in the host's: an import there leaves files (empty ones, any

@@ -466,7 +466,11 @@ asyncio.run(main())
 def test_runs_write_their_temporary_folders_on_a_host_whose_own_are_closed(tmp_path: Path) -> None:
     here = Path(__file__).resolve()
     if any(p == "/tmp" or p.startswith(("/tmp/", "/var/tmp/", "/dev/shm/")) for p in (sys.prefix, str(here))):
-        pytest.skip("the interpreter or the tests live in a temporary folder this test covers")
+        # The test closes the host's /tmp, /var/tmp and /dev/shm (0755): a checkout or venv
+        # inside them would be closed to the runs it starts, whatever the code under test does.
+        pytest.skip(
+            "the interpreter or the checkout lives in /tmp, /var/tmp or /dev/shm, which this test closes"
+        )
     folder = temp_project(tmp_path / "temp")
     files = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir()}
     given = {"files": files, "params": {"tag": "mine", "size": 0, "shared": "package.json"}}
