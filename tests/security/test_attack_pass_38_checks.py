@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import WAIT
 from tests.knowledge.test_cli import clean_env
-from tests.workflows.test_handler_check import PROJECT_ID
+from tests.security.test_hostile_handler_imports import project
 from webui.cli.serve_claim import LOCK_FILE, Claim, NotFree, claim
 from webui.host.unprivileged import ENV_VARIABLE
 from webui.projects.handler_check import check_bounds, check_uid
@@ -42,15 +42,7 @@ while True:
 
 
 def _project(root: Path, source: str) -> list[HandlerRef]:
-    root.mkdir(parents=True)
-    package = {
-        "id": PROJECT_ID,
-        "name": "hostile",
-        "projectType": "workflow",
-        "entrypoints": [{"id": "run", "handler": "main.py:run"}],
-    }
-    (root / "package.json").write_text(json.dumps(package), encoding="utf-8")
-    (root / "main.py").write_text(source + "\ndef run(ctx):\n    return 1\n", encoding="utf-8")
+    project(root, source)
     return [HandlerRef("run", "main.py:run", f"{root}/package.json:1: entrypoints[0].handler")]
 
 
