@@ -11,9 +11,8 @@ from typing import Annotated, Any, BinaryIO, Literal
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
-from starlette.types import Receive, Scope, Send
 
 from webui.audit.events import AuditName
 from webui.auth.keys import AuthError, Forbidden, Principal
@@ -33,6 +32,7 @@ from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
 from webui.web.json_body import json_object
 from webui.web.runs_pages import RunRedaction, readable_run, shown_event, shown_run
 from webui.web.security import check_csrf
+from webui.web.streams import HeldStream
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -231,24 +231,6 @@ def created_file(
     return row, RunRedaction.of(services, party, run).result.text(row.name)
 
 
-class HeldDownload(StreamingResponse):
-    """A download that holds one of its account's places (`DownloadSlots`) and its open file
-    until it ends, however it ends (finished, its client gone, cancelled): `done` gives both
-    back."""
-
-    def __init__(
-        self, content: AsyncIterator[bytes], *, headers: dict[str, str], done: Callable[[], None]
-    ) -> None:
-        super().__init__(content, headers=headers)
-        self.done = done
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.done()
-
-
 def download_slots(request: Request) -> DownloadSlots:
     """The process's per-account cap on downloads under way (made at first use)."""
     state = request.app.state
@@ -364,7 +346,7 @@ async def _download(
         "Content-Disposition": content_disposition(name),
         "Content-Length": str(size),
     }
-    return HeldDownload(_file_chunks(f, size), headers=headers, done=done)
+    return HeldStream(_file_chunks(f, size), done, headers=headers)
 
 
 class AnswerBody(BaseModel):

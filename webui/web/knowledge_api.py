@@ -39,15 +39,14 @@ read (webui.knowledge.reader: a bounded child, a few at once per account) before
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
-from starlette.types import Receive, Scope, Send
 
 from webui.audit.events import AuditName
 from webui.auth.keys import AuthError, Forbidden, Principal
@@ -69,6 +68,7 @@ from webui.services import Services
 from webui.web.deps import UNSAFE_METHODS, get_ui_user
 from webui.web.json_body import Limits, json_object, parse_json
 from webui.web.security import check_csrf
+from webui.web.streams import HeldStream
 
 SCOPE = "knowledge"
 NDJSON = "application/x-ndjson"
@@ -478,21 +478,6 @@ async def search_knowledge(request: Request, project_id: str) -> Any:
 
 
 # --------------------------------------------------------------------------- export, import
-
-
-class HeldStream(StreamingResponse):
-    """A streamed response that gives its read slot back when it ends, however it ends (sent
-    in full, the client gone, the server shutting down)."""
-
-    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: Any) -> None:
-        super().__init__(content, **kw)
-        self._release = release
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def _export_started(request: Request, caller: Caller, project_id: str, collection: str | None) -> None:

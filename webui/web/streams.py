@@ -13,11 +13,13 @@ and a cap on how many streams one account holds.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from webui.blocking import run_db
 from webui.errors import SteamharnessError
@@ -84,3 +86,19 @@ class StreamSlots(CountedSlots[int]):
             f"this account already has {count} live {self.what} open (the limit is"
             f" {self.limit}); close a tab or window showing {self.close} and reload this one"
         )
+
+
+class HeldStream(StreamingResponse):
+    """A streamed response that gives back what it holds (a read slot, a download's place and
+    its open file) when it ends, however it ends (sent in full, the client gone, the server
+    shutting down): `release` is called once then."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
