@@ -167,9 +167,10 @@ def test_a_question_with_file_fields_is_answered_with_the_file_picker(ui: Page, 
     card.get_by_role("button", name="Accept").click()
     expect(card).to_have_attribute("data-status", "answered")
     expect(card.get_by_role("status")).to_contain_text("Answered in the browser by user:fiona")
-    timeline = card.locator(".timeline")
-    expect(timeline).to_contain_text(form_id, timeout=WAIT_MS)
-    output = timeline.locator("pre").inner_text()
+    # The run's output (the timeline's `pre`) arrives after the answer shows: wait for it.
+    output_block = card.locator(".timeline pre")
+    expect(output_block).to_contain_text(form_id, timeout=WAIT_MS)
+    output = output_block.inner_text()
     assert json.loads(output) == {
         "answer": {"form": {"id": form_id}, "extras": [{"id": i} for i in extra_ids]}
     }
