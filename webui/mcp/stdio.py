@@ -18,6 +18,7 @@ import getpass
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -79,42 +80,56 @@ async def serve_stdio(
         if found:
             await serve_problems(dataclasses.replace(reading, project=None, problems=tuple(found)))
             return
-        catalog = Catalog.build(project, file_mode="local")
-        binding = Binding(
-            catalog=catalog,
-            principal=f"stdio:{project.id}",
-            transport="stdio",
-            actor=f"local:{getpass.getuser()}",
-            env=env,
-            related=relations.paths(),
-            relations=relations,
-            version=project.version,
-            config_name=chosen_config(config_name, "--config"),
-        )
+        binding = stdio_binding(project, env, relations, config_name)
         if config_name is not None:
             try:
                 await run_db(svc.configs.show, config_place(binding), config_name)
             except ConfigurationNotFound as exc:
                 raise ConfigurationNotFound(f"--config: {exc.message}") from None
         current_binding.set(binding)
-        bridge = CallBridge(
-            runs=svc.runs,
-            interactions=svc.interactions,
-            files=svc.files,
-            audit=svc.audit,
-            configs=svc.configs,
-            progress_interval=settings.progress_interval_seconds,
-            task_key=persistent_secret(settings, "task-id.key"),
-            task_after=settings.task_after_seconds,
-            task_poll_interval_ms=settings.task_poll_interval_ms,
-        )
-        server = build_server(
-            bridge=bridge,
-            state_key=request_state_key(settings),
-            state_ttl=settings.request_state_ttl_seconds,
-        )
+        server = project_server(svc, settings)
         log.info("serving %s over stdio", server_name(project))
         await _serve(server)
+
+
+def stdio_binding(
+    project: Project, env: Mapping[str, str], relations: LocalRelations, config_name: str | None
+) -> Binding:
+    """What every request of a stdio server is bound to: the project's catalog (files named
+    by path), the local operator, the worker environment `env`, the related projects."""
+    return Binding(
+        catalog=Catalog.build(project, file_mode="local"),
+        principal=f"stdio:{project.id}",
+        transport="stdio",
+        actor=f"local:{getpass.getuser()}",
+        env=env,
+        related=relations.paths(),
+        relations=relations,
+        version=project.version,
+        config_name=chosen_config(config_name, "--config"),
+    )
+
+
+def project_server(svc: Services, settings: Settings) -> Server[Any]:
+    """The MCP server stdio serves on `svc`: the call bridge over its run service, the
+    request state sealed with the data dir's key. It serves the binding `current_binding`
+    holds in the context it runs in (tests drive it with the SDK's in-memory client)."""
+    bridge = CallBridge(
+        runs=svc.runs,
+        interactions=svc.interactions,
+        files=svc.files,
+        audit=svc.audit,
+        configs=svc.configs,
+        progress_interval=settings.progress_interval_seconds,
+        task_key=persistent_secret(settings, "task-id.key"),
+        task_after=settings.task_after_seconds,
+        task_poll_interval_ms=settings.task_poll_interval_ms,
+    )
+    return build_server(
+        bridge=bridge,
+        state_key=request_state_key(settings),
+        state_ttl=settings.request_state_ttl_seconds,
+    )
 
 
 async def _serve(server: Server[Any]) -> None:

@@ -1,0 +1,125 @@
+"""The real HTTP app in this process: `create_app(settings)` (its lifespan: store, worker pool,
+run service, MCP session manager and gateway, guard) served by uvicorn on a free loopback
+port from a thread of the test process, instead of a `steamharness serve` process.
+
+`InProcessServer` is a `LiveServer` (tests/e2e/server.py): the same data dir (a copy of the
+prepared one), the same operator writes (`create_key`, `publish`, …), the same `base_url` and
+`mcp_url`, so a test module moves by changing its fixture only. What it does not have is what
+belongs to the process: its log (`log()` is empty), its signals, its exit code, the `serve`
+command's start-up checks and uvicorn protocol of its own (the edge's header and body pacing,
+`webui/edge/connections.py`). Tests of those keep a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+
+from tests import prepared
+from tests.conftest import server_env
+from tests.e2e.server import LiveServer, free_port
+from tests.helpers import WAIT
+from tests.support.waiting import eventually
+from webui.app import create_app
+from webui.cli.db import upgrade_all
+from webui.settings import Settings
+
+# The grace uvicorn gives open connections at stop: a test's streams are closed by then
+# (a bound, not a speed check; the app's own drain is `shutdown_grace_seconds`).
+STOP_GRACE = 5
+
+
+class InProcessServer(LiveServer):
+    """A `LiveServer` whose server is the app in a thread of this process (see the module)."""
+
+    _thread: threading.Thread | None = None
+    _uvicorn: uvicorn.Server | None = None
+
+    def server_settings(self) -> Settings:
+        """The settings `serve` would read from `env`: each STEAMHARNESS_* variable given, by
+        its field name (the test process's own environment holds no other, tests/conftest.py)."""
+        given = {
+            var.removeprefix("STEAMHARNESS_").lower(): value
+            for var, value in self.env.items()
+            if var.startswith("STEAMHARNESS_")
+        }
+        given.pop("data_dir", None)
+        given.pop("port", None)
+        return Settings(data_dir=self.data_dir, port=self.port, **given)  # type: ignore[arg-type]  # as from the environment
+
+    def start(self) -> None:
+        assert self._thread is None
+        settings = self.server_settings()
+        upgrade_all(settings)  # as serve does: a store made elsewhere is brought up to date
+        config = uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            timeout_keep_alive=int(settings.keep_alive_timeout_seconds),
+            timeout_graceful_shutdown=STOP_GRACE,
+            proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=self._serve, args=(server,), name=f"server-{self.port}", daemon=True)
+        self._uvicorn, self._thread = server, thread
+        thread.start()
+        eventually(lambda: server.started or not thread.is_alive(), "the in-process server started")
+        if not server.started:
+            self._thread = self._uvicorn = None
+            raise AssertionError("the in-process server did not start (its error is logged above)")
+
+    @staticmethod
+    def _serve(server: uvicorn.Server) -> None:
+        asyncio.run(server.serve())
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        """Stop accepting, let the app's lifespan end (runs stopped, sessions closed) and join
+        the thread; `sig` is not sent anywhere (there is no process): 0 once stopped."""
+        server, thread = self._uvicorn, self._thread
+        if server is None or thread is None:
+            return None
+        self._uvicorn = self._thread = None
+        server.should_exit = True
+        thread.join(WAIT)
+        assert not thread.is_alive(), "the in-process server did not stop"
+        return 0
+
+    def log(self) -> str:
+        return ""
+
+
+def make_in_process_server(tmp_path: Path, **env: str) -> InProcessServer:
+    """A server (not started) on a copy of the prepared `server` data dir (the example projects
+    registered, the five published; `tests/prepared.py`), as `make_server` makes one;
+    `env`: STEAMHARNESS_* settings, as a live server's environment would give them."""
+    admin_key = secrets.token_urlsafe(32)
+    server = InProcessServer(
+        data_dir=tmp_path / "data",
+        projects=tmp_path / "projects",
+        port=free_port(),
+        admin_key=admin_key,
+        env={**server_env(), "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key, **env},
+    )
+    if any(key in env for key in ("STEAMHARNESS_DATABASE_URL", "STEAMHARNESS_SHARED_DIR")):
+        server.database_url = env.get("STEAMHARNESS_DATABASE_URL")
+        prepared.prepare_server(server.data_dir, prepared.copy_projects(server.projects), **env)
+    else:
+        prepared.copy_prepared("server", server.data_dir, server.projects)
+    return server
+
+
+@contextlib.contextmanager
+def in_process_server(tmp_path: Path, database_url: str | None = None, **env: str) -> Iterator[LiveServer]:
+    """`running_server`'s in-process twin: the server started for the block, stopped at its end."""
+    if database_url is not None:
+        env = {"STEAMHARNESS_DATABASE_URL": database_url, **env}
+    with make_in_process_server(tmp_path, **env).running() as server:
+        yield server
