@@ -7,11 +7,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from webui.cli.serve_claim import LOCK_FILE, MAX_LOCK_BYTES, NotFree, holder, lock
+from tests.helpers import WAIT
+from webui.cli.serve_claim import LOCK_FILE, MAX_LOCK_BYTES, Claim, NotFree, claim, holder, lock
 from webui.terminal_text import CONTROLS
 
 STARTING = "steamharness is already running on data dir {data} (it is starting)"
@@ -74,3 +76,32 @@ def test_a_lock_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(NotFree, match=r"cannot lock the data dir: .*serve\.lock: "):
         lock(data, "http://127.0.0.1:1")
     assert elsewhere.read_text() == "someone else's file"
+
+
+def test_a_lock_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Whoever can write the data dir (a data dir under /tmp made by another user first)
+    puts a FIFO where `serve.lock` goes: `serve` opened it to read who holds the data dir and
+    waited for a writer for ever, before printing anything. It refuses it at once now."""
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / LOCK_FILE)
+    outcome: list[object] = []
+
+    def serve_claims() -> None:
+        try:
+            outcome.append(claim(data, "127.0.0.1", 0))
+        except NotFree as exc:
+            outcome.append(exc.message)
+
+    thread = threading.Thread(target=serve_claims, daemon=True)
+    thread.start()
+    thread.join(10)  # a hang guard: claiming takes no waiting
+    if thread.is_alive():  # let the old code's open go on: a writer, then end of file
+        os.close(os.open(data / LOCK_FILE, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(WAIT)
+    for taken in outcome:
+        if isinstance(taken, Claim):
+            for sock in taken.sockets:
+                sock.close()
+            os.close(taken.lock_fd)
+    assert outcome == [f"cannot lock the data dir: {data / LOCK_FILE}: not a regular file"]

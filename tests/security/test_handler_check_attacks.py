@@ -9,7 +9,6 @@ import os
 import pwd
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import pytest
 from tests.helpers import WAIT
 from tests.knowledge.test_cli import clean_env
 from tests.security.test_hostile_handler_imports import project
-from webui.cli.serve_claim import LOCK_FILE, Claim, NotFree, claim
 from webui.host.unprivileged import ENV_VARIABLE
 from webui.projects.handler_check import check_bounds, check_uid
 from webui.settings import Settings
@@ -160,35 +158,6 @@ def test_projects_add_hides_the_database_password_from_the_handlers_it_imports(t
     )
     assert "ValueError: postgresql://steam:" in done.stderr, done.stderr
     assert PASSWORD not in done.stderr, done.stderr
-
-
-def test_a_lock_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
-    """Whoever can write the data dir (a data dir under /tmp made by another user first)
-    puts a FIFO where `serve.lock` goes: `serve` opened it to read who holds the data dir and
-    waited for a writer for ever, before printing anything. It refuses it at once now."""
-    data = tmp_path / "data"
-    data.mkdir()
-    os.mkfifo(data / LOCK_FILE)
-    outcome: list[object] = []
-
-    def serve_claims() -> None:
-        try:
-            outcome.append(claim(data, "127.0.0.1", 0))
-        except NotFree as exc:
-            outcome.append(exc.message)
-
-    thread = threading.Thread(target=serve_claims, daemon=True)
-    thread.start()
-    thread.join(10)  # a hang guard: claiming takes no waiting
-    if thread.is_alive():  # let the old code's open go on: a writer, then end of file
-        os.close(os.open(data / LOCK_FILE, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(WAIT)
-    for taken in outcome:
-        if isinstance(taken, Claim):
-            for sock in taken.sockets:
-                sock.close()
-            os.close(taken.lock_fd)
-    assert outcome == [f"cannot lock the data dir: {data / LOCK_FILE}: not a regular file"]
 
 
 # Makes a folder in each shared temporary folder, named by the test, and says where it could.
