@@ -33,6 +33,7 @@ from webui.runs.isolation import read_paths, worker_uids, worker_user
 from webui.runs.outcomes import PENDING_FILE
 from webui.runs.pool import ViewSettings, WorkerPool
 from webui.runs.service import RunService
+from webui.runs.timeline import BatchLimits
 from webui.secret_keys import derive_key
 from webui.settings import Settings
 from webui.store.db import make_engine, private_dir, sqlite_url
@@ -246,6 +247,7 @@ async def open_services(
         pending_records_bytes=settings.pending_records_max_bytes,
         records_drain_seconds=settings.pending_records_drain_seconds,
     )
+    runs.records.timeline.limits = BatchLimits(settings.timeline_batch_lines, settings.timeline_batch_seconds)
     try:
         # Rows written when stored paths were absolute (a no-op once they are relative).
         await run_db(relativize_paths, engine, settings.resolved_shared_dir)

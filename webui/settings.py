@@ -123,6 +123,12 @@ class Settings(BaseSettings):
     # ... and at shutdown this long to write them before what is left goes to
     # DATA_DIR/pending-run-records.jsonl, written at the next start.
     pending_records_drain_seconds: float = Field(default=5.0, ge=0)
+    # A run's stdout, stderr, log lines and progress reach its timeline in batches
+    # (webui.runs.timeline): one transaction once a batch holds this many entries ...
+    timeline_batch_lines: int = Field(default=100, ge=1, le=100_000)
+    # ... or this long after its first entry, and always before the run's next other record
+    # (its outcome included). Watchers see the lines at once either way.
+    timeline_batch_seconds: float = Field(default=0.1, gt=0, le=3600)
 
     # Workflow code is untrusted. A server running as root runs it as this user instead;
     # empty keeps root (an explicit opt-out). Ignored when the server is not root.

@@ -52,6 +52,8 @@ async def test_a_long_lock_keeps_the_outcome_counts_what_did_not_fit_and_writes_
                     await backlog.write_or_keep(
                         Record(EVENT, run.id, {"kind": "log", "text": ENTRY, "data": None, "source": "mcp"})
                     )
+                # Log lines wait in the run's batch (webui.runs.timeline): written now, refused.
+                await backlog.timeline.flush(run.id)
                 kept = len(backlog)
                 lost = backlog.totals.lost[run.id]
                 assert kept + lost == ENTRIES and 0 < kept < ENTRIES

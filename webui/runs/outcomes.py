@@ -43,6 +43,7 @@ from webui.errors import StoreUnavailable
 from webui.events import EventHub
 from webui.interactions.service import InteractionService
 from webui.observability.metrics import METRICS
+from webui.runs.timeline import BatchLimits, Entry, Timeline
 from webui.store import runs as run_store
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 FIRST_PAUSE_SECONDS = 0.05
 LAST_PAUSE_SECONDS = 5.0
 # Record fields that hold times (stored as ISO 8601 text in the spill file).
-TIME_FIELDS = ("started_at", "finished_at")
+TIME_FIELDS = ("started_at", "finished_at", "created_at")
 # Kinds of record, and which of them are never dropped.
 EVENT, STATUS, FINAL, AUDIT = "event", "status", "final", "audit"
 ALWAYS_KEPT = (FINAL, AUDIT)
@@ -115,9 +116,11 @@ class RunRecordBacklog:
         hub: EventHub,
         spill_path: Path | None,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        timeline: BatchLimits | None = None,
     ) -> None:
         """`spill_path`: where what is left at shutdown goes (None: a process that keeps no
-        data dir; what is left is then logged as lost)."""
+        data dir; what is left is then logged as lost). `timeline`: when a run's batch of
+        timeline entries is written."""
         self.engine = engine
         self.audit = audit
         self.interactions = interactions
@@ -132,6 +135,8 @@ class RunRecordBacklog:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.totals = _Totals()
+        # A run's chatty timeline entries, written in batches (webui.runs.timeline).
+        self.timeline = Timeline(self._write_entries, timeline)
 
     # ----------------------------------------------------------------- what is kept
     def holds(self, run_id: str) -> bool:
@@ -199,6 +204,7 @@ class RunRecordBacklog:
     async def wait_written(self, run_id: str, timeout: float) -> bool:
         """Wait (at most `timeout` seconds) until no record of this run waits here: a write
         that must not overtake them (a question) goes after them. False: they still wait."""
+        await self.timeline.flush(run_id)
         if not self.holds(run_id):
             return True
         drained = self._drained.setdefault(run_id, asyncio.Event())
@@ -208,7 +214,14 @@ class RunRecordBacklog:
 
     async def write_or_keep(self, record: Record) -> None:
         """Write `record` now, unless records of its run already wait (then it waits behind
-        them) or the database cannot take it (then it is kept)."""
+        them) or the database cannot take it (then it is kept). A timeline entry of a chatty
+        kind joins its run's batch instead (webui.runs.timeline); any other record is written
+        after that batch. The caller writes a run's records one at a time (RunService holds
+        the run's writes lock)."""
+        if record.kind == EVENT and self.timeline.batched(record):
+            await self.timeline.add(record)
+            return
+        await self.timeline.flush(record.run_id)
         if self.holds(record.run_id):
             self.keep(record)
             return
@@ -218,6 +231,25 @@ class RunRecordBacklog:
             if not is_unavailable(exc):
                 raise
             self.keep(record, exc)
+
+    async def _write_entries(self, entries: list[Entry]) -> None:
+        """A batch of one run's timeline entries in one transaction, or, while the database
+        cannot take it, each kept in order (behind whatever of the run is kept already)."""
+        records = [Record(EVENT, e.run_id, e.fields) for e in entries]
+        run_id = records[0].run_id
+        if self.holds(run_id):
+            for record in records:
+                self.keep(record)
+            return
+        try:
+            await run_db(
+                run_store.add_events, self.engine, run_id=run_id, entries=[r.fields for r in records]
+            )
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            for i, record in enumerate(records):
+                self.keep(record, exc if i == 0 else None)
 
     async def audit_event(self, event: str, **fields: Any) -> None:
         """An audit event of its own (e.g. the MCP call's `tool.completed`), kept like a
@@ -321,6 +353,7 @@ class RunRecordBacklog:
     # ----------------------------------------------------------------- shutdown, next start
     async def close(self, timeout: float) -> None:
         """Give the loop `timeout` seconds to write what is kept; spill the rest to the file."""
+        await self.timeline.close()  # the runs' last batches first
         if self._queue:
             self._start()
             self._wake.set()  # try again now rather than after the current pause

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, func, insert, or_, text, update
@@ -174,12 +175,34 @@ def add_event(
     text: str | None = None,
     data: dict[str, Any] | None = None,
     source: str = "mcp",
+    created_at: datetime | None = None,
 ) -> None:
-    text = storable_text(engine, text)
-    with engine.begin() as conn:
-        conn.execute(
-            _INSERT_EVENT, {"run_id": run_id, "kind": kind, "text": text, "data": data, "source": source}
-        )
+    """One timeline entry in a transaction of its own; `created_at`: when it was made (a
+    batched or kept entry is written later), else now."""
+    add_events(
+        engine,
+        run_id=run_id,
+        entries=[{"kind": kind, "text": text, "data": data, "source": source, "created_at": created_at}],
+    )
+
+
+def add_events(engine: Engine, *, run_id: str, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Timeline entries of one run, in order, in one transaction (one executemany): each a
+    mapping of `kind` and optionally `text`, `data`, `source`, `created_at`."""
+    rows = [
+        {
+            "run_id": run_id,
+            "kind": e["kind"],
+            "text": storable_text(engine, e.get("text")),
+            "data": e.get("data"),
+            "source": e.get("source") or "mcp",
+            "created_at": e.get("created_at") or utcnow(),
+        }
+        for e in entries
+    ]
+    if rows:
+        with engine.begin() as conn:
+            conn.execute(_INSERT_EVENT, rows)
 
 
 def list_events(engine: Engine, *, run_id: str) -> list[RunEvent]:
