@@ -84,6 +84,7 @@ from webui.web.connections import BodyPace
 from webui.web.deps import LoginRequired
 from webui.web.guard import RequestGuard
 from webui.web.host_calls import HostCalls, host_calls
+from webui.web.json_body import add_body_schemas
 from webui.web.logging import install_redaction
 from webui.web.refusals import RefusalAudit
 from webui.web.security import SecurityHeaders
@@ -371,6 +372,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.include_router(admin_sessions.router)
     app.include_router(audit_pages.router)
     app.include_router(host_pages.router)
+    add_body_schemas(app)
     add_mcp_operations(app)
 
     @app.exception_handler(SteamharnessError)

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, BinaryIO, Literal
 
 import anyio
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field
 
 from webui.audit.events import AuditName
 from webui.auth.keys import AuthError, Forbidden, Principal
@@ -29,7 +29,7 @@ from webui.projects.registry import ProjectRegistry
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
-from webui.web.json_body import json_object
+from webui.web.json_body import ApiBody, RawBody, StrictBody
 from webui.web.runs_pages import RunRedaction, readable_run, shown_event, shown_run
 from webui.web.security import check_csrf
 from webui.web.streams import HeldStream
@@ -70,12 +70,6 @@ async def uploader(request: Request, registry: ProjectRegistry, project_id: str)
 @router.post(
     "/workflows/{project_id}/files",
     summary="Upload a file for a tool's file param",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-        }
-    },
     responses={
         400: {"description": "mimeType is not a `type/subtype` media type; nothing stored"},
         413: {"description": "Larger than 50 MB, or past the project's file quota; nothing stored"},
@@ -88,6 +82,7 @@ async def upload_file(
     registry: RegistryDep,
     file_name: str = Query(alias="fileName", min_length=1, max_length=1000),
     mime_type: str | None = Query(default=None, alias="mimeType"),
+    _: None = Depends(RawBody(("application/octet-stream",), binary=True)),  # streamed, read below
 ) -> JSONResponse:
     actor = await uploader(request, registry, project_id)
     if mime_type is not None:
@@ -349,7 +344,12 @@ async def _download(
     return HeldStream(_file_chunks(f, size), done, headers=headers)
 
 
-class AnswerBody(BaseModel):
+class AnswerBody(ApiBody):
+    """An answer: what is wrong with one is said without pydantic's internals (input values, links)."""
+
+    invalid = InvalidAnswer
+    prefix = "the answer is not valid: "
+
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
     override: bool = Field(
@@ -359,36 +359,17 @@ class AnswerBody(BaseModel):
     )
 
 
-def answer_body(doc: dict[str, Any]) -> AnswerBody:
-    """The body read by the strict reader, then checked; what is wrong, without pydantic's
-    internals (input values, links)."""
-    try:
-        return AnswerBody.model_validate(doc)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
-        )
-        raise InvalidAnswer(f"the answer is not valid: {problems}") from None
-
-
 @router.post(
     "/interactions/{interaction_id}/answer",
     summary="Answer a pending interaction of your own run (resumes it)",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": AnswerBody.model_json_schema()}},
-        }
-    },
     responses={
         403: {"description": "The server admin key, for an account's question, without `override`"},
         404: {"description": "Unknown, or not yours: another account's questions are not shown"},
     },
 )
 async def answer_interaction(
-    interaction_id: str, request: Request, principal: PrincipalDep, services: ServicesDep
+    interaction_id: str, principal: PrincipalDep, body: StrictBody[AnswerBody], services: ServicesDep
 ) -> dict[str, Any]:
-    body = answer_body(await json_object(request))
     ia = await run_db(services.interactions.get, interaction_id)
     run = await run_db(run_store.get_run, services.engine, run_id=ia.run_id) if ia.run_id else None
     party = Party.of_principal(principal)

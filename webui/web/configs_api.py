@@ -16,7 +16,7 @@ browser session (writes need its CSRF token in `X-CSRF-Token`; the guard has che
 Origin). Each works on its own scope; `?account=NAME` lets an administrator work on an
 account's scope (every write is audited with the scope it touched). A caller without run
 permission on the project gets 404, as for an unknown project. Bodies are read only after
-the caller is known.
+the caller is known (`StrictBody` after the `placed` and `if_match` dependencies).
 """
 
 from __future__ import annotations
@@ -24,21 +24,23 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import ConfigDict, Field
 
 from webui.auth.keys import AuthError, Forbidden, Principal
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
+from webui.configs.exports import EXPORT_FORMAT, EXPORT_VERSION
 from webui.configs.model import ConfigPlace, ConfigView, Who
 from webui.configs.places import account_place
 from webui.errors import ConfigurationRefused, NotFound, SecretsExportNeedsPost, SteamharnessError
 from webui.services import Services
 from webui.store import accounts as account_store
-from webui.web.deps import UNSAFE_METHODS, get_ui_user
-from webui.web.json_body import json_object
+from webui.web.deps import UNSAFE_METHODS, ServicesDep, get_registry, get_services, get_ui_user
+from webui.web.json_body import ApiBody, Refuse, StrictBody
 from webui.web.security import check_csrf
 
 SCOPE = "configs"
@@ -87,10 +89,11 @@ def _caller_of_key(services: Services, principal: Principal) -> Caller:
 
 
 async def get_caller(request: Request) -> Caller:
-    services: Services = request.app.state.services
+    """Who asks: a Bearer key (the guard has checked it) or the browser session (its CSRF
+    token checked for a write); 401 with neither."""
     principal = getattr(request.state, "principal", None)
     if isinstance(principal, Principal):
-        return await run_db(_caller_of_key, services, principal)
+        return await run_db(_caller_of_key, get_services(request), principal)
     user = await run_db(get_ui_user, request)
     if user is None:
         raise AuthError("missing Authorization: Bearer <API key> (or log in to use the browser session)")
@@ -113,25 +116,41 @@ def resolve_place(request: Request, caller: Caller, project_id: str, account: st
     fields of the project's draft. 404 when the project is unknown or not the caller's."""
     if not caller.may_use(project_id):
         raise NotFound(f"project {project_id!r} is not registered")
-    services: Services = request.app.state.services
-    project = request.app.state.registry.draft(project_id)
-    fields = project.config_fields
+    fields = get_registry(request).draft(project_id).config_fields
     if account is None:
         return account_place(
             project_id, fields, account_id=caller.account_id, account_name=caller.account_name
         )
     if not caller.is_admin:
         raise Forbidden("only an administrator may manage another account's configurations (?account=)")
-    row = account_store.get_account(services.engine, name=account)
+    row = account_store.get_account(get_services(request).engine, name=account)
     if row is None or row.id is None:
         raise NotFound(f"account {account!r} not found")
     return account_place(project_id, fields, account_id=row.id, account_name=row.name)
 
 
-async def _place(request: Request, project_id: str, account: str | None) -> tuple[Caller, ConfigPlace]:
+AccountQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="Administrators: the account whose configurations to manage (audited).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Who asks, and the scope of the project they work on."""
+
+    caller: Caller
+    place: ConfigPlace
+
+
+async def placed(request: Request, project_id: str, account: AccountQuery = None) -> Placed:
+    """The caller and their scope, decided before a byte of the body is read."""
     caller = await get_caller(request)
-    place = await run_db(resolve_place, request, caller, project_id, account)
-    return caller, place
+    return Placed(caller, await run_db(resolve_place, request, caller, project_id, account))
 
 
 def if_match(request: Request) -> int:
@@ -147,15 +166,8 @@ def if_match(request: Request) -> int:
     return int(found.group(1))
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    return await json_object(request, error=ConfigurationRefused)
-
-
-def _name_member(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str):
-        raise ConfigurationRefused(f"{key}: expected a configuration name")
-    return value
+PlacedDep = Annotated[Placed, Depends(placed)]
+Revision = Annotated[int, Depends(if_match)]
 
 
 def _one(view: ConfigView, status_code: int = 200) -> JSONResponse:
@@ -164,15 +176,69 @@ def _one(view: ConfigView, status_code: int = 200) -> JSONResponse:
     )
 
 
-def _json_body(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    """OpenAPI for a JSON body the route reads itself (after the caller is known)."""
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+# --------------------------------------------------------------------------- bodies
 
 
-VALUES = {"type": "object", "description": "field name → value (a secret's mask keeps it)"}
+class ConfigBody(ApiBody):
+    """A configuration body: members its model does not name are ignored."""
+
+    refused = ConfigurationRefused
+
+
+Values = Annotated[
+    dict[str, Any],
+    Field(description="field name → value (a secret's mask keeps it)"),
+    Refuse("values must be a JSON object of field names to values"),
+]
+
+
+class NewConfiguration(ConfigBody):
+    name: Annotated[str, Refuse("name: expected a configuration name")]
+    values: Values = Field(default_factory=dict[str, Any])
+    copy_of: Annotated[
+        str | None,
+        Field(alias="copyOf", description="the configuration to copy (instead of values)"),
+        Refuse("copyOf: expected a configuration name"),
+    ] = None
+
+
+class ConfigurationChange(ConfigBody):
+    unset: Annotated[list[str], Refuse("unset: expected a list of field names")] = Field(
+        default_factory=list[str]
+    )
+    values: Values = Field(default_factory=dict[str, Any])
+
+
+class NewName(ConfigBody):
+    new_name: Annotated[str, Field(alias="newName"), Refuse("newName: expected a configuration name")]
+
+
+def _version(version: Any) -> None:
+    raise ConfigurationRefused(
+        f"export format version {version!r} is not supported (this version reads {EXPORT_VERSION})"
+    )
+
+
+class ConfigurationsExport(ConfigBody):
+    """An export document (`GET .../configs/export`); its project and entries are checked by
+    the import (`webui.configs.exports.read_document`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: Annotated[
+        Literal["steamharness.configurations"],
+        Refuse(f"not a configuration export: format must be {EXPORT_FORMAT!r}"),
+    ]
+    format_version: Annotated[Literal[1], Field(alias="formatVersion"), Refuse(_version)]
+    project_id: Annotated[Any, Field(alias="projectId", description="the project exported (its id)")] = None
+    configurations: Annotated[
+        list[Any],
+        Field(description="{name, values, revision?} each"),
+        Refuse("configurations: expected a list"),
+    ]
+    active: Annotated[str | None, Refuse("active: expected a configuration name")] = None
+
+
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"description": "config_conflict: the revision read is not the current one (body: current, read)"},
     422: {"description": "config_invalid: values that do not fit the fields (body: fields)"},
@@ -180,20 +246,13 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-AccountQuery = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=200,
-        description="Administrators: the account whose configurations to manage (audited).",
-    ),
-]
+# --------------------------------------------------------------------------- routes
 
 
 @router.get("", summary="A project's configurations in your scope, its fields and the active one")
-async def list_configs(request: Request, project_id: str, account: AccountQuery = None) -> Any:
-    _, place = await _place(request, project_id, account)
-    views = await run_db(request.app.state.services.configs.list, place)
+async def list_configs(placed: PlacedDep, services: ServicesDep) -> Any:
+    place = placed.place
+    views = await run_db(services.configs.list, place)
     return {
         "data": {
             "projectId": place.project_id,
@@ -209,23 +268,22 @@ async def list_configs(request: Request, project_id: str, account: AccountQuery 
     "",
     summary="Create a configuration: {name, values} or {name, copyOf}",
     status_code=201,
-    openapi_extra=_json_body(
-        {"name": {"type": "string"}, "values": VALUES, "copyOf": {"type": "string"}}, ["name"]
-    ),
     responses={409: {"description": "config_conflict: the name is taken"}, 422: WRITE_ERRORS[422]},
 )
-async def create_config(request: Request, project_id: str, account: AccountQuery = None) -> Response:
-    caller, place = await _place(request, project_id, account)
-    body = await _body(request)
-    name = _name_member(body, "name")
-    service = request.app.state.services.configs
-    if body.get("copyOf") is not None:
-        if "values" in body:
+async def create_config(
+    request: Request,
+    project_id: str,
+    placed: PlacedDep,
+    body: StrictBody[NewConfiguration],
+    services: ServicesDep,
+) -> Response:
+    by = who(request, placed.caller)
+    if body.copy_of is not None:
+        if "values" in body.model_fields_set:
             raise ConfigurationRefused("give either values or copyOf, not both")
-        view = await run_db(service.copy, place, _name_member(body, "copyOf"), name, who(request, caller))
+        view = await run_db(services.configs.copy, placed.place, body.copy_of, body.name, by)
     else:
-        values = body.get("values", {})
-        view = await run_db(service.create, place, name, values, who(request, caller))
+        view = await run_db(services.configs.create, placed.place, body.name, body.values, by)
     response = _one(view, 201)
     response.headers["Location"] = f"/api/workflows/{project_id}/configs/{view.name}"
     return response
@@ -236,9 +294,8 @@ async def export_download(
 ) -> Response:
     """The caller's scope exported (secrets in clear only when asked: audited), as a download."""
     place = await run_db(resolve_place, request, caller, project_id, account)
-    doc = await run_db(
-        lambda: request.app.state.services.configs.export(place, secrets=secrets, who=who(request, caller))
-    )
+    configs = get_services(request).configs
+    doc = await run_db(lambda: configs.export(place, secrets=secrets, who=who(request, caller)))
     return export_response(doc, project_id)
 
 
@@ -297,7 +354,6 @@ async def export_configs_post(
 @router.post(
     "/import",
     summary="Import an export document (mode merge or replace; force overwrites)",
-    openapi_extra=_json_body({"format": {"type": "string"}, "configurations": {"type": "array"}}),
     responses={
         400: {"description": "config_refused: another format, version or project"},
         409: {"description": "config_conflict: a configuration changed since the export (use force)"},
@@ -306,16 +362,16 @@ async def export_configs_post(
 )
 async def import_configs(
     request: Request,
-    project_id: str,
-    account: AccountQuery = None,
+    placed: PlacedDep,
+    body: StrictBody[ConfigurationsExport],
+    services: ServicesDep,
     mode: str = Query(default="merge", description="merge (keep others) or replace (delete others)"),
     force: bool = Query(default=False, description="Overwrite configurations changed since the export"),
 ) -> Any:
-    caller, place = await _place(request, project_id, account)
-    doc = await _body(request)
+    doc = body.model_dump(by_alias=True, exclude_unset=True)  # as sent: the import checks the rest
     views = await run_db(
-        lambda: request.app.state.services.configs.import_(
-            place, doc, mode=mode, force=force, who=who(request, caller)
+        lambda: services.configs.import_(
+            placed.place, doc, mode=mode, force=force, who=who(request, placed.caller)
         )
     )
     return {
@@ -327,50 +383,48 @@ async def import_configs(
 
 
 @router.get("/{name}", summary="One configuration (secrets masked); its ETag is its revision")
-async def show_config(request: Request, project_id: str, name: str, account: AccountQuery = None) -> Any:
-    _, place = await _place(request, project_id, account)
-    return _one(await run_db(request.app.state.services.configs.show, place, name))
+async def show_config(name: str, placed: PlacedDep, services: ServicesDep) -> Any:
+    return _one(await run_db(services.configs.show, placed.place, name))
 
 
 @router.patch(
-    "/{name}",
-    summary='Change values: {values, unset}; needs If-Match: "<revision>"',
-    openapi_extra=_json_body({"values": VALUES, "unset": {"type": "array", "items": {"type": "string"}}}),
-    responses=WRITE_ERRORS,
+    "/{name}", summary='Change values: {values, unset}; needs If-Match: "<revision>"', responses=WRITE_ERRORS
 )
 async def update_config(
-    request: Request, project_id: str, name: str, account: AccountQuery = None
+    request: Request,
+    name: str,
+    placed: PlacedDep,
+    revision: Revision,
+    body: StrictBody[ConfigurationChange],
+    services: ServicesDep,
 ) -> Response:
-    caller, place = await _place(request, project_id, account)
-    revision = if_match(request)
-    body = await _body(request)
-    values = body.get("values", {})
-    unset = body.get("unset", [])
-    if not isinstance(unset, list) or not all(isinstance(u, str) for u in unset):
-        raise ConfigurationRefused("unset: expected a list of field names")
     view = await run_db(
-        lambda: request.app.state.services.configs.set(
-            place, name, revision=revision, values=values, unset=unset, who=who(request, caller)
+        lambda: services.configs.set(
+            placed.place,
+            name,
+            revision=revision,
+            values=body.values,
+            unset=body.unset,
+            who=who(request, placed.caller),
         )
     )
     return _one(view)
 
 
 @router.post(
-    "/{name}/rename",
-    summary='Rename: {newName}; needs If-Match: "<revision>"',
-    openapi_extra=_json_body({"newName": {"type": "string"}}, ["newName"]),
-    responses=WRITE_ERRORS,
+    "/{name}/rename", summary='Rename: {newName}; needs If-Match: "<revision>"', responses=WRITE_ERRORS
 )
 async def rename_config(
-    request: Request, project_id: str, name: str, account: AccountQuery = None
+    request: Request,
+    name: str,
+    placed: PlacedDep,
+    revision: Revision,
+    body: StrictBody[NewName],
+    services: ServicesDep,
 ) -> Response:
-    caller, place = await _place(request, project_id, account)
-    revision = if_match(request)
-    new_name = _name_member(await _body(request), "newName")
     view = await run_db(
-        lambda: request.app.state.services.configs.rename(
-            place, name, new_name, revision=revision, who=who(request, caller)
+        lambda: services.configs.rename(
+            placed.place, name, body.new_name, revision=revision, who=who(request, placed.caller)
         )
     )
     return _one(view)
@@ -383,22 +437,17 @@ async def rename_config(
     responses={409: WRITE_ERRORS[409], 428: WRITE_ERRORS[428]},
 )
 async def delete_config(
-    request: Request, project_id: str, name: str, account: AccountQuery = None
+    request: Request, name: str, placed: PlacedDep, revision: Revision, services: ServicesDep
 ) -> Response:
-    caller, place = await _place(request, project_id, account)
-    revision = if_match(request)
     await run_db(
-        lambda: request.app.state.services.configs.delete(
-            place, name, revision=revision, who=who(request, caller)
+        lambda: services.configs.delete(
+            placed.place, name, revision=revision, who=who(request, placed.caller)
         )
     )
     return Response(status_code=204)
 
 
 @router.post("/{name}/activate", summary="Make this configuration the active one of the scope")
-async def activate_config(
-    request: Request, project_id: str, name: str, account: AccountQuery = None
-) -> Response:
-    caller, place = await _place(request, project_id, account)
-    view = await run_db(request.app.state.services.configs.activate, place, name, who(request, caller))
+async def activate_config(request: Request, name: str, placed: PlacedDep, services: ServicesDep) -> Response:
+    view = await run_db(services.configs.activate, placed.place, name, who(request, placed.caller))
     return _one(view)

@@ -43,7 +43,7 @@ from webui.knowledge.model import check_name
 from webui.parse_threads import run_parse
 from webui.web.deps import LoginRequired, RegistryDep, get_ui_user, require_user
 from webui.web.json_body import parse_json
-from webui.web.knowledge_api import KNOWLEDGE_JSON, request_actor
+from webui.web.knowledge_access import KNOWLEDGE_JSON, request_actor
 from webui.web.mcp_page import Visible, VisibleDep, visible_record
 from webui.web.templating import page
 
