@@ -14,14 +14,21 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from webui.errors import ProjectError
-from webui.workflows import configuration, params, project, related
+from webui.workflows import configuration, entrypoint, params, project, related
+from webui.workflows.package_json import json_fields
 from webui.workflows.package_schema import PACKAGE_JSON_SCHEMA
 from webui.workflows.project import load_project
 
 ROOT = Path(__file__).resolve().parents[2]
-LOADER_MODULES = (project, params, configuration, related)
-# `raw.get("x")`, `data.get("x")`, `optional_str(raw, "x", …)`, `optional_bool(raw, "x", …)`.
-READ = re.compile(r"""(?:\.get\(|optional_(?:str|bool)\(\w+, )"([A-Za-z]+)\"""")
+LOADER_MODULES = (project, entrypoint, params, configuration, related)
+# `raw.get("x")`, `data.get("x")`: the top-level keys the loader reads by hand.
+READ = re.compile(r"""\.get\("([A-Za-z]+)\"""")
+# The parts read as pydantic dataclasses: each field is a key (its JSON name where it has one).
+MODELS = (project.Entrypoint, params.Param, configuration.ConfigField, related.RelatedRef)
+
+
+def _model_keys() -> set[str]:
+    return {key for model in MODELS for key in json_fields(model)}
 
 
 def _properties(node: Any) -> set[str]:
@@ -57,6 +64,7 @@ def test_every_key_the_loader_reads_is_in_the_schema() -> None:
     for module in LOADER_MODULES:
         source = Path(module.__file__ or "").read_text()
         read |= set(READ.findall(source))
+    read |= _model_keys()
     assert {"entrypoints", "handler", "params", "inputSchema", "relatedProjects", "fields"} <= read
     missing = read - _properties(PACKAGE_JSON_SCHEMA)
     assert not missing, f"keys the loader reads that the schema does not describe: {sorted(missing)}"

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from pydantic import FiniteFloat, TypeAdapter, ValidationError
+
 from webui import strict_json
 from webui.cli.common import terminal_safe
 from webui.errors import ConfigError, ConfigurationInvalid
@@ -18,35 +20,31 @@ if TYPE_CHECKING:
     from webui.configs.model import ConfigPlace
     from webui.workflows.configuration import ConfigField
 
-TRUE_WORDS: Final = ("true", "yes", "on", "1")
-FALSE_WORDS: Final = ("false", "no", "off", "0")
+# How a command-line word becomes each field type's value (pydantic's lax parsing of text):
+# a number is an integer when it reads as one, else a finite float; a boolean is one of
+# true/false, yes/no, on/off, 1/0 (t/f, y/n too). Other types are taken as text and checked by
+# the configuration service like any value.
+_NUMBER: Final = TypeAdapter(int | FiniteFloat)
+_BOOLEAN: Final = TypeAdapter(bool)
 
 
 def parse_value(field: ConfigField, text: str) -> Any:
     """A command-line value as the field's type; raises ValueError with the problem."""
     if field.type == "number":
         try:
-            return int(text)
-        except ValueError:
-            pass
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
-        if number != number or number in (float("inf"), float("-inf")):
-            raise ValueError(f"expected a finite number, got {text!r}")
-        return number
+            return _NUMBER.validate_python(text.strip())
+        except ValidationError as exc:
+            finite = any(e["type"] == "finite_number" for e in exc.errors(include_url=False))
+            raise ValueError(f"expected a {'finite ' if finite else ''}number, got {text!r}") from None
     if field.type == "boolean":
-        word = text.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS:
-            return False
-        raise ValueError(f"expected true or false, got {text!r}")
+        try:
+            return _BOOLEAN.validate_python(text.strip())
+        except ValidationError:
+            raise ValueError(f"expected true or false, got {text!r}") from None
     if field.type == "multiselect":
         if text.lstrip().startswith("["):
             try:
-                items = strict_json.loads(text)
+                items = strict_json.loads(text)  # bounded: the strict reader's depth and size
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not a JSON array: {exc.msg}") from None
             except ValueError as exc:

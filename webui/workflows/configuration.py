@@ -12,43 +12,118 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final, cast
+
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator
+from pydantic.dataclasses import dataclass
 
 from webui.errors import ProjectError
 from webui.workflows.package_json import (
+    ABSENT,
+    Flag,
+    Text,
+    a_dict,
+    anchored,
+    check,
+    described,
     is_number,
     json_type,
-    optional_bool,
-    optional_str,
+    listed,
     parse_id,
-    parse_named,
+    problem,
     quote,
     read_package_json,
+    unique_names,
+    validated,
 )
-from webui.workflows.params import FORMAT_CHECKER, NAME_RE, Option
+from webui.workflows.params import FORMAT_CHECKER, NAME_RE, OPTION_SCHEMA, Option
 
 FIELD_TYPES: Final = ("string", "number", "boolean", "select", "multiselect", "date", "secret")
 MAX_FIELDS: Final = 200
 MAX_STRING_VALUE: Final = 64 * 1024
 
 
-@dataclass(frozen=True)
-class ConfigField:
-    """One declared configuration field."""
+def _field_name_ok(value: Any) -> bool:
+    return isinstance(value, str) and NAME_RE.fullmatch(value) is not None and len(value) <= 64
 
-    name: str
-    type: str
-    required: bool = False
-    default: Any = None
-    has_default: bool = False
-    description: str | None = None
-    options: tuple[Option, ...] = ()
+
+@dataclass(
+    frozen=True,
+    config=described(
+        "One configuration field: each person keeps named configurations of values for them, and a "
+        "run reads the active one as `ctx.config`."
+    ),
+)
+class ConfigField:
+    """One declared configuration field (checked in reading order: the first problem is told)."""
+
+    name: Annotated[
+        str,
+        check(
+            _field_name_ok,
+            lambda v: (
+                f"invalid field name {quote(v)} "
+                "(letters, digits and '_', not starting with a digit, at most 64)"
+            ),
+            {"type": "string", "pattern": anchored(NAME_RE), "maxLength": 64},
+            required="",
+        ),
+        Field(description="Unique."),
+    ] = ABSENT
+    type: Annotated[
+        str,
+        check(
+            lambda v: v in FIELD_TYPES,
+            lambda v: f"unknown field type {quote(v)} (expected one of: {', '.join(FIELD_TYPES)})",
+            {"enum": list(FIELD_TYPES)},
+            required=f"(expected one of: {', '.join(FIELD_TYPES)})",
+        ),
+        Field(
+            description="`date` is `YYYY-MM-DD`; a `secret` is write-only once stored (encrypted at rest)."
+        ),
+    ] = ABSENT
+    required: Annotated[Flag, Field(description="A configuration must give it (or its default).")] = False
+    description: Annotated[Text, Field(description="Shown on the configuration page.")] = None
+    options: Annotated[
+        tuple[Option, ...],
+        WithJsonSchema({"type": "array", "items": OPTION_SCHEMA}),
+        Field(description="`select` and `multiselect` only (non-empty strings)."),
+    ] = ()
+    default: Annotated[Any, Field(description="A valid value (secrets have none).")] = None
+
+    _object = a_dict("a field object")
 
     @property
     def secret(self) -> bool:
         return self.type == "secret"
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options(cls, raw: Any, info: ValidationInfo) -> tuple[Option, ...]:
+        ftype = info.data.get("type")
+        if ftype is None:  # its type was refused: that is the problem told
+            return ()
+        if isinstance(raw, tuple) and raw:  # already options (the check of a default)
+            return cast(tuple[Option, ...], raw)
+        return _field_options(None if raw == () else raw, ftype)
+
+    @field_validator("default")
+    @classmethod
+    def _default(cls, default: Any, info: ValidationInfo) -> Any:
+        if default is None or "options" not in info.data:
+            return default
+        if info.data["type"] == "secret":
+            raise problem("a secret field cannot have a default")
+        declared = ConfigField(name="default", type=info.data["type"], options=info.data["options"])
+        found = value_problem(declared, default)
+        if found:
+            raise problem(found)
+        return default
 
     def declaration(self) -> dict[str, Any]:
         """The field as plain JSON (what the digest covers and what pages and the API show)."""
@@ -64,6 +139,42 @@ class ConfigField:
         return doc
 
 
+def _field_options(raw: Any, ftype: str) -> tuple[Option, ...]:
+    if ftype not in ("select", "multiselect"):
+        if raw not in (None, []):
+            raise problem("only select and multiselect fields have options")
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise problem(f"a {ftype} field needs a non-empty list of options")
+    options: list[Option] = []
+    for index, item in enumerate(cast(list[Any], raw)):
+        at = f"[{index}]"
+        label: Any = None
+        value: Any = item
+        if isinstance(item, dict):
+            value, label = cast(dict[str, Any], item).get("value"), cast(dict[str, Any], item).get("label")
+            if label is not None and not isinstance(label, str):
+                raise problem(f"expected a string, got {json_type(label)}", at=f"{at}.label")
+            at += ".value"
+        if not isinstance(value, str) or not value:
+            raise problem(f"expected a non-empty string option, got {quote(value)}", at=at)
+        if any(o.value == value for o in options):
+            raise problem(f"duplicate option {quote(value)}", at=at)
+        options.append(Option(value=value, label=label))
+    return tuple(options)
+
+
+def _at_most(raw: list[Any]) -> list[Any]:
+    if len(raw) > MAX_FIELDS:
+        raise problem(f"at most {MAX_FIELDS} fields, got {len(raw)}")
+    return raw
+
+
+_FIELDS: Final = TypeAdapter(
+    Annotated[tuple[ConfigField, ...], unique_names("field"), BeforeValidator(_at_most), listed("a list")]
+)
+
+
 def parse_config_fields(data: dict[str, Any], where: str) -> tuple[ConfigField, ...]:
     """`configuration.fields` of a parsed package.json (absent: no fields)."""
     section = data.get("configuration")
@@ -71,79 +182,7 @@ def parse_config_fields(data: dict[str, Any], where: str) -> tuple[ConfigField, 
         return ()
     if not isinstance(section, dict):
         raise ProjectError(f"{where}: configuration: expected an object, got {json_type(section)}")
-    raw = section.get("fields")
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ProjectError(f"{where}: configuration.fields: expected a list, got {json_type(raw)}")
-    if len(raw) > MAX_FIELDS:
-        raise ProjectError(f"{where}: configuration.fields: at most {MAX_FIELDS} fields, got {len(raw)}")
-    return parse_named(raw, f"{where}: configuration.fields", _parse_field, "field")
-
-
-def _parse_field(raw: Any, where: str) -> ConfigField:
-    if not isinstance(raw, dict):
-        raise ProjectError(f"{where}: expected a field object, got {json_type(raw)}")
-    name = raw.get("name")
-    if name is None:
-        raise ProjectError(f"{where}.name: is required")
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > 64:
-        raise ProjectError(
-            f"{where}.name: invalid field name {quote(name)} "
-            "(letters, digits and '_', not starting with a digit, at most 64)"
-        )
-    ftype = raw.get("type")
-    if ftype not in FIELD_TYPES:
-        shown = "is required" if ftype is None else f"unknown field type {quote(ftype)}"
-        raise ProjectError(f"{where}.type: {shown} (expected one of: {', '.join(FIELD_TYPES)})")
-    required = optional_bool(raw, "required", where)
-    description = optional_str(raw, "description", where)
-    options = _parse_field_options(raw.get("options"), ftype, f"{where}.options")
-    has_default = raw.get("default") is not None
-    default = raw.get("default")
-    if has_default:
-        if ftype == "secret":
-            raise ProjectError(f"{where}.default: a secret field cannot have a default")
-        field = ConfigField(name=name, type=ftype, options=options)
-        problem = value_problem(field, default)
-        if problem:
-            raise ProjectError(f"{where}.default: {problem}")
-    return ConfigField(
-        name=name,
-        type=ftype,
-        required=required,
-        default=default,
-        has_default=has_default,
-        description=description,
-        options=options,
-    )
-
-
-def _parse_field_options(raw: Any, ftype: str, where: str) -> tuple[Option, ...]:
-    if ftype not in ("select", "multiselect"):
-        if raw not in (None, []):
-            raise ProjectError(f"{where}: only select and multiselect fields have options")
-        return ()
-    if not isinstance(raw, list) or not raw:
-        raise ProjectError(f"{where}: a {ftype} field needs a non-empty list of options")
-    options: list[Option] = []
-    seen: set[str] = set()
-    for index, item in enumerate(raw):
-        item_where = f"{where}[{index}]"
-        label: str | None = None
-        if isinstance(item, dict):
-            value = item.get("value")
-            label = optional_str(item, "label", item_where)
-            item_where += ".value"
-        else:
-            value = item
-        if not isinstance(value, str) or not value:
-            raise ProjectError(f"{item_where}: expected a non-empty string option, got {quote(value)}")
-        if value in seen:
-            raise ProjectError(f"{item_where}: duplicate option {quote(value)}")
-        seen.add(value)
-        options.append(Option(value=value, label=label))
-    return tuple(options)
+    return validated(_FIELDS, cast(dict[str, Any], section).get("fields"), f"{where}: configuration.fields")
 
 
 def value_problem(field: ConfigField, value: Any) -> str | None:

@@ -10,17 +10,33 @@ person reading it has to fix the file by hand and has nothing else to go on. The
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Annotated, Any, Final, Protocol, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import ArgsKwargs, CoreSchema, ErrorDetails, PydanticCustomError, core_schema
 
 from webui import strict_json
 from webui.errors import ProjectError
 
+V = TypeVar("V")
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -52,51 +68,192 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# --------------------------------------------------------------------------- model checks
+#
+# The parts of package.json are pydantic dataclasses (`RelatedRef`, `ConfigField`, `Param`):
+# each field's check is an annotation built here that raises `problem(...)`, today's one line,
+# and `validated` turns the first error into `<where><field path>: <problem>`. JSON null counts
+# as absent everywhere (`validate_default` makes a field's check see its absence too).
+
+PACKAGE_JSON: Final = ConfigDict(extra="ignore", validate_default=True)
+
+
+def described(description: str) -> ConfigDict:
+    """`PACKAGE_JSON` for a part whose description in the package.json reference is this."""
+    return PACKAGE_JSON | ConfigDict(json_schema_extra={"description": description})
+
+
+# The default of a required field: its check sees null and absence alike (`is required`).
+ABSENT: Final[Any] = None
+
+
+def json_fields(part: type) -> dict[str, FieldInfo]:
+    """A part's fields by the names package.json gives them (the alias, else the name)."""
+    fields: dict[str, FieldInfo] = part.__pydantic_fields__
+    return {
+        info.validation_alias if isinstance(info.validation_alias, str) else name: info
+        for name, info in fields.items()
+    }
+
+
+def anchored(regex: re.Pattern[str]) -> str:
+    """A regex the checks `fullmatch` with, as the JSON Schema `pattern` that means the same."""
+    return f"^(?:{regex.pattern})$"
+
+
+def problem(message: str, at: str = "", *, parent: bool = False) -> PydanticCustomError:
+    """A check's one-line problem; `at`: the path below the checked field it is about (`[2]`);
+    `parent`: about the object that holds the field, not the field."""
+    return PydanticCustomError("package_json", "{problem}", {"problem": message, "at": at, "parent": parent})
+
+
+_HERE: Final = "\x00here"
+
+
+def continued(run: Callable[[str], V]) -> V:
+    """A check that writes its own lines after a `where` it is given (`json_schema`'s
+    `<where>/type: ...`), run for a field: its lines continue the field's path."""
+    try:
+        return run(_HERE)
+    except ProjectError as exc:
+        raise PydanticCustomError(
+            "package_json", "{problem}", {"problem": exc.message.removeprefix(_HERE), "continues": True}
+        ) from None
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    """`('params', 2, 'type')` as `.params[2].type`."""
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in loc)
+
+
+def problem_text(error: ErrorDetails, where: str) -> str:
+    """One validation error as today's line: `<where><field path>: <problem>`."""
+    ctx = error.get("ctx") or {}
+    if error["type"] != "package_json":
+        return f"{where}{field_path(error['loc'])}: {error['msg']}"
+    loc = error["loc"][:-1] if ctx.get("parent") else error["loc"]
+    if ctx.get("continues"):
+        return f"{where}{field_path(loc)}{ctx['problem']}"
+    return f"{where}{field_path(loc)}{ctx.get('at', '')}: {ctx['problem']}"
+
+
+def validated(adapter: TypeAdapter[V], raw: Any, where: str, context: dict[str, Any] | None = None) -> V:
+    """`raw` validated by `adapter`, or its first problem as one `ProjectError` line
+    (`where` + the field path, e.g. `<file>: entrypoints[0].params` + `[1].type`)."""
+    try:
+        return adapter.validate_python(raw, context=context)
+    except ValidationError as exc:
+        raise ProjectError(problem_text(exc.errors(include_url=False)[0], where)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A field's check as an annotation: `test` passes or `message(value)` is the problem;
+    absent or null is allowed (the field's default) unless `required` gives what `is required`
+    adds, or `null` says null is a value to test (such a field's default is a value). `schema`:
+    the field's JSON Schema in the package.json reference (`package_schema`)."""
+
+    test: Callable[[Any], bool]
+    message: Callable[[Any], str]
+    schema: dict[str, Any] | None = None
+    required: str | None = None
+    null: bool = False
+
+    def run(self, value: Any) -> Any:
+        if value is None and not self.null:
+            if self.required is not None:
+                raise problem(f"is required {self.required}".rstrip())
+            return None
+        if not self.test(value):
+            raise problem(self.message(value))
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_before_validator_function(self.run, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return dict(self.schema) if self.schema is not None else handler(schema)
+
+
+def check(
+    test: Callable[[Any], bool],
+    message: Callable[[Any], str],
+    schema: dict[str, Any] | None = None,
+    *,
+    required: str | None = None,
+    null: bool = False,
+) -> Check:
+    """See `Check`."""
+    return Check(test, message, schema, required, null)
+
+
+def _absent_is(default: Any) -> Callable[[Any], Any]:
+    return lambda value: default if value is None else value
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _got(expected: str) -> Callable[[Any], str]:
+    return lambda value: f"expected {expected}, got {json_type(value)}"
+
+
+# An optional string (`description`), and an optional flag (`required`): absent or null is false.
+Text = Annotated[str | None, check(_is_str, _got("a string"), {"type": "string"})]
+Flag = Annotated[
+    bool, check(_is_bool, _got("true or false"), {"type": "boolean"}), BeforeValidator(_absent_is(False))
+]
+
+
+def listed(expected: str, got: Callable[[Any], str] = json_type) -> BeforeValidator:
+    """A list field (absent or null: empty), refused as `expected <expected>, got <type>`."""
+
+    def run(value: Any) -> Any:
+        if value is None:
+            return ()
+        if not isinstance(value, list | tuple):  # a tuple: built in code
+            raise problem(f"expected {expected}, got {got(value)}")
+        return value
+
+    return BeforeValidator(run)
+
+
+def a_dict(what: str) -> Any:
+    """A part's check before its fields, as its `model_validator`: it is an object
+    (`expected <what>, got <type>`)."""
+
+    def run(cls: type, raw: Any) -> Any:
+        if not isinstance(raw, dict | ArgsKwargs):
+            raise problem(f"expected {what}, got {json_type(raw)}")
+        return raw
+
+    return model_validator(mode="before")(classmethod(run))  # pyright: ignore[reportArgumentType]
+
+
 class _Named(Protocol):
     @property
     def name(self) -> str: ...
 
 
-N = TypeVar("N", bound=_Named)
+def unique_names(what: str) -> AfterValidator:
+    """A list whose items' names are unique (`[i].name: duplicate <what> name 'x'`)."""
 
+    def run(items: tuple[_Named, ...]) -> tuple[_Named, ...]:
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            if item.name in seen:
+                raise problem(f"duplicate {what} name {item.name!r}", at=f"[{index}].name")
+            seen.add(item.name)
+        return items
 
-def parse_named(raw: list[Any], where: str, parse: Callable[[Any, str], N], what: str) -> tuple[N, ...]:
-    """Each item of a list parsed in order (`<where>[i]` in its errors), their names unique."""
-    items: list[N] = []
-    seen: set[str] = set()
-    for index, item in enumerate(raw):
-        item_where = f"{where}[{index}]"
-        parsed = parse(item, item_where)
-        if parsed.name in seen:
-            raise fail(item_where, ".name", f"duplicate {what} name {parsed.name!r}")
-        seen.add(parsed.name)
-        items.append(parsed)
-    return tuple(items)
-
-
-def fail(where: str, field: str, problem: str) -> ProjectError:
-    """One-line error `<where><field>: <problem>`, e.g. `<file>: entrypoints[0].params[1]` + `.type`."""
-    return ProjectError(f"{where}{field}: {problem}")
-
-
-def optional_str(obj: dict[str, Any], key: str, where: str) -> str | None:
-    """An optional string field; JSON null counts as absent."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise fail(where, f".{key}", f"expected a string, got {json_type(value)}")
-    return value
-
-
-def optional_bool(obj: dict[str, Any], key: str, where: str) -> bool:
-    """An optional boolean flag (absent or null means false)."""
-    value = obj.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise fail(where, f".{key}", f"expected true or false, got {json_type(value)}")
-    return value
+    return AfterValidator(run)
 
 
 class NotAProject(ProjectError):

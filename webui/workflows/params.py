@@ -6,23 +6,40 @@ JSON shape in the structure report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Annotated, Any, Final, Self, cast
 
 from jsonschema import Draft202012Validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
 
-from webui.errors import ProjectError
 from webui.workflows.package_json import (
-    fail,
+    ABSENT,
+    Flag,
+    Text,
+    a_dict,
+    anchored,
+    check,
+    described,
     is_number,
     json_type,
-    optional_bool,
-    optional_str,
-    parse_named,
+    listed,
+    problem,
     quote,
+    unique_names,
+    validated,
 )
 
 PARAM_TYPES: Final = ("string", "positional", "number", "integer", "boolean", "checkboxes", "file")
@@ -39,9 +56,21 @@ OptionValue = str | int | float | bool
 # Param names, and configuration field names too (`configuration.py`).
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
+# A static choice in the package.json reference (params and configuration fields).
+OPTION_SCHEMA: Final[dict[str, Any]] = {
+    "description": "A static choice: a bare value, or `{value, label}` (the label is what a person sees).",
+    "anyOf": [
+        {"type": ["string", "number", "boolean"]},
+        {
+            "type": "object",
+            "required": ["value"],
+            "properties": {"value": {"type": ["string", "number", "boolean"]}, "label": {"type": "string"}},
+        },
+    ],
+}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Option:
     """One static choice of a param; a bare string/number/bool in package.json has no label."""
 
@@ -52,30 +81,6 @@ class Option:
     def title(self) -> str:
         """What a person sees for this choice: the label, else the value itself."""
         return self.label if self.label is not None else _display(self.value)
-
-
-@dataclass(frozen=True)
-class Param:
-    """A normalized param (entrypoint input or `ctx.ask` field).
-
-    `has_default` exists because `None` cannot tell "no default" from a default we might
-    one day allow to be null. `multiple` is always true for `checkboxes`, so consumers only
-    ever look at `multiple` to know whether the value is an array.
-    """
-
-    name: str
-    type: str
-    required: bool = False
-    default: Any = None
-    has_default: bool = False
-    description: str | None = None
-    title: str | None = None
-    options: tuple[Option, ...] = ()
-    multiple: bool = False
-    format: str | None = None
-    # `"header"`: the name after `Mcp-Param-` of the HTTP header a 2026-07-28 client mirrors
-    # this param into (the input schema's `x-mcp-header`); entrypoint params only.
-    header: str | None = None
 
 
 def is_integer(value: Any) -> bool:
@@ -91,6 +96,206 @@ def _display(value: Any) -> str:
     return json.dumps(value)
 
 
+def _name_ok(value: Any) -> bool:
+    return isinstance(value, str) and NAME_RE.fullmatch(value) is not None
+
+
+def _header_ok(value: Any) -> bool:
+    return isinstance(value, str) and HEADER_NAME_RE.fullmatch(value) is not None
+
+
+_TYPES = ", ".join(PARAM_TYPES)
+
+
+@dataclass(
+    frozen=True,
+    config=described(
+        "One input of an entrypoint (and the format of `ctx.ask` fields): it becomes one property of "
+        "the tool's input schema."
+    ),
+)
+class Param:
+    """A normalized param (entrypoint input or `ctx.ask` field), its fields checked in reading
+    order so the first problem is told.
+
+    `multiple` is always true for `checkboxes`, so consumers only ever look at `multiple` to
+    know whether the value is an array. `title` is `label` when only that synonym is given.
+    """
+
+    name: Annotated[
+        str,
+        check(
+            _name_ok,
+            lambda v: f"invalid param name {quote(v)} (letters, digits and '_', not starting with a digit)",
+            {"type": "string", "pattern": anchored(NAME_RE)},
+            required="",
+        ),
+        Field(
+            description="The argument's name: letters, digits and `_`, not starting with a digit; unique "
+            "within the entrypoint."
+        ),
+    ] = ABSENT
+    type: Annotated[
+        str,
+        check(
+            lambda v: v in PARAM_TYPES,
+            lambda v: f"unknown param type {quote(v)} (expected one of: {_TYPES})",
+            {"enum": list(PARAM_TYPES)},
+            required=f"(expected one of: {_TYPES})",
+        ),
+        Field(
+            description="`positional` is a string shown first; `checkboxes` a list of strings from its "
+            'options; `file` a managed file (`{"id": "wf_…"}` over HTTP, an absolute path over stdio). '
+            "An `integer`'s default and options are JSON integers."
+        ),
+    ] = ABSENT
+    required: Annotated[Flag, Field(description="The call must give it (default false).")] = False
+    # Absent, not false, by default: `_multiple` tells them apart.
+    multiple: Annotated[Flag, Field(description="The value is a list (always, for `checkboxes`).")] = ABSENT
+    description: Annotated[Text, Field(description="What it is, for the client and the person.")] = None
+    title: Annotated[Text, Field(description="A person's name for it (`label` is taken as its synonym).")] = (
+        None
+    )
+    label: Annotated[Text, Field(description="Same as `title` (`title` wins).")] = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
+    format: Annotated[
+        str | None,
+        check(
+            lambda v: v in DATE_FORMATS,
+            lambda v: f"unknown format {quote(v)} (expected one of: date, date-time)",
+            {"enum": list(DATE_FORMATS)},
+        ),
+        Field(description="string and positional params only."),
+    ] = None
+    # `"header"`: the name after `Mcp-Param-` of the HTTP header a 2026-07-28 client mirrors
+    # this param into (the input schema's `x-mcp-header`); entrypoint params only.
+    header: Annotated[
+        str | None,
+        check(
+            _header_ok,
+            lambda v: (
+                f"invalid header name {quote(v)} (1-64 HTTP token characters: letters, digits"
+                " and !#$%&'*+-.^_`|~)"
+            ),
+            {"type": "string", "pattern": anchored(HEADER_NAME_RE)},
+        ),
+        Field(
+            description="Mirror the argument as the `Mcp-Param-<header>` HTTP header (2026-07-28, SEP-2243). "
+            f"Single {', '.join(sorted(HEADER_TYPES))} params only; names unique without case."
+        ),
+    ] = None
+    options: Annotated[
+        tuple[Option, ...],
+        WithJsonSchema({"type": "array", "items": OPTION_SCHEMA}),
+        Field(description="The allowed values (not for file params)."),
+    ] = ()
+    default: Annotated[
+        Any,
+        Field(
+            description="A valid value of the param (one of its options, if it has any); "
+            "file params have none."
+        ),
+    ] = None
+
+    _object = a_dict("a param object")
+
+    @property
+    def has_default(self) -> bool:
+        """Whether a default is given (JSON null is none)."""
+        return self.default is not None
+
+    @field_validator("multiple", mode="wrap")
+    @classmethod
+    def _multiple(cls, raw: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> bool:
+        multiple = handler(raw)
+        if info.data.get("type") != "checkboxes":
+            return multiple
+        if raw is False:
+            raise problem("checkboxes params are always multiple (remove 'multiple')")
+        return True
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, fmt: str | None, info: ValidationInfo) -> str | None:
+        ptype = info.data.get("type")
+        if fmt is not None and ptype is not None and ptype not in ("string", "positional"):
+            raise problem(f"format applies only to string and positional params, not {ptype}")
+        return fmt
+
+    @field_validator("header")
+    @classmethod
+    def _header(cls, header: str | None, info: ValidationInfo) -> str | None:
+        ptype, multiple = info.data.get("type"), info.data.get("multiple")
+        if header is None or ptype is None or multiple is None:
+            return header
+        if ptype not in HEADER_TYPES or multiple:
+            raise problem(
+                f"only single string, positional, integer and boolean params can be headers, not {ptype}"
+                + (" (multiple)" if multiple and ptype in HEADER_TYPES else "")
+            )
+        return header
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options(cls, raw: Any, info: ValidationInfo) -> tuple[Option, ...]:
+        if isinstance(raw, tuple) or "type" not in info.data:
+            return cast(tuple[Option, ...], raw) if isinstance(raw, tuple) else ()
+        return _param_options(raw, info.data["type"])
+
+    @field_validator("default")
+    @classmethod
+    def _default(cls, default: Any, info: ValidationInfo) -> Any:
+        if default is None or not {"type", "multiple", "format", "options"} <= info.data.keys():
+            return default
+        ptype, fmt, options = info.data["type"], info.data["format"], info.data["options"]
+        if ptype == "file":
+            raise problem("file params cannot have a default")
+        if not info.data["multiple"]:
+            _check_one_default(default, ptype, fmt, options, "")
+        elif not isinstance(default, list):
+            raise problem(f"expected an array for a multiple param, got {json_type(default)}")
+        else:
+            for index, item in enumerate(cast(list[Any], default)):
+                _check_one_default(item, ptype, fmt, options, f"[{index}]")
+        return default
+
+    @model_validator(mode="after")
+    def _label(self) -> Self:
+        """`title` wins; `label` is accepted as its synonym because forms commonly use it."""
+        if self.title is None and self.label is not None:
+            object.__setattr__(self, "title", self.label)
+        return self
+
+
+def _headers(params: tuple[Param, ...], info: ValidationInfo) -> tuple[Param, ...]:
+    """Header names unique without case, and only where params may be headers (entrypoints)."""
+    if info.context is None:  # built in code
+        return params
+    seen: dict[str, str] = {}
+    for index, param in enumerate(params):
+        if param.header is None:
+            continue
+        if not info.context["headers"]:
+            raise problem("only entrypoint params can be mirrored as headers", at=f"[{index}].header")
+        other = seen.get(param.header.lower())
+        if other is not None:
+            raise problem(
+                f"header {quote(param.header)} is already the header of param {quote(other)}"
+                " (header names are compared without case)",
+                at=f"[{index}].header",
+            )
+        seen[param.header.lower()] = param.name
+    return params
+
+
+# A list of params, as a field's type (an entrypoint's `params`).
+Params = Annotated[
+    tuple[Param, ...], AfterValidator(_headers), unique_names("param"), listed("a list of params")
+]
+_PARAMS: Final = TypeAdapter(Params)
+
+
 def parse_params(raw: Any, *, where: str, headers: bool = False) -> tuple[Param, ...]:
     """Validate and normalize a list of param definitions.
 
@@ -99,120 +304,7 @@ def parse_params(raw: Any, *, where: str, headers: bool = False) -> tuple[Param,
     points at the exact element: `<where>[2].type: ...`. `headers`: whether a param may be
     mirrored as a custom header (entrypoints yes, questions no).
     """
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ProjectError(f"{where}: expected a list of params, got {json_type(raw)}")
-    params = parse_named(raw, where, _parse_param, "param")
-    seen: dict[str, str] = {}
-    for index, param in enumerate(params):
-        if param.header is None:
-            continue
-        if not headers:
-            raise fail(f"{where}[{index}]", ".header", "only entrypoint params can be mirrored as headers")
-        other = seen.get(param.header.lower())
-        if other is not None:
-            raise fail(
-                f"{where}[{index}]",
-                ".header",
-                f"header {quote(param.header)} is already the header of param {quote(other)}"
-                " (header names are compared without case)",
-            )
-        seen[param.header.lower()] = param.name
-    return params
-
-
-def _parse_param(raw: Any, where: str) -> Param:
-    """One param object; field checks run in reading order so the first problem is reported."""
-    if not isinstance(raw, dict):
-        raise ProjectError(f"{where}: expected a param object, got {json_type(raw)}")
-    name = raw.get("name")
-    if name is None:
-        raise fail(where, ".name", "is required")
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise fail(
-            where,
-            ".name",
-            f"invalid param name {quote(name)} (letters, digits and '_', not starting with a digit)",
-        )
-    ptype = raw.get("type")
-    if ptype is None:
-        raise fail(where, ".type", f"is required (expected one of: {', '.join(PARAM_TYPES)})")
-    if ptype not in PARAM_TYPES:
-        raise fail(
-            where,
-            ".type",
-            f"unknown param type {quote(ptype)} (expected one of: {', '.join(PARAM_TYPES)})",
-        )
-    required = optional_bool(raw, "required", where)
-    multiple = optional_bool(raw, "multiple", where)
-    if ptype == "checkboxes":
-        if "multiple" in raw and raw["multiple"] is False:
-            raise fail(where, ".multiple", "checkboxes params are always multiple (remove 'multiple')")
-        multiple = True
-    description = optional_str(raw, "description", where)
-    title = _parse_title(raw, where)
-    fmt = _parse_format(raw, ptype, where)
-    header = _parse_header(raw, ptype, multiple, where)
-    options = _parse_options(raw.get("options"), ptype, f"{where}.options")
-    has_default = raw.get("default") is not None
-    default = raw.get("default")
-    if has_default:
-        _check_default(default, ptype, multiple, fmt, options, f"{where}.default")
-    return Param(
-        name=name,
-        type=ptype,
-        required=required,
-        default=default,
-        has_default=has_default,
-        description=description,
-        title=title,
-        options=options,
-        multiple=multiple,
-        format=fmt,
-        header=header,
-    )
-
-
-def _parse_title(raw: dict[str, Any], where: str) -> str | None:
-    """`title` wins; `label` is accepted as its synonym because forms commonly use it."""
-    title = optional_str(raw, "title", where)
-    label = optional_str(raw, "label", where)
-    return title if title is not None else label
-
-
-def _parse_format(raw: dict[str, Any], ptype: str, where: str) -> str | None:
-    """Only date formats exist, and only string-valued params can carry them."""
-    fmt = raw.get("format")
-    if fmt is None:
-        return None
-    if fmt not in DATE_FORMATS:
-        raise fail(where, ".format", f"unknown format {quote(fmt)} (expected one of: date, date-time)")
-    if ptype not in ("string", "positional"):
-        raise fail(where, ".format", f"format applies only to string and positional params, not {ptype}")
-    return fmt
-
-
-def _parse_header(raw: dict[str, Any], ptype: str, multiple: bool, where: str) -> str | None:
-    """`"header": "Region"`: the param is also sent as the `Mcp-Param-Region` header."""
-    header = raw.get("header")
-    if header is None:
-        return None
-    if not isinstance(header, str) or not HEADER_NAME_RE.fullmatch(header):
-        raise fail(
-            where,
-            ".header",
-            f"invalid header name {quote(header)} (1-64 HTTP token characters: letters, digits"
-            " and !#$%&'*+-.^_`|~)",
-        )
-    if ptype not in HEADER_TYPES or multiple:
-        raise fail(
-            where,
-            ".header",
-            f"only single string, positional, integer and boolean params can be headers, not {ptype}"
-            + (" (multiple)" if multiple and ptype in HEADER_TYPES else ""),
-        )
-    return header
+    return validated(_PARAMS, raw, where, {"headers": headers})
 
 
 def _value_checker(ptype: str) -> tuple[Callable[[Any], bool], str]:
@@ -226,74 +318,56 @@ def _value_checker(ptype: str) -> tuple[Callable[[Any], bool], str]:
     return (lambda v: isinstance(v, bool)), "true or false"
 
 
-def _parse_options(raw: Any, ptype: str, where: str) -> tuple[Option, ...]:
+def _param_options(raw: Any, ptype: str) -> tuple[Option, ...]:
     """Static choices: bare values or `{"value", "label"}` objects, typed like the param.
 
     An empty list means "no static options" rather than "nothing is allowed".
     """
-    if raw is None:
+    if raw is None or raw == ():
         return ()
     if not isinstance(raw, list):
-        raise ProjectError(f"{where}: expected a list of options, got {json_type(raw)}")
+        raise problem(f"expected a list of options, got {json_type(raw)}")
     if not raw:
         return ()
     if ptype == "file":
-        raise ProjectError(f"{where}: file params cannot have options")
+        raise problem("file params cannot have options")
     is_valid, expected = _value_checker(ptype)
     options: list[Option] = []
     seen: set[tuple[bool, Any]] = set()
-    for index, item in enumerate(raw):
-        item_where = f"{where}[{index}]"
-        value: Any
-        label: str | None = None
+    for index, item in enumerate(cast(list[Any], raw)):
+        at = f"[{index}]"
+        value: Any = item
+        label: Any = None
         if isinstance(item, dict):
-            if item.get("value") is None:
-                raise ProjectError(f"{item_where}.value: is required")
-            value = item["value"]
-            label = optional_str(item, "label", item_where)
-            value_where = f"{item_where}.value"
-        else:
-            value = item
-            value_where = item_where
+            value, label = cast(dict[str, Any], item).get("value"), cast(dict[str, Any], item).get("label")
+            if value is None:
+                raise problem("is required", at=f"{at}.value")
+            if label is not None and not isinstance(label, str):
+                raise problem(f"expected a string, got {json_type(label)}", at=f"{at}.label")
+            at += ".value"
         if not is_valid(value):
-            raise ProjectError(f"{value_where}: option {quote(value)} is not {expected} (param type {ptype})")
+            raise problem(f"option {quote(value)} is not {expected} (param type {ptype})", at=at)
         key = (isinstance(value, bool), value)
         if key in seen:
-            raise ProjectError(f"{value_where}: duplicate option {quote(value)}")
+            raise problem(f"duplicate option {quote(value)}", at=at)
         seen.add(key)
         options.append(Option(value=value, label=label))
     return tuple(options)
 
 
-def _check_default(
-    default: Any, ptype: str, multiple: bool, fmt: str | None, options: tuple[Option, ...], where: str
-) -> None:
-    """A default must itself be a valid argument, or the tool would reject its own default."""
-    if ptype == "file":
-        raise ProjectError(f"{where}: file params cannot have a default")
-    if multiple:
-        if not isinstance(default, list):
-            raise ProjectError(f"{where}: expected an array for a multiple param, got {json_type(default)}")
-        for index, item in enumerate(default):
-            _check_one_default(item, ptype, fmt, options, f"{where}[{index}]")
-    else:
-        _check_one_default(default, ptype, fmt, options, where)
-
-
-def _check_one_default(
-    value: Any, ptype: str, fmt: str | None, options: tuple[Option, ...], where: str
-) -> None:
-    """Type, date format and option membership of one default value."""
+def _check_one_default(value: Any, ptype: str, fmt: str | None, options: tuple[Option, ...], at: str) -> None:
+    """Type, date format and option membership of one default value (a default must itself be
+    a valid argument, or the tool would reject its own default)."""
     is_valid, expected = _value_checker(ptype)
     if not is_valid(value):
-        raise ProjectError(f"{where}: {quote(value)} is not {expected} (param type {ptype})")
+        raise problem(f"{quote(value)} is not {expected} (param type {ptype})", at=at)
     if fmt is not None and not FORMAT_CHECKER.conforms(value, fmt):
-        raise ProjectError(f"{where}: {quote(value)} is not a valid {fmt}")
+        raise problem(f"{quote(value)} is not a valid {fmt}", at=at)
     if options and not any(
         isinstance(o.value, bool) == isinstance(value, bool) and o.value == value for o in options
     ):
         allowed = ", ".join(quote(o.value) for o in options)
-        raise ProjectError(f"{where}: {quote(value)} is not one of the options ({allowed})")
+        raise problem(f"{quote(value)} is not one of the options ({allowed})", at=at)
 
 
 def param_report(param: Param) -> dict[str, Any]:

@@ -8,80 +8,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import keyword
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, Final, TypeVar
+
+from pydantic_core import PydanticCustomError
 
 from webui.errors import ProjectError, ProjectProblems
 from webui.workflows.configuration import ConfigField, parse_config_fields
+from webui.workflows.entrypoint import CLIENT_CAPABILITIES as CLIENT_CAPABILITIES  # its old home
+from webui.workflows.entrypoint import ENTRYPOINT_ID_RE, Entrypoint, parse_entrypoint, parse_handler
 from webui.workflows.handlers import CheckBounds, HandlerRef, check_handlers
-from webui.workflows.json_schema import check_input_schema
 from webui.workflows.package_json import (
     NotAProject,
     Pointer,
-    is_number,
     json_type,
-    optional_str,
     parse_id,
     problem_line,
     quote,
     read_package_json,
     value_lines,
 )
-from webui.workflows.params import Param, param_report, parse_params
+from webui.workflows.params import param_report
 from webui.workflows.related import RelatedRef, parse_related_projects
 
 WORKFLOW_PROJECT_TYPE: Final = "workflow"
-_ENTRYPOINT_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-TASK_MODES: Final = ("never", "optional", "required")
-TASK_DEFAULT: Final = "optional"
-RESULT_TEXTS: Final = ("json", "output")
-# The client capabilities an entrypoint may require (`"requires"`): a call from a client that
-# did not declare one of them is refused before any run (webui.mcp.capabilities).
-CLIENT_CAPABILITIES: Final = ("sampling", "elicitation", "roots")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Entrypoint:
-    """One callable workflow entry; becomes one MCP tool named `id`."""
-
-    id: str
-    title: str
-    description: str
-    handler: str
-    timeout_seconds: float | None
-    params: tuple[Param, ...]
-    # `"knowledge": "write"`: its handler may add and remove knowledge-base documents
-    # (`ctx.knowledge.add/remove`); by default it only reads them.
-    knowledge_write: bool = False
-    # `"task"`: whether a call may become an MCP task (the tasks extension): "never",
-    # "optional" (a client that declares tasks gets one when the run does not end quickly
-    # or reports progress) or "required" (only clients that declare tasks may call it).
-    task: str = TASK_DEFAULT
-    # `"resultText"`: what the result's text content is: "json" (the whole result as JSON,
-    # the default) or "output" (a string output itself; structuredContent is unchanged).
-    result_text: str = "json"
-    # `"inputSchema"` instead of `params`: the tool's own JSON Schema 2020-12, as the JSON
-    # text tools/list serves (checked at load: `json_schema.check_input_schema`). Such an
-    # entrypoint has no params, so no file params either.
-    input_schema: str | None = None
-    # `"requires"`: the client capabilities a caller must declare ("sampling", "elicitation",
-    # "roots"), in the order written, each once. Empty: any client may call it.
-    requires: tuple[str, ...] = ()
-
-    @property
-    def handler_file(self) -> str:
-        """The handler's file, relative to the project root."""
-        return self.handler.rpartition(":")[0]
-
-    @property
-    def handler_function(self) -> str:
-        """The handler's function name inside `handler_file`."""
-        return self.handler.rpartition(":")[2]
 
 
 @dataclass(frozen=True)
@@ -127,7 +80,7 @@ def _parse_entrypoints(raw: Any, root: Path, file: str, problems: list[str]) -> 
     for index, item in enumerate(raw):
         item_where = f"{where}[{index}]"
         try:
-            ep = _parse_entrypoint(item, root, item_where)
+            ep = parse_entrypoint(item, root, item_where)
         except ProjectError as exc:
             problems.append(exc.message)
             continue
@@ -137,116 +90,6 @@ def _parse_entrypoints(raw: Any, root: Path, file: str, problems: list[str]) -> 
         seen.add(ep.id)
         entrypoints.append(ep)
     return tuple(entrypoints)
-
-
-def _parse_entrypoint(raw: Any, root: Path, where: str) -> Entrypoint:
-    """One entrypoint; title and description fall back so MCP always has both."""
-    if not isinstance(raw, dict):
-        raise ProjectError(f"{where}: expected an entrypoint object, got {json_type(raw)}")
-    ep_id = raw.get("id")
-    if ep_id is None:
-        raise ProjectError(f"{where}.id: is required")
-    if not isinstance(ep_id, str) or not _ENTRYPOINT_ID_RE.fullmatch(ep_id):
-        raise ProjectError(
-            f"{where}.id: invalid entrypoint id {quote(ep_id)} "
-            "(it is the MCP tool name: 1-64 of A-Z a-z 0-9 _ . -)"
-        )
-    title = optional_str(raw, "title", where) or ep_id
-    description = optional_str(raw, "description", where) or title
-    handler = _parse_handler(raw.get("handler"), root, f"{where}.handler")
-    timeout = _parse_timeout(raw.get("timeoutSeconds"), f"{where}.timeoutSeconds")
-    params = parse_params(raw.get("params"), where=f"{where}.params", headers=True)
-    custom_schema = None
-    if raw.get("inputSchema") is not None:
-        if raw.get("params"):
-            raise ProjectError(f"{where}: give params or inputSchema, not both")
-        custom_schema = check_input_schema(raw["inputSchema"], f"{where}.inputSchema")
-    knowledge = raw.get("knowledge", "read")
-    if knowledge not in ("read", "write"):
-        raise ProjectError(f'{where}.knowledge: expected "read" or "write", got {quote(knowledge)}')
-    task = raw.get("task", TASK_DEFAULT)
-    if task not in TASK_MODES:
-        raise ProjectError(f'{where}.task: expected "never", "optional" or "required", got {quote(task)}')
-    result_text = raw.get("resultText", "json")
-    if result_text not in RESULT_TEXTS:
-        raise ProjectError(f'{where}.resultText: expected "json" or "output", got {quote(result_text)}')
-    requires = _parse_requires(raw.get("requires"), f"{where}.requires")
-    return Entrypoint(
-        id=ep_id,
-        title=title,
-        description=description,
-        handler=handler,
-        timeout_seconds=timeout,
-        params=params,
-        knowledge_write=knowledge == "write",
-        task=task,
-        result_text=result_text,
-        input_schema=custom_schema,
-        requires=requires,
-    )
-
-
-def _parse_requires(raw: Any, where: str) -> tuple[str, ...]:
-    """`"requires"`: a list of distinct client capability names (absent or null: none)."""
-    if raw is None:
-        return ()
-    allowed = ", ".join(f'"{name}"' for name in CLIENT_CAPABILITIES)
-    if not isinstance(raw, list):
-        raise ProjectError(
-            f"{where}: expected a list of client capabilities ({allowed}), got {json_type(raw)}"
-        )
-    names: list[str] = []
-    for index, name in enumerate(raw):
-        if not isinstance(name, str) or name not in CLIENT_CAPABILITIES:
-            raise ProjectError(
-                f"{where}[{index}]: unknown client capability {quote(name)} (expected one of {allowed})"
-            )
-        if name in names:
-            raise ProjectError(f"{where}[{index}]: {quote(name)} is listed twice")
-        names.append(name)
-    return tuple(names)
-
-
-def _parse_handler(raw: Any, root: Path, where: str) -> str:
-    """`"relative/file.py:function"`, confined to the project folder.
-
-    The worker imports this file with the project as working directory, so a path that
-    escapes the folder (absolute, `..`, symlink out) would run code the project does not own.
-    """
-    if raw is None:
-        raise ProjectError(f'{where}: is required ("file.py:function")')
-    if not isinstance(raw, str):
-        raise ProjectError(f'{where}: expected a string "file.py:function", got {json_type(raw)}')
-    file_part, sep, function = raw.rpartition(":")
-    if not sep or not file_part:
-        raise ProjectError(f'{where}: {quote(raw)} is not of the form "file.py:function"')
-    if not function.isidentifier() or keyword.iskeyword(function):
-        raise ProjectError(f"{where}: {quote(function)} is not a valid Python function name")
-    if (
-        PurePosixPath(file_part).is_absolute()
-        or PureWindowsPath(file_part).is_absolute()
-        or (file_part.startswith("\\"))
-    ):
-        raise ProjectError(f"{where}: handler file {quote(file_part)} must be relative to the project")
-    if ".." in PurePosixPath(file_part.replace("\\", "/")).parts:
-        raise ProjectError(f"{where}: handler file {quote(file_part)} must stay inside the project (no '..')")
-    if not file_part.endswith(".py"):
-        raise ProjectError(f"{where}: handler file {quote(file_part)} must be a .py file")
-    path = (root / file_part).resolve()
-    if not path.is_relative_to(root):
-        raise ProjectError(f"{where}: handler file {quote(file_part)} resolves outside the project")
-    if not path.is_file():
-        raise ProjectError(f"{where}: handler file {quote(file_part)} does not exist in {root}")
-    return raw
-
-
-def _parse_timeout(raw: Any, where: str) -> float | None:
-    """Optional positive number of seconds; null means no entrypoint-specific limit."""
-    if raw is None:
-        return None
-    if not is_number(raw) or raw <= 0:
-        raise ProjectError(f"{where}: expected a positive number of seconds, got {quote(raw)}")
-    return raw  # int stays int, so the structure report echoes what the author wrote
 
 
 # --------------------------------------------------------------------------- project
@@ -360,14 +203,12 @@ def _handler_refs(raw: Any, root: Path, where: str) -> list[HandlerRef]:
             continue
         field = f"entrypoints[{index}].handler"
         try:
-            handler = _parse_handler(item.get("handler"), root, f"{where}: {field}")
-        except ProjectError:
+            handler = parse_handler(item.get("handler"), root)
+        except PydanticCustomError:
             continue
         ep_id = item.get("id")
         name = (
-            ep_id
-            if isinstance(ep_id, str) and _ENTRYPOINT_ID_RE.fullmatch(ep_id)
-            else f"entrypoints[{index}]"
+            ep_id if isinstance(ep_id, str) and ENTRYPOINT_ID_RE.fullmatch(ep_id) else f"entrypoints[{index}]"
         )
         refs.append(HandlerRef(name, handler, f"{where}: {field}"))
     return refs

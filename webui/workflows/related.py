@@ -10,14 +10,27 @@ the relation is refused. Pure: reads nothing but the two loaded projects.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Final, Protocol
 
-from webui.errors import ProjectError, SteamharnessError
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass
+
+from webui.errors import SteamharnessError
+from webui.workflows.package_json import (
+    ABSENT,
+    UUID_RE,
+    a_dict,
+    anchored,
+    check,
+    described,
+    listed,
+    problem,
+    validated,
+)
 
 ALIAS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 class RelatedProjectError(SteamharnessError):
@@ -28,12 +41,74 @@ class RelatedProjectError(SteamharnessError):
     status = 409
 
 
-@dataclass(frozen=True)
-class RelatedRef:
-    """One entry of `relatedProjects`: the local alias and the other project's id."""
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
-    alias: str
-    id: str
+
+def _matches(regex: re.Pattern[str]) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, str) and regex.fullmatch(value) is not None
+
+
+@dataclass(
+    frozen=True,
+    config=described(
+        "Another workflow project this one may call (`ctx.related[alias]`); it must list this one back."
+    ),
+)
+class RelatedRef:
+    """One entry of `relatedProjects`: the local alias and the other project's id (lowercase)."""
+
+    alias: Annotated[
+        str,
+        check(
+            _matches(ALIAS_RE),
+            lambda v: (
+                f"{_shown(v)} is not a valid alias (1-64 of A-Z a-z 0-9 _ -, starting with a letter or _)"
+            ),
+            {"type": "string", "pattern": anchored(ALIAS_RE)},
+            required="",
+        ),
+        Field(description="The local name."),
+    ] = ABSENT
+    id: Annotated[
+        str,
+        check(
+            _matches(UUID_RE),
+            lambda v: f"{_shown(v)} is not a UUID",
+            {"type": "string", "pattern": anchored(UUID_RE)},
+            required="(the related project's UUID)",
+        ),
+        AfterValidator(str.lower),
+        Field(description="Its package.json id."),
+    ] = ABSENT
+
+    _object = a_dict("an object with alias and id")
+
+    @field_validator("id")
+    @classmethod
+    def _not_itself(cls, pid: str, info: ValidationInfo) -> str:
+        if info.context is not None and pid == info.context.get("own_id"):
+            raise problem("a project cannot be related to itself")
+        return pid
+
+
+def _distinct(refs: tuple[RelatedRef, ...]) -> tuple[RelatedRef, ...]:
+    for index, ref in enumerate(refs):
+        if any(r.alias == ref.alias for r in refs[:index]):
+            raise problem(f"duplicate alias {ref.alias!r}", at=f"[{index}].alias")
+        if any(r.id == ref.id for r in refs[:index]):
+            raise problem(f"project {ref.id} is already related (as another alias)", at=f"[{index}].id")
+    return refs
+
+
+_RELATED: Final = TypeAdapter(
+    Annotated[
+        tuple[RelatedRef, ...],
+        AfterValidator(_distinct),
+        listed("a list of {alias, id} objects", lambda v: type(v).__name__),
+    ]
+)
 
 
 class Relating(Protocol):
@@ -48,45 +123,10 @@ class Relating(Protocol):
     def related(self) -> tuple[RelatedRef, ...]: ...
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def parse_related_projects(raw: Any, where: str, own_id: str) -> tuple[RelatedRef, ...]:
     """`relatedProjects` (optional): a list of `{alias, id}`; aliases and ids unique, never
     the project itself. `where` is `<file>: relatedProjects`."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ProjectError(f"{where}: expected a list of {{alias, id}} objects, got {type(raw).__name__}")
-    refs: list[RelatedRef] = []
-    for index, item in enumerate(raw):
-        item_where = f"{where}[{index}]"
-        if not isinstance(item, dict):
-            raise ProjectError(f"{item_where}: expected an object with alias and id")
-        alias = item.get("alias")
-        if alias is None:
-            raise ProjectError(f"{item_where}.alias: is required")
-        if not isinstance(alias, str) or not ALIAS_RE.fullmatch(alias):
-            raise ProjectError(
-                f"{item_where}.alias: {_shown(alias)} is not a valid alias "
-                "(1-64 of A-Z a-z 0-9 _ -, starting with a letter or _)"
-            )
-        pid = item.get("id")
-        if pid is None:
-            raise ProjectError(f"{item_where}.id: is required (the related project's UUID)")
-        if not isinstance(pid, str) or not _UUID_RE.fullmatch(pid):
-            raise ProjectError(f"{item_where}.id: {_shown(pid)} is not a UUID")
-        pid = pid.lower()
-        if pid == own_id:
-            raise ProjectError(f"{item_where}.id: a project cannot be related to itself")
-        if any(r.alias == alias for r in refs):
-            raise ProjectError(f"{item_where}.alias: duplicate alias {alias!r}")
-        if any(r.id == pid for r in refs):
-            raise ProjectError(f"{item_where}.id: project {pid} is already related (as another alias)")
-        refs.append(RelatedRef(alias=alias, id=pid))
-    return tuple(refs)
+    return validated(_RELATED, raw, where, {"own_id": own_id})
 
 
 def declared(project: Relating, alias: str) -> RelatedRef:
