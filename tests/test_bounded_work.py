@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The bounded wrappers: where such work may run, and why it is bounded there. A new entry
 # needs the same: a bound on the input's size and the work's time, or a process of its own.
 ALLOWED: dict[str, str] = {
-    "webui.validation:valid": (
+    "webui.validation.schemas:valid": (
         "a schema checked against the metaschema only once _sized bounded it (64 KiB, 4,000 values, "
         "32 levels); its patterns are compiled by RE2, not by the metaschema's format"
     ),

@@ -45,7 +45,7 @@ from webui.host.forms import unsupported_reasons
 from webui.interactions.service import InteractionService
 from webui.store import interactions as interaction_store
 from webui.store.db import make_engine
-from webui.validation import CheckRefused, SchemaUnusable, field_errors, problems, run_check
+from webui.validation import CheckRefused, SchemaUnusable, checks, field_errors, problems, run_check
 from webui.web import host_pages
 from webui.web.host_views import tool_view
 from webui.workflows.json_schema import check_input_schema
@@ -508,7 +508,7 @@ def test_a_check_that_runs_past_its_deadline_is_refused(monkeypatch: pytest.Monk
     value: Any = 1
     for _ in range(40):
         value = [value]
-    monkeypatch.setattr(validation, "CHECK_SECONDS", 0.2)
+    monkeypatch.setattr(checks, "CHECK_SECONDS", 0.2)
     with pytest.raises(CheckRefused, match=r"could not be checked within 0\.2 s"):
         problems(both, value)
 

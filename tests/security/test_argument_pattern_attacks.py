@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from webui import validation
+from webui.validation import keywords, limits
 
 pytestmark = pytest.mark.anyio
 
@@ -27,19 +28,19 @@ def _pattern_schema(patterns: int) -> dict[str, Any]:
 
 
 def test_the_deadline_stops_a_check_inside_pattern_properties(monkeypatch: pytest.MonkeyPatch) -> None:
-    searched = validation._search
+    searched = keywords.search
     after_deadline = 0
 
     def search(pattern: str, text: str) -> bool:
         nonlocal after_deadline
-        deadline = validation._state.deadline
+        deadline = limits.state.deadline
         if deadline is not None and deadline <= 0:
             after_deadline += 1
         # From the first search on, the check's deadline has passed (as if it took 5 s).
-        validation._state.deadline = 0.0
+        limits.state.deadline = 0.0
         return searched(pattern, text)
 
-    monkeypatch.setattr(validation, "_search", search)
+    monkeypatch.setattr(keywords, "search", search)
     with pytest.raises(validation.CheckRefused):
         validation.problems(_pattern_schema(200), {f"k{i}": 1 for i in range(300)})
     # 60,000 searches are asked; a deadline that holds stops them soon after it passes.
@@ -48,7 +49,7 @@ def test_the_deadline_stops_a_check_inside_pattern_properties(monkeypatch: pytes
 
 async def test_two_slow_checks_do_not_hold_every_other_check(monkeypatch: pytest.MonkeyPatch) -> None:
     stop = threading.Event()
-    searched = validation._search
+    searched = keywords.search
     started = 0
 
     class Stopped(Exception):
@@ -61,7 +62,7 @@ async def test_two_slow_checks_do_not_hold_every_other_check(monkeypatch: pytest
         started += 1
         return searched(pattern, text)
 
-    monkeypatch.setattr(validation, "_search", search)
+    monkeypatch.setattr(keywords, "search", search)
     hostile_schema = _pattern_schema(1000)
     hostile_value = {f"k{i}": 1 for i in range(60_000)}
 

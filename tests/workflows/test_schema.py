@@ -403,13 +403,13 @@ def test_invalid_arguments_map_to_json_rpc_invalid_params(server_schema: dict[st
 
 
 def test_validators_are_reused_for_equal_schemas() -> None:
-    from webui import validation
+    from webui.validation import schemas
 
     schema = input_schema(params_of({"name": "cache_probe_unique", "type": "string"}), file_mode="local")
     validate_arguments(schema, {}, tool="t")
-    before = validation._prepared.cache_info().hits
+    before = schemas._prepared.cache_info().hits
     validate_arguments(copy.deepcopy(schema), {"cache_probe_unique": "x"}, tool="t")
-    assert validation._prepared.cache_info().hits == before + 1
+    assert schemas._prepared.cache_info().hits == before + 1
 
 
 # --------------------------------------------------------------------------- elicitation
