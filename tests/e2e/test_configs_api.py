@@ -13,7 +13,8 @@ import pytest
 from sqlmodel import Session, col, select
 
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
-from tests.e2e.server import HELLO, LiveServer, make_server
+from tests.e2e.server import HELLO, LiveServer
+from tests.support.inprocess import make_in_process_server
 from webui.store.db import make_engine
 from webui.store.models import AuditEvent
 
@@ -42,7 +43,7 @@ class Api:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
-    server = make_server(tmp_path_factory.mktemp("configs-api"), server_database_url)
+    server = make_in_process_server(tmp_path_factory.mktemp("configs-api"), server_database_url)
     server.add_project(write_settings_project(server.projects / "settings"), SETTINGS_PROJECT)
     with server.running():
         yield server

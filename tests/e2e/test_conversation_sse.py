@@ -18,7 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, running_server
+from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer
+from tests.support.inprocess import in_process_server
 
 # The end-to-end pass of the conversation stream on PostgreSQL too (tests/pg.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
@@ -30,7 +31,7 @@ CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("conversations"), server_database_url) as live:
+    with in_process_server(tmp_path_factory.mktemp("conversations"), server_database_url) as live:
         live.add_user("ann", password=PASSWORD)
         live.grant("ann", [INTERACTIVE])
         yield live

@@ -23,16 +23,17 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, MODERN, _run_id
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("fastmcp-tasks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("fastmcp-tasks")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

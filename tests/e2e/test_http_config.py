@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from sqlmodel import Session, select
 
-from tests.e2e.server import LiveServer, make_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_http_mcp import (
     TIMEOUT,
     _wait_run,
@@ -27,6 +27,7 @@ from tests.e2e.test_http_mcp import (
     sse_json,
 )
 from tests.node_client import call, run_client_script, tool_payload
+from tests.support.inprocess import make_in_process_server
 from webui.audit.log import AuditLog
 from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import account_place
@@ -105,7 +106,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("http-config")
-    server = make_server(tmp, server_database_url)
+    server = make_in_process_server(tmp, server_database_url)
     folder = server.projects / "configured"
     write_project(folder)
     server.add_project(folder, PROJECT)

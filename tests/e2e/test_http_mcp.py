@@ -31,6 +31,8 @@ from tests.e2e.server import (
     running_server,
 )
 from tests.helpers import WAIT, wait_until_gone
+from tests.support.inprocess import in_process_server
+from tests.support.waiting import eventually
 from webui.auth.keys import new_project_credential
 from webui.store import accounts as account_store
 from webui.store.db import make_engine
@@ -210,27 +212,23 @@ def test_the_session_matrix_binds_credential_project_and_target(server: LiveServ
 
 
 def test_an_idle_session_expires(tmp_path: Path) -> None:
-    with running_server(tmp_path, STEAMHARNESS_SESSION_IDLE_TIMEOUT_SECONDS="2") as live:
+    with in_process_server(tmp_path, STEAMHARNESS_SESSION_IDLE_TIMEOUT_SECONDS="2") as live:
         key = live.create_key()
         sid = open_session(live, key)
         assert list_tools(live, key, sid) == 200
         # The server closes it on its own once idle past the timeout: wait (bounded) for its
         # row to say so, reading the database (a request would count as activity).
-        with anyio.from_thread.start_blocking_portal() as portal:
-            row = portal.call(_closed_session, live, sid)
+        row = eventually(lambda: _closed_session(live, sid), "the idle session closed")
         assert row["close_reason"] == "expired"
         assert list_tools(live, key, sid) == 404
         audit = _audit(live, "session.closed")  # written with the row, in its transaction
         assert any(row["session_id"] == sid and row["outcome"] == "expired" for row in audit)
 
 
-async def _closed_session(live: LiveServer, sid: str) -> dict[str, Any]:
-    with anyio.fail_after(TIMEOUT):
-        while True:
-            (row,) = live.query("select closed_at, close_reason from mcp_sessions where id = :s", s=sid)
-            if row["closed_at"] is not None:
-                return row
-            await anyio.sleep(0.05)  # polling the database, bounded
+def _closed_session(live: LiveServer, sid: str) -> dict[str, Any] | None:
+    """The session's row once it is closed (None while it is open)."""
+    (row,) = live.query("select closed_at, close_reason from mcp_sessions where id = :s", s=sid)
+    return row if row["closed_at"] is not None else None
 
 
 def _audit(live: LiveServer, event: str | None = None) -> list[dict[str, Any]]:

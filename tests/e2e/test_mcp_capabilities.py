@@ -14,8 +14,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import HELLO, LiveServer
 from tests.e2e.test_http_mcp import ACCEPT, TIMEOUT, open_session, sse_json
+from tests.support.inprocess import in_process_server
 
 MODERN = "2026-07-28"
 METHOD_NOT_FOUND = -32601
@@ -111,7 +112,7 @@ KNOWN_EXTENSIONS = {"io.modelcontextprotocol/tasks": ("tasks/get", {"taskId": "n
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("mcp-capabilities")) as live:
+    with in_process_server(tmp_path_factory.mktemp("mcp-capabilities")) as live:
         yield live
 
 

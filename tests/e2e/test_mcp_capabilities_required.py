@@ -16,8 +16,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 FIXTURE = "6e089096-632c-488b-9d0d-69e768d26fad"
 FIXTURE_DIR = Path(__file__).resolve().parents[1] / "conformance" / "project"
@@ -30,7 +31,7 @@ _ids = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("requires")) as live:
+    with in_process_server(tmp_path_factory.mktemp("requires")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

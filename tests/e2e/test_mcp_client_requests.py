@@ -21,17 +21,18 @@ from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_sessions import logged_in
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, Rpc
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("client-requests")) as live:
+    with in_process_server(tmp_path_factory.mktemp("client-requests")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

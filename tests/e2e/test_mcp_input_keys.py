@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, POLL, Rpc
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("input-keys")) as live:
+    with in_process_server(tmp_path_factory.mktemp("input-keys")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

@@ -23,9 +23,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_sessions import logged_in
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 from webui.mcp.logs import MAX_MESSAGES_PER_CALL, MESSAGE_LIMIT
 from webui.runs.messages import LOG_LEVELS
 
@@ -137,7 +138,7 @@ def logs_project(folder: Path, handlers: str = "", entries: list[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("mcp-logging")) as live:
+    with in_process_server(tmp_path_factory.mktemp("mcp-logging")) as live:
         live.add_project(logs_project(live.projects / "logs"), LOGS_PROJECT)
         yield live
 

@@ -10,7 +10,6 @@ Every wait is bounded by WAIT."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,9 +21,11 @@ from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, Rpc
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
+from tests.support.waiting import eventually
 
 TOOL = "together_or_refusal"
 KEYS = {"user_name": "elicitation/create", "greeting": "sampling/createMessage", "client_roots": "roots/list"}
@@ -40,7 +41,7 @@ ROOTS = {"roots": [{"uri": "file:///srv/a", "name": "a"}]}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("question-rounds")) as live:
+    with in_process_server(tmp_path_factory.mktemp("question-rounds")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 
@@ -83,14 +84,16 @@ def _answer_in_the_browser_and_end(server: LiveServer, key: str, form_id: str, r
         timeout=WAIT,
     )
     assert r.status_code == 200, r.text
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
+
+    def ended() -> dict[str, Any] | None:
         [run] = server.query("SELECT status, output FROM runs WHERE id = :r", r=run_id)
-        if run["status"] not in ("queued", "running", "waiting_for_input", "waiting_for_child"):
-            assert run["status"] == "success", run
-            return json.loads(run["output"]) if isinstance(run["output"], str) else run["output"]
-        time.sleep(0.05)  # polling the database the server writes, bounded by the deadline
-    raise AssertionError(f"run {run_id} did not end\n{server.log()[-4000:]}")
+        return (
+            None if run["status"] in ("queued", "running", "waiting_for_input", "waiting_for_child") else run
+        )
+
+    run = eventually(ended, f"run {run_id} ended")
+    assert run["status"] == "success", run
+    return json.loads(run["output"]) if isinstance(run["output"], str) else run["output"]
 
 
 # The same round in two orders: the form first (ask, sample, roots), the client's requests first.

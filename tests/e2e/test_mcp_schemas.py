@@ -17,8 +17,9 @@ import pytest
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_http_mcp import ACCEPT, TIMEOUT, sdk_client
+from tests.support.inprocess import in_process_server
 from tests.workflows.test_input_schema import SUITE_SCHEMA
 
 pytestmark = [pytest.mark.anyio]
@@ -88,7 +89,7 @@ def write_project(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("schemas")) as live:
+    with in_process_server(tmp_path_factory.mktemp("schemas")) as live:
         live.add_project(write_project(tmp_path_factory.mktemp("project") / "schemas"), PROJECT)
         yield live
 

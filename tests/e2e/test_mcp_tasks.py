@@ -22,6 +22,8 @@ import pytest
 
 from tests.e2e.server import LiveServer, running_server
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
+from tests.support.waiting import eventually
 
 FIXTURE = "6e089096-632c-488b-9d0d-69e768d26fad"
 FIXTURE_DIR = Path(__file__).resolve().parents[1] / "conformance" / "project"
@@ -32,7 +34,7 @@ POLL = 0.05
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("tasks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("tasks")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 
@@ -109,13 +111,11 @@ class Rpc:
         return result
 
     def until(self, task_id: str, *statuses: str) -> dict[str, Any]:
-        deadline = time.monotonic() + WAIT
-        while True:
+        def polled() -> dict[str, Any] | None:
             got = self.result(self.task("tasks/get", task_id))
-            if got["status"] in statuses:
-                return got
-            assert time.monotonic() < deadline, f"task {task_id} still {got['status']}, not {statuses}"
-            time.sleep(POLL)
+            return got if got["status"] in statuses else None
+
+        return eventually(polled, f"task {task_id} {' or '.join(statuses)}", interval=POLL)
 
 
 def _message(r: httpx2.Response) -> dict[str, Any]:

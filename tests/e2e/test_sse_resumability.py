@@ -22,8 +22,9 @@ from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import HELLO, INTERACTIVE, LiveServer, running_server
+from tests.e2e.server import HELLO, INTERACTIVE, LiveServer
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +40,7 @@ TRIP_ANSWERS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(
+    with in_process_server(
         tmp_path_factory.mktemp("sse"),
         STEAMHARNESS_SSE_RETRY_MS=str(RETRY_MS),
         # Long enough that a loaded machine reconnects in time; "nobody came back" is

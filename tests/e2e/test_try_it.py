@@ -22,6 +22,7 @@ import pytest
 
 from tests.e2e.server import HELLO, INTERACTIVE, LEDGER, LiveServer, running_server
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 USER = ("ann", "ann-password-1")
 TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
@@ -52,7 +53,7 @@ def add_user(server: LiveServer) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("try-it"), server_database_url) as live:
+    with in_process_server(tmp_path_factory.mktemp("try-it"), server_database_url) as live:
         add_user(live)
         yield live
     assert "Traceback" not in live.log()  # background calls and shutdown left no errors

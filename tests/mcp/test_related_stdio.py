@@ -1,6 +1,7 @@
-"""Related projects over stdio: the real `steamharness mcp DIR --related-project a=/dir`
-process, driven by the Python SDK client. Relations are checked at start; a handler runs
-a related project's entrypoint as a child run whose question reaches the same client."""
+"""Related projects over stdio: what `steamharness mcp DIR --related-project a=/dir` serves,
+driven by the Python SDK client in memory (tests/support/memory.py). Relations are checked
+at start (the real process); a handler runs a related project's entrypoint as a child run
+whose question reaches the same client."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from tests import processes
 from tests.cli_runner import run_cli
 from tests.helpers import WAIT
-from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, connect, payload, scripted
+from tests.mcp.test_stdio_protocol import MODES, STEAMHARNESS, in_memory, payload, scripted
 from tests.related_projects import HELPER, MAIN, STRANGER, write_projects
 from webui.store import runs as run_store
 from webui.store.db import make_engine
@@ -67,8 +68,9 @@ def test_a_folder_that_is_no_project_refuses_to_start(tmp_path: Path) -> None:
     assert f"--related-project helper: {empty}: no package.json" in line
 
 
-def related_args(f: dict[str, Path]) -> tuple[str, ...]:
-    return ("--related-project", f"helper={f['helper']}")
+def related(f: dict[str, Path]) -> dict[str, str]:
+    """`--related-project helper=DIR`."""
+    return {"helper": str(f["helper"])}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -85,8 +87,13 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(
     store = ("--database-url", database_url)
     done = run_cli([*configs, "--data-dir", str(data), *store])
     assert done.returncode == 0, done.stderr
-    async with connect(
-        f["main"], data, mode, *store, *related_args(f), elicit=scripted(answer, seen=seen)
+    async with in_memory(
+        f["main"],
+        data,
+        mode,
+        database_url=database_url,
+        related=related(f),
+        elicit=scripted(answer, seen=seen),
     ) as client:
         result = await client.call_tool("delegate", {"name": "Ann"})
     body = payload(result)
@@ -124,7 +131,9 @@ async def test_a_child_run_asks_its_question_through_the_parents_call(
 
 async def test_every_refusal_reaches_the_handler_as_a_clear_exception(tmp_path: Path) -> None:
     f = write_projects(tmp_path / "p")
-    async with connect(f["main"], tmp_path / "data", "legacy", *related_args(f), elicit=scripted()) as client:
+    async with in_memory(
+        f["main"], tmp_path / "data", "legacy", related=related(f), elicit=scripted()
+    ) as client:
         got = {
             case: payload(await client.call_tool("probe", {"case": case}))["output"]
             for case in ("alias", "entrypoint", "params", "fails", "stranger", "write", "kv")
@@ -159,7 +168,7 @@ async def test_every_refusal_reaches_the_handler_as_a_clear_exception(tmp_path: 
 
 async def test_a_relation_loop_stops_at_the_depth_limit(tmp_path: Path) -> None:
     f = write_projects(tmp_path / "p")
-    async with connect(f["main"], tmp_path / "data", "legacy", *related_args(f)) as client:
+    async with in_memory(f["main"], tmp_path / "data", "legacy", related=related(f)) as client:
         body = payload(await client.call_tool("bounce", {}))
     assert body["status"] == "success", body
     chain = body["output"]

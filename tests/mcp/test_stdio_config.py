@@ -1,5 +1,6 @@
-"""Configurations reaching runs through a real `steamharness mcp` process (Python SDK client):
-the local scope's active configuration at call time, `--config NAME`, and every refusal."""
+"""Configurations reaching runs through what `steamharness mcp` serves (Python SDK client, in
+memory: tests/support/memory.py): the local scope's active configuration at call time,
+`--config NAME`, and every refusal (a bad `--config` through the real process)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sqlmodel import Session, col, select
 
 from tests import processes
 from tests.helpers import WAIT
-from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
+from tests.mcp.test_stdio_protocol import STEAMHARNESS, in_memory, payload
 from webui.audit.log import AuditLog
 from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import local_place
@@ -82,9 +83,9 @@ def configs(data_dir: Path, database_url: str) -> Iterator[ConfigService]:
         engine.dispose()
 
 
-def store(configs: ConfigService) -> tuple[str, ...]:
-    """The `mcp` process's options for the store `configs` uses."""
-    return ("--database-url", configs.engine.url.render_as_string(hide_password=False))
+def store(configs: ConfigService) -> dict[str, Any]:
+    """The setting (`--database-url`) for the store `configs` uses."""
+    return {"database_url": configs.engine.url.render_as_string(hide_password=False)}
 
 
 def runs_of(configs: ConfigService) -> list[Run]:
@@ -97,8 +98,8 @@ def audit_text(configs: ConfigService) -> str:
         return json.dumps([r.model_dump(mode="json") for r in s.exec(select(AuditEvent)).all()])
 
 
-async def call_show(project: Path, data_dir: Path, *extra: str) -> tuple[bool, dict[str, Any]]:
-    async with connect(project, data_dir, "auto", *extra) as client:
+async def call_show(project: Path, data_dir: Path, **options: Any) -> tuple[bool, dict[str, Any]]:
+    async with in_memory(project, data_dir, "auto", **options) as client:
         result = await client.call_tool("show", {})
     return bool(result.is_error), payload(result)
 
@@ -107,7 +108,7 @@ async def test_calls_use_the_active_configuration_at_call_time(
     project: Path, data_dir: Path, configs: ConfigService
 ) -> None:
     place = local_place(project)
-    async with connect(project, data_dir, "auto", *store(configs)) as client:
+    async with in_memory(project, data_dir, "auto", **store(configs)) as client:
         first = payload(await client.call_tool("show", {}))
         configs.create(place, "prod", {"threshold": 9, "token": SECRET}, WHO)
         configs.activate(place, "prod", WHO)
@@ -130,10 +131,10 @@ async def test_config_option_picks_a_configuration_other_than_the_active_one(
     place = local_place(project)
     configs.create(place, "prod", {"threshold": 9}, WHO)
     configs.activate(place, "prod", WHO)
-    assert (await call_show(project, data_dir, *store(configs), "--config", "default"))[1][
+    assert (await call_show(project, data_dir, **store(configs), config_name="default"))[1][
         "output"
     ] == DEFAULTS
-    picked = (await call_show(project, data_dir, *store(configs), "--config", "prod"))[1]["output"]
+    picked = (await call_show(project, data_dir, **store(configs), config_name="prod"))[1]["output"]
     assert picked == {**DEFAULTS, "threshold": 9}
 
 
@@ -142,7 +143,7 @@ async def test_a_picked_configuration_deleted_meanwhile_fails_the_call_clearly(
 ) -> None:
     place = local_place(project)
     configs.create(place, "prod", {"threshold": 9}, WHO)
-    async with connect(project, data_dir, "auto", *store(configs), "--config", "prod") as client:
+    async with in_memory(project, data_dir, "auto", **store(configs), config_name="prod") as client:
         configs.delete(place, "prod", revision=1, who=WHO)
         result = await client.call_tool("show", {})
     body = payload(result)
@@ -175,11 +176,11 @@ def test_an_unknown_or_malformed_config_option_fails_at_start_in_one_line(
 async def test_a_configuration_the_fields_outgrew_refuses_the_call_naming_the_field(
     project: Path, data_dir: Path, configs: ConfigService
 ) -> None:
-    assert (await call_show(project, data_dir, *store(configs)))[1]["output"] == DEFAULTS
+    assert (await call_show(project, data_dir, **store(configs)))[1]["output"] == DEFAULTS
     write_project(
         project, [*FIELDS, {"name": "region", "type": "select", "options": ["eu"], "required": True}]
     )
-    is_error, body = await call_show(project, data_dir, *store(configs))
+    is_error, body = await call_show(project, data_dir, **store(configs))
     assert is_error and body["status"] == "failed" and "runId" not in body
     assert body["error"]["code"] == "config_invalid"
     assert body["error"]["fields"] == {"region": "is required"}
@@ -191,4 +192,4 @@ async def test_a_configuration_the_fields_outgrew_refuses_the_call_naming_the_fi
     # Fixing the configuration lets calls run again.
     place: ConfigPlace = local_place(project)
     configs.set(place, "default", revision=1, values={"region": "eu"}, who=WHO)
-    assert (await call_show(project, data_dir, *store(configs)))[1]["output"] == {**DEFAULTS, "region": "eu"}
+    assert (await call_show(project, data_dir, **store(configs)))[1]["output"] == {**DEFAULTS, "region": "eu"}

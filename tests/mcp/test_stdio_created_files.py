@@ -1,5 +1,6 @@
 """Files a run creates (ctx.files.create) land in the created-files folder and the tool
-result names them: a real `steamharness mcp` process driven by the Python SDK client."""
+result names them: what `steamharness mcp` serves driven by the Python SDK client in memory
+(tests/support/memory.py); a bad `--file-create-store-dir` through the real process."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests import processes
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.helpers import WAIT
-from tests.mcp.test_stdio_protocol import STEAMHARNESS, connect, payload
+from tests.mcp.test_stdio_protocol import STEAMHARNESS, in_memory, payload
 
 pytestmark = pytest.mark.anyio
 
@@ -33,10 +35,8 @@ async def test_created_files_land_in_the_given_folder_and_the_result_names_them(
 ) -> None:
     out = tmp_path / "created"
     data = bytes(range(256)) + b"\x00end"
-    env = {} if worker_user == "default" else {"STEAMHARNESS_WORKER_USER": worker_user}
-    async with connect(
-        PROJECT, tmp_path / "d", "legacy", "--file-create-store-dir", str(out), env=env
-    ) as client:
+    chosen: dict[str, Any] = {} if worker_user == "default" else {"worker_user": worker_user}
+    async with in_memory(PROJECT, tmp_path / "d", "legacy", file_create_store_dir=out, **chosen) as client:
         body = payload(
             await client.call_tool("make", {"name": "../../escape/report.bin", "hex": data.hex(), "count": 2})
         )
@@ -64,7 +64,7 @@ async def test_created_files_land_in_the_given_folder_and_the_result_names_them(
 async def test_without_the_option_files_land_in_the_data_dirs_created_files(tmp_path: Path) -> None:
     doc = tmp_path / "notes.md"
     doc.write_text("one\ntwo\nthree\n", encoding="utf-8")
-    async with connect(EXAMPLES / "files", tmp_path / "d", "auto") as client:
+    async with in_memory(EXAMPLES / "files", tmp_path / "d", "auto") as client:
         body = payload(await client.call_tool("summarize", {"document": str(doc)}))
     (ref,) = body["files"]
     assert ref["id"] == body["output"]["summaryFile"]["id"]
@@ -76,7 +76,7 @@ async def test_without_the_option_files_land_in_the_data_dirs_created_files(tmp_
 
 async def test_a_run_that_fails_still_names_the_file_it_created(tmp_path: Path) -> None:
     out = tmp_path / "created"
-    async with connect(PROJECT, tmp_path / "d", "legacy", "--file-create-store-dir", str(out)) as client:
+    async with in_memory(PROJECT, tmp_path / "d", "legacy", file_create_store_dir=out) as client:
         result = await client.call_tool("make_then_fail", {})
     body = payload(result)
     assert result.is_error and body["error"]["errCode"] == 7
@@ -86,9 +86,8 @@ async def test_a_run_that_fails_still_names_the_file_it_created(tmp_path: Path) 
 
 async def test_the_project_quota_still_refuses_and_nothing_is_left_behind(tmp_path: Path) -> None:
     out = tmp_path / "created"
-    env = {"STEAMHARNESS_PROJECT_FILE_QUOTA_COUNT": "1"}
-    async with connect(
-        PROJECT, tmp_path / "d", "legacy", "--file-create-store-dir", str(out), env=env
+    async with in_memory(
+        PROJECT, tmp_path / "d", "legacy", file_create_store_dir=out, project_file_quota_count=1
     ) as client:
         body = payload(await client.call_tool("make", {"name": "a.txt", "hex": "6869", "count": 3}))
     (ref,) = body["files"]

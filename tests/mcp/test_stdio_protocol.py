@@ -1,6 +1,11 @@
-"""The real `steamharness mcp` process driven by the Python SDK client, in both protocol
-eras: `mode="legacy"` (2025-11-25 session, inline elicitation) and the default mode,
-which negotiates 2026-07-28 (InputRequiredResult rounds)."""
+"""What `steamharness mcp` serves, driven by the Python SDK client in both protocol eras:
+`mode="legacy"` (2025-11-25 session, inline elicitation) and the default mode, which
+negotiates 2026-07-28 (InputRequiredResult rounds).
+
+The protocol's behaviour runs in memory (`in_memory`: the same MCP server, call bridge, run
+service and real worker processes, tests/support/memory.py); the real process (`connect`)
+keeps the live pass of each era, what stdout carries, the worker environment it passes on
+and its command line."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from tests import processes
 from tests.conftest import EXAMPLES, TORTURE
 from tests.helpers import WAIT, wait_until_gone
+from tests.support.memory import mcp_harness
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +63,24 @@ async def connect(
             yield client
 
 
+@asynccontextmanager
+async def in_memory(
+    project: Path,
+    data_dir: Path,
+    mode: str,
+    *,
+    elicit: ElicitCallback | None = None,
+    **settings: Any,
+) -> AsyncIterator[Client]:
+    """`connect`'s twin in memory: what `steamharness mcp PROJECT --data-dir DATA_DIR` serves,
+    reached by the same client; `settings`: what the command's options would set."""
+    kwargs: dict[str, Any] = {"mode": mode}
+    if elicit is not None:
+        kwargs["elicitation_callback"] = elicit
+    async with mcp_harness(project, data_dir, **settings) as harness, harness.client(**kwargs) as client:
+        yield client
+
+
 def scripted(
     *answers: types.ElicitResult, seen: list[types.ElicitRequestParams] | None = None
 ) -> ElicitCallback:
@@ -89,7 +113,7 @@ TRIP = (
 async def test_the_catalog_names_the_server_after_the_project_and_lists_strict_schemas(
     tmp_path: Path, mode: str
 ) -> None:
-    async with connect(EXAMPLES / "interactive", tmp_path, mode) as client:
+    async with in_memory(EXAMPLES / "interactive", tmp_path, mode) as client:
         info = client.session.server_info
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert info is not None
@@ -154,21 +178,20 @@ async def test_two_questions_and_an_approval_are_answered_on_one_run(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_every_example_returns_its_result_object(tmp_path: Path, mode: str, database_url: str) -> None:
-    store = ("--database-url", database_url)
     doc = tmp_path / "notes.md"
     doc.write_text("one\ntwo\nthree\n", encoding="utf-8")
-    async with connect(EXAMPLES / "hello", tmp_path / "d", mode, *store) as client:
+    async with in_memory(EXAMPLES / "hello", tmp_path / "d", mode, database_url=database_url) as client:
         hello = payload(await client.call_tool("greet", {"name": "Bo", "shout": True}))
     assert hello["output"] == {"greeting": "HELLO, BO!"}
     assert set(hello) == {"runId", "status", "entrypointId", "entrypointTitle", "output"}
-    async with connect(EXAMPLES / "files", tmp_path / "d", mode, *store) as client:
+    async with in_memory(EXAMPLES / "files", tmp_path / "d", mode, database_url=database_url) as client:
         files = payload(
             await client.call_tool("summarize", {"document": str(doc), "attachments": [str(doc)]})
         )
     assert files["output"]["lines"] == 3 and files["output"]["name"] == "notes.md"
     assert files["output"]["attachments"] == 1
     assert files["output"]["summaryFile"]["name"] == "summary.txt"
-    async with connect(EXAMPLES / "ledger", tmp_path / "d", mode, *store) as client:
+    async with in_memory(EXAMPLES / "ledger", tmp_path / "d", mode, database_url=database_url) as client:
         await client.call_tool("close_period", {})
         failed = await client.call_tool("post_entry", {"amount": 10})
     body = payload(failed)
@@ -182,7 +205,7 @@ async def test_every_example_returns_its_result_object(tmp_path: Path, mode: str
 async def test_a_client_without_elicitation_gets_interaction_required_with_the_run(
     tmp_path: Path, mode: str
 ) -> None:
-    async with connect(EXAMPLES / "interactive", tmp_path, mode) as client:
+    async with in_memory(EXAMPLES / "interactive", tmp_path, mode) as client:
         result = await client.call_tool("plan_trip", {"traveller": "Ann"})
     body = payload(result)
     assert result.is_error is True
@@ -204,7 +227,7 @@ async def test_a_form_that_mcp_cannot_carry_gets_interaction_required_even_with_
     tmp_path: Path, mode: str, tool: str
 ) -> None:
     seen: list[types.ElicitRequestParams] = []
-    async with connect(TORTURE, tmp_path, mode, elicit=scripted(seen=seen)) as client:
+    async with in_memory(TORTURE, tmp_path, mode, elicit=scripted(seen=seen)) as client:
         body = payload(await client.call_tool(tool, {}))
     assert body["error"]["code"] == "interaction_required"
     assert seen == []  # never auto-answered, never sent as a broken form
@@ -214,7 +237,7 @@ async def test_a_form_that_mcp_cannot_carry_gets_interaction_required_even_with_
 async def test_declining_and_cancelling_reach_the_handler(tmp_path: Path, mode: str) -> None:
     decline = types.ElicitResult(action="decline")
     cancel = types.ElicitResult(action="cancel")
-    async with connect(TORTURE, tmp_path, mode, elicit=scripted(decline, decline, cancel)) as client:
+    async with in_memory(TORTURE, tmp_path, mode, elicit=scripted(decline, decline, cancel)) as client:
         declined = payload(await client.call_tool("ask_once", {}))
         refused = payload(await client.call_tool("approve_only", {}))
         cancelled_result = await client.call_tool("ask_once", {})
@@ -237,7 +260,7 @@ async def test_cancelling_a_call_leaves_no_worker_process(tmp_path: Path, mode: 
         pids.update({k: int(v) for k, v in (part.split("=") for part in (message or "").split())})
         started.set()
 
-    async with connect(TORTURE, tmp_path, mode) as client:
+    async with in_memory(TORTURE, tmp_path, mode) as client:
         async with anyio.create_task_group() as tg:
 
             async def call() -> None:
@@ -289,7 +312,7 @@ async def test_every_bad_file_argument_is_a_tool_error_and_the_server_keeps_serv
     good = tmp_path / "ok.txt"
     good.write_text("fine\n", encoding="utf-8")
     cases = bad_file_arguments(tmp_path)
-    async with connect(EXAMPLES / "files", tmp_path / "d", mode) as client:
+    async with in_memory(EXAMPLES / "files", tmp_path / "d", mode) as client:
         for value, message in cases:
             got = argument_error(await client.call_tool("summarize", {"document": value}))
             assert message in got, (value, got)
@@ -307,7 +330,7 @@ async def test_a_file_of_exactly_50_mb_is_accepted(tmp_path: Path, mode: str) ->
     exact = tmp_path / "exact.bin"
     with exact.open("wb") as fh:
         fh.truncate(50 * 1024 * 1024)
-    async with connect(EXAMPLES / "files", tmp_path / "d", mode) as client:
+    async with in_memory(EXAMPLES / "files", tmp_path / "d", mode) as client:
         body = payload(await client.call_tool("summarize", {"document": str(exact)}))
     assert body["output"]["bytes"] == 50 * 1024 * 1024
 
@@ -324,7 +347,7 @@ def argument_error(result: types.CallToolResult) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_bad_arguments_are_tool_errors_naming_the_problem(tmp_path: Path, mode: str) -> None:
-    async with connect(EXAMPLES / "hello", tmp_path, mode) as client:
+    async with in_memory(EXAMPLES / "hello", tmp_path, mode) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         cases = [
             ({}, "'name' is a required property (type: string)"),
@@ -343,7 +366,7 @@ async def test_bad_arguments_are_tool_errors_naming_the_problem(tmp_path: Path, 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_crashes_and_timeouts_become_concise_tool_errors(tmp_path: Path, mode: str) -> None:
-    async with connect(TORTURE, tmp_path, mode) as client:
+    async with in_memory(TORTURE, tmp_path, mode) as client:
         crash = payload(await client.call_tool("segfault", {}))
         leak = payload(await client.call_tool("raise_error", {}))
         slow = payload(await client.call_tool("hang", {}))
@@ -378,14 +401,17 @@ async def test_the_worker_environment_layers_saved_auth_dotenv_and_explicit_vari
 async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Path, database_url: str) -> None:
     """A retry after the server restarted is recognised (not 'invalid state'): the run it
     names was interrupted, and the client is told so."""
-    store = ("--database-url", database_url)
-    async with connect(TORTURE, tmp_path, "2026-07-28", *store, elicit=scripted()) as client:
+    async with in_memory(
+        TORTURE, tmp_path, "2026-07-28", database_url=database_url, elicit=scripted()
+    ) as client:
         first = await client.session.call_tool("ask_once", {}, allow_input_required=True)
     assert isinstance(first, types.InputRequiredResult)
     assert first.request_state and first.request_state.startswith("v1.")
     (key,) = (first.input_requests or {}).keys()
     answer = {key: types.ElicitResult(action="accept", content={"name": "late"})}
-    async with connect(TORTURE, tmp_path, "2026-07-28", *store, elicit=scripted()) as client:
+    async with in_memory(
+        TORTURE, tmp_path, "2026-07-28", database_url=database_url, elicit=scripted()
+    ) as client:
         with pytest.raises(MCPError) as err:
             await client.session.call_tool(
                 "ask_once", {}, input_responses=answer, request_state=first.request_state[:-4] + "AAAA"

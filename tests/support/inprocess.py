@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
+from sse_starlette.sse import AppStatus
 
 from tests import prepared
 from tests.conftest import server_env
@@ -29,9 +30,10 @@ from tests.support.waiting import eventually
 from webui.app import create_app
 from webui.cli.db import upgrade_all
 from webui.settings import Settings
+from webui.shutdown import GracefulServer
 
-# The grace uvicorn gives open connections at stop: a test's streams are closed by then
-# (a bound, not a speed check; the app's own drain is `shutdown_grace_seconds`).
+# The grace uvicorn gives open connections at stop (GracefulServer sets what is left of the
+# app's `shutdown_grace_seconds` at shutdown).
 STOP_GRACE = 5
 
 
@@ -67,7 +69,9 @@ class InProcessServer(LiveServer):
             timeout_graceful_shutdown=STOP_GRACE,
             proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
         )
-        server = uvicorn.Server(config)
+        # serve's server: at stop the app drains first (runs stopped and recorded, calls
+        # answered, sessions ended), as on serve's SIGTERM (webui/shutdown.py).
+        server = GracefulServer(config, app=config.app, grace=settings.shutdown_grace_seconds)
         thread = threading.Thread(target=self._serve, args=(server,), name=f"server-{self.port}", daemon=True)
         self._uvicorn, self._thread = server, thread
         thread.start()
@@ -90,26 +94,32 @@ class InProcessServer(LiveServer):
         server.should_exit = True
         thread.join(WAIT)
         assert not thread.is_alive(), "the in-process server did not stop"
+        # The drain released every sse-starlette stream through this process-wide flag; the
+        # next server of this process (or a TestClient app) starts with it down again.
+        AppStatus.should_exit = False
         return 0
 
     def log(self) -> str:
         return ""
 
 
-def make_in_process_server(tmp_path: Path, **env: str) -> InProcessServer:
-    """A server (not started) on a copy of the prepared `server` data dir (the example projects
-    registered, the five published; `tests/prepared.py`), as `make_server` makes one;
+def make_in_process_server(tmp_path: Path, database_url: str | None = None, **env: str) -> InProcessServer:
+    """`make_server`'s in-process twin: a server (not started) on a copy of the prepared
+    `server` data dir (the example projects registered, the five published;
+    `tests/prepared.py`), or on `database_url` with the same registry calls made;
     `env`: STEAMHARNESS_* settings, as a live server's environment would give them."""
     admin_key = secrets.token_urlsafe(32)
+    if database_url is not None:
+        env = {"STEAMHARNESS_DATABASE_URL": database_url, **env}
     server = InProcessServer(
         data_dir=tmp_path / "data",
         projects=tmp_path / "projects",
         port=free_port(),
         admin_key=admin_key,
         env={**server_env(), "STEAMHARNESS_SERVER_ADMIN_KEY": admin_key, **env},
+        database_url=database_url,
     )
     if any(key in env for key in ("STEAMHARNESS_DATABASE_URL", "STEAMHARNESS_SHARED_DIR")):
-        server.database_url = env.get("STEAMHARNESS_DATABASE_URL")
         prepared.prepare_server(server.data_dir, prepared.copy_projects(server.projects), **env)
     else:
         prepared.copy_prepared("server", server.data_dir, server.projects)
@@ -119,7 +129,5 @@ def make_in_process_server(tmp_path: Path, **env: str) -> InProcessServer:
 @contextlib.contextmanager
 def in_process_server(tmp_path: Path, database_url: str | None = None, **env: str) -> Iterator[LiveServer]:
     """`running_server`'s in-process twin: the server started for the block, stopped at its end."""
-    if database_url is not None:
-        env = {"STEAMHARNESS_DATABASE_URL": database_url, **env}
-    with make_in_process_server(tmp_path, **env).running() as server:
+    with make_in_process_server(tmp_path, database_url, **env).running() as server:
         yield server

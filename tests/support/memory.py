@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from mcp.client._memory import InMemoryTransport  # pyright: ignore[reportPrivateImportUsage]
 from mcp.server.lowlevel import Server
 
 from tests import prepared
@@ -48,7 +49,10 @@ class McpHarness:
         this context, it is what the server's tasks, started from here, carry."""
         token = current_binding.set(self.binding)
         try:
-            async with Client(self.server, mode=mode, **kwargs) as client:  # type: ignore[arg-type]
+            # Through the transport, not `Client(server)`: its modern-era shortcut skips the
+            # server's stream loop (no progress or log notifications), which stdio runs.
+            transport = InMemoryTransport(self.server)
+            async with Client(transport, mode=mode, **kwargs) as client:  # type: ignore[arg-type]
                 yield client
         finally:
             current_binding.reset(token)
