@@ -49,6 +49,7 @@ from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
 from webui.mcp.server import build_server
 from webui.observability.metrics import METRICS, Held
+from webui.projects.limits import ProjectLimits
 from webui.projects.registry import ProjectRegistry
 from webui.replicas import replica_id_for
 from webui.runs.env import server_base_env
@@ -224,12 +225,18 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 admin_key=admin_secret,
                 fingerprint_secret=persistent_secret(settings, "fingerprint.key"),
             )
+            limits = ProjectLimits(
+                registry,
+                default_max_running=settings.max_running_per_project,
+                default_max_queued=settings.max_queued_per_project,
+            )
             bridge = CallBridge(
                 runs=services.runs,
                 interactions=services.interactions,
                 files=services.files,
                 audit=services.audit,
                 configs=services.configs,
+                limits=limits,
                 progress_interval=settings.progress_interval_seconds,
                 task_key=persistent_secret(settings, "task-id.key"),
                 task_after=settings.task_after_seconds,
@@ -264,8 +271,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 runs=services.runs,
                 audit=services.audit,
                 idle_timeout=settings.session_idle_timeout_seconds,
-                default_max_running=settings.max_running_per_project,
-                default_max_queued=settings.max_queued_per_project,
+                limits=limits,
                 env=server_base_env(os.environ, settings.worker_env_passthrough),
                 refusals=app.state.refusals,
                 max_sessions_per_key=settings.max_sessions_per_key,

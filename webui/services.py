@@ -9,7 +9,6 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 from sqlalchemy.engine import Engine
 
@@ -189,7 +188,6 @@ async def _warm(pool: WorkerPool) -> None:
 async def open_services(
     settings: Settings,
     *,
-    echo: TextIO | None = None,
     replica_id: str | None = None,
     warm_pool: bool = False,
 ) -> AsyncIterator[Services]:
@@ -241,7 +239,6 @@ async def open_services(
         question_timeout_seconds=settings.question_timeout_seconds,
         kill_grace_seconds=settings.kill_grace_seconds,
         hub=hub,
-        echo=echo,
         replica_id=replica_id,
         pending_records=settings.data_dir / PENDING_FILE,
         pending_records_bytes=settings.pending_records_max_bytes,

@@ -8,7 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from webui.runs.context import MAX_ROUND_QUESTIONS, Channel, ClientRequestRefused, QuestionRound
+from webui.runs.context import Channel
+from webui.runs.context_questions import MAX_ROUND_QUESTIONS, ClientRequestRefused, QuestionRound
 
 
 class FakeChannel:

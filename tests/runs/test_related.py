@@ -228,7 +228,7 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
                 waiting.interaction.id, action="accept", content={"word": "yes"}, channel="test"
             )
             live = svc.runs.admission.live[parent]
-            await until(lambda: live.wants_slot)  # answered: in line for the slot
+            await until(lambda: live.place.wanted)  # answered: in line for the slot
             (gates / "child").touch()
             await until(lambda: live.child_waits == 1)  # its other thread started a child
             (gates / "holder").touch()  # the slot frees: the parent is first in line
@@ -300,7 +300,7 @@ async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
                 first.interaction.id, action="accept", content=answer, channel="test"
             )
             live = svc.runs.admission.live[run_id]  # the admission state under test
-            await until(lambda: live.wants_slot)  # answered: in line for the slot
+            await until(lambda: live.place.wanted)  # answered: in line for the slot
             yield InLine(svc, run_id, holder, live, gates)
     finally:
         shutil.rmtree(gates, ignore_errors=True)
@@ -328,14 +328,14 @@ async def test_a_question_being_recorded_when_the_slot_frees_keeps_the_run_waiti
             await recording.wait()  # the second question's record waits until the slot freed
         line.free_the_slot()
         assert (await next_update(svc, line.holder)).status == "success"
-        await until(lambda: not live.wants_slot)  # its resumption has run
+        await until(lambda: not live.place.wanted)  # its resumption has run
         release.set()
-        await until(lambda: len(live.pending) == 1)
+        await until(lambda: len(live.asks.pending) == 1)
         async with live.writes:  # every record of the run written
             pass
         stored = run_store.get_run(svc.engine, run_id=line.run_id)
         assert stored is not None and stored.status == "waiting_for_input"
-        assert not live.slot and live.timer is None
+        assert not live.place.held and live.budget.timer is None
         second = svc.interactions.pending_for_run(line.run_id)
         assert second is not None and second.title == "Second?"
         await svc.interactions.answer(second.id, action="accept", content={"w": "b"}, channel="test")
@@ -350,10 +350,10 @@ async def test_two_answers_given_while_the_run_is_in_line_resume_it_once(tmp_pat
     async with in_line(tmp_path) as line:
         svc, live = line.svc, line.live
         line.ask_second()
-        await until(lambda: len(live.pending) == 1)
-        (second,) = live.pending
+        await until(lambda: len(live.asks.pending) == 1)
+        (second,) = live.asks.pending
         await svc.interactions.answer(second, action="accept", content={"w": "b"}, channel="test")
-        await until(lambda: live.resumers == 1)  # the second waits for the first
+        await until(lambda: live.asks.resumers == 1)  # the second waits for the first
         line.free_the_slot()
         final = await next_update(svc, line.run_id)
         assert (final.status, final.output) == ("success", {"first": "a", "second": "b"}), final.error

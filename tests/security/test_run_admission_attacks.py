@@ -143,7 +143,7 @@ def guard_slots(svc: Services, monkeypatch: pytest.MonkeyPatch, max_running: int
         if max_running is not None:
             by_project: dict[str, int] = {}
             for live in admission._all():  # pyright: ignore[reportPrivateUsage]
-                if live.slot:
+                if live.place.held:
                     by_project[live.request.project.id] = by_project.get(live.request.project.id, 0) + 1
             assert all(n <= max_running for n in by_project.values()), by_project
 
@@ -263,7 +263,7 @@ async def test_a_later_start_does_not_claim_the_slot_of_a_run_still_being_create
         gates["x"].touch()
         assert (await next_update(svc, x.run_id)).status == "success"
         a1 = await svc.runs.start(hold(project, gates["a1"], account=1))
-        assert not svc.runs.admission.live[a1.run_id].created_running, "account 1 jumped the queue"
+        assert not svc.runs.admission.live[a1.run_id].place.created_running, "account 1 jumped the queue"
         go.set()
         b2 = await starting
         await until(lambda: status_of(svc, b2.run_id) == RunStatus.RUNNING)

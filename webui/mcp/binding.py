@@ -2,15 +2,14 @@
 transport. One channel carries it to the handlers, the ContextVar `current_binding`: stdio
 sets it once; the HTTP gateway sets it around each request it hands the SDK, which runs
 the request's handler in the sender's context (both protocol eras). `HttpBindings` builds
-the HTTP ones: a catalog per resolved version, the limits a run is admitted under, the
-related projects a binding may call."""
+the HTTP ones: a catalog per resolved version, what the target resolved to (whose limits a
+run is admitted under: webui.projects.limits), the related projects a binding may call."""
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 
 import anyio
 from starlette.types import Scope
@@ -20,12 +19,11 @@ from webui.configs.model import NAME_RE, ConfigPlace
 from webui.configs.places import account_place, local_place_of
 from webui.errors import ConfigurationRefused
 from webui.mcp.catalog import Catalog
+from webui.projects.limits import ProjectLimits
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.projects.related import ServerRelations
 from webui.runs.env import worker_env
 from webui.runs.related import Relations
-from webui.runs.types import RunLimits, RunRefused
-from webui.store.models import ProjectRecord
 from webui.workflows.project import Project
 
 current_binding: contextvars.ContextVar[Binding] = contextvars.ContextVar("steamharness_mcp_binding")
@@ -59,9 +57,10 @@ class Binding:
     # time. The scope: stdio, the local operator's; HTTP, the account's (or the admin principal's).
     config_name: str | None = None
     account_name: str | None = None
-    # Re-checked before every tool call: the run gate, queue limits, a changed draft.
-    # Raises RunRefused; returns the limits the new run is admitted under.
-    preflight: Callable[[], RunLimits] | None = None
+    # What the HTTP target resolved to: its run gate, queue limits and a changed draft are
+    # re-checked before every tool call (ProjectLimits.limits_for). None: no project limits
+    # (stdio).
+    resolved: Resolved | None = None
 
 
 def chosen_config(name: str | None, where: str) -> str | None:
@@ -95,15 +94,13 @@ class HttpBindings:
         registry: ProjectRegistry,
         authenticator: Authenticator,
         env: dict[str, str],
-        default_max_running: int | None,
-        default_max_queued: int | None,
+        limits: ProjectLimits,
         public_url: str | None = None,
     ) -> None:
         self.registry = registry
         self.auth = authenticator
         self.env = env
-        self.default_max_running = default_max_running
-        self.default_max_queued = default_max_queued
+        self.limits = limits
         # Where people reach the server (`STEAMHARNESS_PUBLIC_URL`, e.g. the load balancer's
         # address); without it, the request's own scheme and Host.
         self.public_url = public_url.rstrip("/") if public_url else None
@@ -135,14 +132,14 @@ class HttpBindings:
             env=worker_env(resolved.project.root, self.env),
             answer_hint=hint,
             base_url=base,
-            preflight=partial(self.preflight, resolved),
+            resolved=resolved,
             relations=ServerRelations(
                 registry=self.registry,
                 project=resolved.project,
                 draft=resolved.target.kind == "draft",
                 require_run=lambda project_id: self.auth.current(principal).require_run(project_id),
                 env_for=lambda root: worker_env(root, self.env),
-                limits_for=self.limits,
+                limits_for=self.limits.of,
             ),
             config_name=config,
             account_name=principal.actor.removeprefix("user:") if principal.account_id is not None else None,
@@ -153,22 +150,6 @@ class HttpBindings:
         if key not in self._catalogs:
             self._catalogs[key] = Catalog.build(resolved.project, file_mode="server")
         return self._catalogs[key]
-
-    def preflight(self, resolved: Resolved) -> RunLimits:
-        pid = resolved.project.id
-        if resolved.target.kind == "draft" and self.registry.draft_revision(pid) != resolved.revision:
-            raise RunRefused(
-                "draft_changed",
-                "The project's draft changed since this session started; reconnect to use the new draft.",
-            )
-        return self.limits(self.registry.record(pid))
-
-    def limits(self, record: ProjectRecord) -> RunLimits:
-        return RunLimits(
-            gate_open=record.run_gate_open,
-            max_running=record.max_running if record.max_running is not None else self.default_max_running,
-            max_queued=record.max_queued if record.max_queued is not None else self.default_max_queued,
-        )
 
 
 def request_headers(scope: Scope) -> dict[str, str]:

@@ -57,6 +57,7 @@ from webui.mcp.event_store import BoundedEventStore, StreamOwner, stream_owner
 from webui.mcp.replies import jsonrpc_errors, reply, retry_after
 from webui.mcp.sessions import HeldSessions
 from webui.parse_threads import run_parse
+from webui.projects.limits import ProjectLimits
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.runs.service import RunService
 from webui.workflows.targets import BadTarget, Target, parse_target
@@ -182,8 +183,7 @@ class McpGateway:
         runs: RunService,
         audit: AuditLog,
         idle_timeout: float,
-        default_max_running: int | None,
-        default_max_queued: int | None,
+        limits: ProjectLimits,
         env: dict[str, str],
         refusals: RefusalRecorder,
         max_sessions_per_key: int = 32,
@@ -204,8 +204,7 @@ class McpGateway:
             registry=registry,
             authenticator=authenticator,
             env=env,
-            default_max_running=default_max_running,
-            default_max_queued=default_max_queued,
+            limits=limits,
             public_url=public_url,
         )
         self.sessions = HeldSessions(

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import getpass
 import logging
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
@@ -39,6 +40,7 @@ from webui.runs.env import worker_env
 from webui.runs.related import LocalRelations
 from webui.services import Services, open_services, persistent_secret, request_state_key
 from webui.settings import Settings
+from webui.terminal_text import terminal_safe
 from webui.workflows.handlers import check_handlers_async
 from webui.workflows.project import Project, ProjectReading
 
@@ -73,10 +75,11 @@ async def serve_stdio(
             # The handlers are imported in the bounded child while the services open.
             async with anyio.create_task_group() as checking:
                 checking.start_soon(check)
-                opened.append(await stack.enter_async_context(open_services(settings, echo=sys.stderr)))
+                opened.append(await stack.enter_async_context(open_services(settings)))
         except BaseExceptionGroup as group:  # what failed, as if it had been awaited alone
             raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
         svc = opened[0]
+        svc.runs.tap_output(functools.partial(echo_output, sys.stderr))
         if found:
             await serve_problems(dataclasses.replace(reading, project=None, problems=tuple(found)))
             return
@@ -130,6 +133,15 @@ def project_server(svc: Services, settings: Settings) -> Server[Any]:
         state_key=request_state_key(settings),
         state_ttl=settings.request_state_ttl_seconds,
     )
+
+
+def echo_output(out: TextIO, run_id: str, stream: str, text: str) -> None:
+    """A run's output on stderr as it comes (`RunService.tap_output`): project logs and worker
+    output go there, never to the protocol stream, terminal-safe (a run writes what a client
+    sent it: escapes act on a terminal)."""
+    for line in text.splitlines():
+        out.write(f"[{run_id} {stream}] {terminal_safe(line)}\n")
+    out.flush()
 
 
 async def _serve(server: Server[Any]) -> None:

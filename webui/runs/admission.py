@@ -58,7 +58,7 @@ class Admission:
         for live in self._all():
             if project_id is not None and live.request.project.id != project_id:
                 continue
-            if live.slot:
+            if live.place.held:
                 holding += 1
             elif live.status == RunStatus.QUEUED:
                 queued += 1
@@ -71,19 +71,19 @@ class Admission:
     @property
     def claimed(self) -> set[LiveRun]:
         """Runs being created that hold a slot already."""
-        return {live for live in self.creating if live.slot}
+        return {live for live in self.creating if live.place.held}
 
     @property
     def starting(self) -> dict[str, int]:
         """Project id -> runs being created that wait for a slot (counted as queued)."""
         counted: dict[str, int] = {}
         for live in self.creating:
-            if not live.slot:
+            if not live.place.held:
                 counted[live.request.project.id] = counted.get(live.request.project.id, 0) + 1
         return counted
 
     def slot_wanted(self) -> bool:
-        return any(live.wants_slot for live in self.live.values())
+        return any(live.place.wanted for live in self.live.values())
 
     def free_slots(self) -> int:
         return self.max_concurrent_runs - self.counts()[0]
@@ -93,9 +93,9 @@ class Admission:
         or for a slot to go on); `asking`: only those of `account_id` with an open question."""
         n = 0
         for live in self.live.values():
-            if live.worker is None or live.slot or live.done.is_set():
+            if live.worker is None or live.place.held or live.done.is_set():
                 continue
-            if asking and (live.request.account_id != account_id or not live.pending):
+            if asking and (live.request.account_id != account_id or not live.asks.pending):
                 continue
             n += 1
         return n
@@ -107,7 +107,7 @@ class Admission:
         accounts fill them all (one pass over the live runs)."""
         total = held = 0
         for live in self.live.values():
-            if live.worker is None or live.slot or live.done.is_set():
+            if live.worker is None or live.place.held or live.done.is_set():
                 continue
             total += 1
             held += live.request.account_id == account_id
@@ -131,7 +131,7 @@ class Admission:
             1
             for live in self.live.values()
             if live.worker is not None
-            and not live.slot
+            and not live.place.held
             and not live.done.is_set()
             and live.request.account_id == account_id
         )
@@ -140,7 +140,9 @@ class Admission:
         """This process's runs past their admission that hold no slot now (the database
         may still say `running`); queued ones are counted as queued."""
         return [
-            live.run_id for live in self.live.values() if not live.slot and live.status != RunStatus.QUEUED
+            live.run_id
+            for live in self.live.values()
+            if not live.place.held and live.status != RunStatus.QUEUED
         ]
 
     # ----------------------------------------------------------------- admitting
@@ -170,7 +172,7 @@ class Admission:
         by_account: dict[int | None, int] = {}
         by_project: dict[str, int] = {}
         for other in self._all():
-            if other.slot:
+            if other.place.held:
                 held += 1
                 by_account[other.request.account_id] = by_account.get(other.request.account_id, 0) + 1
                 by_project[other.request.project.id] = by_project.get(other.request.project.id, 0) + 1
@@ -182,13 +184,13 @@ class Admission:
             return limit is None or by_project.get(run.request.project.id, 0) < limit
 
         def rank(run: LiveRun) -> tuple[bool, int, int]:
-            return (run.worker is None, by_account.get(run.request.account_id, 0), run.seq)
+            return (run.worker is None, by_account.get(run.request.account_id, 0), run.place.seq)
 
         def in_line(run: LiveRun) -> bool:
             # Waiting for a slot, or created queued (being created, or live and its driver
             # not waiting yet): not one that never had a slot and gave up waiting.
-            return run.wants_slot or (
-                run.status == RunStatus.QUEUED and not run.slot and not run.done.is_set()
+            return run.place.wanted or (
+                run.status == RunStatus.QUEUED and not run.place.held and not run.done.is_set()
             )
 
         if not allowed(live):
@@ -197,8 +199,8 @@ class Admission:
         return not any(
             other is not live
             and in_line(other)
-            and not other.deferred
-            and other.terminating is None
+            and not other.place.deferred
+            and not other.concluded
             and rank(other) < mine
             and allowed(other)
             for other in self._all()
@@ -210,12 +212,12 @@ class Admission:
         created `running`, in the same transaction. It counts as holding the slot until
         it is no longer `creating` (live, or its creation failed)."""
         self._seq += 1
-        live.seq = self._seq
+        live.place.seq = self._seq
         if self.shared:
             return False
         if not self.may_run_now(live):
             return False
-        live.slot = True
+        live.place.held = True
         return True
 
     def line_up(self, live: LiveRun, run: Run) -> None:
@@ -227,7 +229,7 @@ class Admission:
         self.creating.add(live)
         if self.claim(live):
             run.status, run.started_at = RunStatus.RUNNING.value, utcnow()
-            live.created_running = True
+            live.place.created_running = True
 
     async def create(
         self,
@@ -263,7 +265,7 @@ class Admission:
             self.creating.discard(live)
             if not created:
                 # Its claimed slot is free again, or the runs behind it in line go on.
-                live.slot = False
+                live.place.held = False
                 self._spawn(self.wake())
 
     async def take_slot(self, live: LiveRun) -> bool:
@@ -273,17 +275,15 @@ class Admission:
         req = live.request
         counted_in_db = self.shared and req.limits.max_running is not None
         resuming = live.worker is not None
-        if resuming or not live.seq:  # a new run keeps its place from when it was started
+        if resuming or not live.place.seq:  # a new run keeps its place from when it was started
             self._seq += 1
-            live.seq = self._seq
-        live.wants_slot = True
+            live.place.seq = self._seq
+        live.place.wanted = True
         try:
             async with self._condition:
                 while True:
-                    await self._condition.wait_for(
-                        lambda: live.terminating is not None or self.may_run_now(live)
-                    )
-                    if live.terminating is not None:
+                    await self._condition.wait_for(lambda: live.concluded or self.may_run_now(live))
+                    if live.concluded:
                         return False
                     if counted_in_db:
                         admitted = await run_db(
@@ -298,18 +298,31 @@ class Admission:
                         if not admitted:
                             # Taken elsewhere: let the others here go first; a slot freed
                             # here or elsewhere wakes us, the poll covers a missed event.
-                            live.deferred = True
+                            live.place.deferred = True
                             self._condition.notify_all()
                             with contextlib.suppress(TimeoutError):
                                 await asyncio.wait_for(self._condition.wait(), SHARED_POLL_SECONDS)
-                            live.deferred = False
+                            live.place.deferred = False
                             continue
-                    live.slot = True
+                    live.place.held = True
                     if self.free_slots() > 0:
                         self._condition.notify_all()  # the next in line may find one free too
                     return True
         finally:
-            live.wants_slot = False
+            live.place.wanted = False
+
+    def release(self, live: LiveRun) -> None:
+        """`live` stops running for now (it waits for a person or for its child runs): its
+        slot goes to the next in line."""
+        if live.place.held:
+            live.place.held = False
+            self._spawn(self.wake())
+
+    def leave(self, live: LiveRun) -> None:
+        """`live` has ended: it is no longer live, its slot (if any) goes to the next in line."""
+        self.live.pop(live.run_id, None)
+        live.place.held = False
+        self._spawn(self.wake())
 
     async def wake(self) -> None:
         """Every run waiting for a slot looks again (one was freed, or one stopped waiting)."""

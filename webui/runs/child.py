@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from webui.runs import procs
-from webui.runs.context import Channel, ClientRequestRefused, Context, WorkflowFailure, frame
+from webui.runs.context import Channel, Context, WorkflowFailure, frame
+from webui.runs.context_questions import ClientRequestRefused
 from webui.runs.messages import MAX_FRAME_BYTES, READ_CHUNK, MessageTooLarge, mb
 from webui.runs.view import View
 

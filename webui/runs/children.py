@@ -11,10 +11,11 @@ from typing import Any
 
 from webui.blocking import run_db
 from webui.errors import InvalidArguments, SteamharnessError
-from webui.runs.control import RunControl
+from webui.runs.control import ChildControl
 from webui.runs.live import LiveRun
 from webui.runs.messages import reply
 from webui.runs.pool import Worker
+from webui.runs.questions import forget_ended_child_question
 from webui.runs.related import MAX_CHILD_DEPTH
 from webui.runs.request import RunRequest
 from webui.runs.store_calls import resolve_related
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class ChildRuns:
-    def __init__(self, runs: RunControl, live_runs: dict[str, LiveRun]) -> None:
+    def __init__(self, runs: ChildControl, live_runs: dict[str, LiveRun]) -> None:
         self.runs = runs
         self.live_runs = live_runs
 
@@ -96,16 +97,20 @@ class ChildRuns:
 
     def _check_caps(self, live: LiveRun, alias: str) -> None:
         runs = self.runs
-        if live.slot and (
-            full := runs.admission.waiting_full(live.request.account_id, runs.max_waiting_runs)
+        caps = runs.caps
+        if live.place.held and (
+            full := runs.admission.waiting_full(live.request.account_id, caps.max_waiting_runs)
         ):
             raise RelatedProjectError(f"related project {alias!r}: {full}; try again later")
         # An account's runs waiting for children count against its own cap too: chains of
         # child runs, each level a waiting run, would otherwise let one account fill the
         # server's whole cap while its open questions stay under the account's.
-        if live.slot and runs.admission.waiting_of(live.request.account_id) >= runs.max_waiting_per_account:
+        if (
+            live.place.held
+            and runs.admission.waiting_of(live.request.account_id) >= caps.max_waiting_per_account
+        ):
             raise RelatedProjectError(
-                f"related project {alias!r}: this account already has {runs.max_waiting_per_account}"
+                f"related project {alias!r}: this account already has {caps.max_waiting_per_account}"
                 " runs waiting (STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT); try again later"
             )
 
@@ -121,7 +126,7 @@ class ChildRuns:
         # several; it runs again only once none is pending.
         live.child_waits += 1
         runs.release_slot(live)
-        if not live.pending:
+        if not live.asks.pending:
             runs.enter(live, RunStatus.WAITING_FOR_CHILD, announce=False)  # recorded once linked
         try:
             child_id = (await runs.start(child_request)).run_id
@@ -155,7 +160,7 @@ class ChildRuns:
                 data=back,
                 source=req.source,
             )
-            if not live.pending and live.status == RunStatus.WAITING_FOR_CHILD:
+            if not live.asks.pending and live.status == RunStatus.WAITING_FOR_CHILD:
                 await runs.set_status(live, RunStatus.WAITING_FOR_CHILD)
         except Exception:
             log.exception("run %s: the link to its child run %s could not be recorded", live.run_id, child_id)
@@ -170,13 +175,11 @@ class ChildRuns:
         await linked.wait()  # the parent's records say it waits before they say it resumed
         live.children.discard(child.run_id)
         live.child_waits -= 1
-        if live.done.is_set() or live.terminating is not None:
+        if live.done.is_set() or live.concluded:
             return
         lost = {"code": "internal", "message": "The child run ended without an outcome."}
         status, output, error = child.outcome or (RunStatus.FAILED, None, lost)
-        shown = live.waiting_on
-        if shown is not None and shown.run_id != live.run_id and shown.run_id not in self.live_runs:
-            live.waiting_on = None  # the question of a child run that ended; its own stays
+        forget_ended_child_question(live, self.live_runs.__contains__)
         data = {"runId": child.run_id, "status": str(status)}
         try:
             await self.runs.add_event(

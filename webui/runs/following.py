@@ -162,7 +162,7 @@ class OtherReplicas:
         """Questions of this process's runs answered elsewhere resume their runs; queued
         runs try again for a slot freed elsewhere."""
         try:
-            asked = [iid for live in list(self.admission.live.values()) for iid in live.pending]
+            asked = [iid for live in list(self.admission.live.values()) for iid in live.asks.pending]
             if asked:
                 rows = await run_db(interaction_store.answered_among, self.engine, interaction_ids=asked)
                 for row in rows:
@@ -173,7 +173,7 @@ class OtherReplicas:
             log.exception("re-checking the waiting runs failed")
 
     async def _resume_if_waiting(self, interaction_id: str) -> None:
-        if not any(interaction_id in live.pending for live in self.admission.live.values()):
+        if not any(interaction_id in live.asks.pending for live in self.admission.live.values()):
             return  # not ours, or already resumed by the answer given in this process
         try:
             row = await run_db(interaction_store.get_interaction, self.engine, interaction_id=interaction_id)

@@ -47,3 +47,27 @@ class RunHandle:
     def live(self) -> bool:
         """Driven by this process and not ended yet."""
         return self.runs.is_live(self.run_id)
+
+
+# The call following a run (`LiveRun.call`), changed here only.
+def call_following(live: LiveRun) -> None:
+    """The run is started by a call that follows it to its end (RunRequest.finished_audit)."""
+    live.call.following = live.request.finished_audit is not None
+
+
+def call_left(live: LiveRun) -> None:
+    """The call that started the run no longer follows it: its end is not written with the
+    run's outcome."""
+    live.call.following = False
+
+
+def became_task(live: LiveRun) -> None:
+    """The run's call became an MCP task (the metrics count the tasks followed)."""
+    live.call.as_task = True
+
+
+def audited_with_outcome(live: LiveRun) -> bool:
+    """At the run's end: whether the call's end is written with its outcome (the call still
+    follows it); what its final update says (`call_audited`)."""
+    live.call.audited = live.call.following and live.request.finished_audit is not None
+    return live.call.audited

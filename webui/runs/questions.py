@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,8 +33,8 @@ from webui.interactions.client_requests import summary as client_request_summary
 from webui.interactions.service import Answer
 from webui.observability.metrics import METRICS
 from webui.observability.tracing import TRACER
-from webui.runs.context import INPUT_KEY_RE, bad_input_key
-from webui.runs.control import RunControl
+from webui.runs.context_questions import INPUT_KEY_RE, bad_input_key
+from webui.runs.control import QuestionControl
 from webui.runs.live import LiveRun, OpenQuestion, QuestionRound
 from webui.runs.messages import reply
 from webui.runs.types import SHARED_POLL_SECONDS, RunStatus, RunUpdate
@@ -178,7 +179,7 @@ def _question(op: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunQuestions:
-    def __init__(self, runs: RunControl) -> None:
+    def __init__(self, runs: QuestionControl) -> None:
         self.runs = runs
 
     def waiting_refusal(self, live: LiveRun) -> str | None:
@@ -186,13 +187,17 @@ class RunQuestions:
         process): None when it may."""
         runs = self.runs
         account = live.request.account_id
-        if not live.pending and runs.admission.waiting(account, asking=True) >= runs.max_waiting_per_account:
+        caps = runs.caps
+        if (
+            not live.asks.pending
+            and runs.admission.waiting(account, asking=True) >= caps.max_waiting_per_account
+        ):
             return (
-                f"This account already has {runs.max_waiting_per_account} runs waiting for an answer"
+                f"This account already has {caps.max_waiting_per_account} runs waiting for an answer"
                 " (STEAMHARNESS_MAX_WAITING_RUNS_PER_ACCOUNT); answer or cancel one of them, then"
                 " call again."
             )
-        if live.slot and (full := runs.admission.waiting_full(account, runs.max_waiting_runs)):
+        if live.place.held and (full := runs.admission.waiting_full(account, caps.max_waiting_runs)):
             return f"{full[0].upper()}{full[1:]}; this run stopped instead of waiting."
         return None
 
@@ -206,16 +211,17 @@ class RunQuestions:
             runs.spawn(runs.terminate(live, RunStatus.FAILED, error), name=f"refuse-{live.run_id}")
             return
         together = op == "together"
-        if rid in live.rounds or rid in live.pending.values():
+        asks = live.asks
+        if rid in asks.rounds or rid in asks.pending.values():
             raise ProjectError(f"ctx.{op}(): request {rid} is already waiting for an answer")
         questions = _round(args) if together else [_bounded(_question(op, args), op)]
-        waiting = len(live.pending) + live.asking
+        waiting = len(asks.pending) + asks.asking
         if waiting + len(questions) > MAX_PENDING_PER_RUN:
             raise ProjectError(
                 f"ctx.{op}(): this run already has {waiting} questions waiting; a run may have at most"
                 f" {MAX_PENDING_PER_RUN} waiting at once"
             )
-        expires_at = utcnow() + timedelta(seconds=runs.question_timeout_seconds)
+        expires_at = utcnow() + timedelta(seconds=runs.caps.question_timeout_seconds)
         req = live.request
 
         def record() -> list[Interaction]:
@@ -236,30 +242,30 @@ class RunQuestions:
                 expires_at=expires_at,
             )
 
-        runs.stop_timer(live)  # a person thinking is not the handler running
-        live.asking += len(questions)  # a resumption meanwhile sees that the run waits again
+        runs.clock.stop(live)  # a person thinking is not the handler running
+        asks.asking += len(questions)  # a resumption meanwhile sees that the run waits again
         try:
             rows = await runs.write(live, record)
         except BaseException:
-            live.asking -= len(questions)
-            if live.slot:
-                runs.start_timer(live)
+            asks.asking -= len(questions)
+            if live.place.held:
+                runs.clock.start(live)
             raise
-        live.asking -= len(questions)
+        asks.asking -= len(questions)
         runs.release_slot(live)
         asked_at = time.monotonic()
         for row in rows:
             self._schedule_expiry(live, row.id, expires_at)
-            live.pending[row.id] = rid
+            asks.pending[row.id] = rid
             METRICS.questions_asked.labels(row.kind).inc()
             span = TRACER.start_span(
                 "steamharness.question",
                 attributes={"steamharness.question.id": row.id, "steamharness.question.kind": row.kind},
             )
-            live.open_questions[row.id] = OpenQuestion(asked_at, span)
+            asks.open[row.id] = OpenQuestion(asked_at, span)
         if together:
-            live.rounds[rid] = QuestionRound(rows)
-        live.asked = True
+            asks.rounds[rid] = QuestionRound(rows)
+        asks.asked = True
         runs.enter(live, RunStatus.WAITING_FOR_INPUT)
         # The first question is shown; the others follow it as it is answered (an input
         # round at 2026-07-28 carries every one the client can answer at once).
@@ -274,33 +280,34 @@ class RunQuestions:
 
     @staticmethod
     def _show(live: LiveRun, row: Interaction) -> None:
-        live.waiting_on = row
+        live.asks.waiting_on = row
         live.publish(RunUpdate("waiting", live.run_id, live.status, interaction=row))
         # A child run's question reaches whoever follows its parents (the same person).
         parent = live.parent
         while parent is not None and not parent.done.is_set():
-            parent.waiting_on = row
+            parent.asks.waiting_on = row
             parent.publish(RunUpdate("waiting", parent.run_id, parent.status, interaction=row))
             parent = parent.parent
 
     async def on_answer(self, live: LiveRun | None, row: Interaction, answer: Answer) -> None:
         """An answer to one of `live`'s questions (given here or, read back, elsewhere)."""
-        if live is None or answer.repeated or row.id not in live.pending:
+        if live is None or answer.repeated or row.id not in live.asks.pending:
             return
         runs = self.runs
-        rid = live.pending.pop(row.id)
-        question = live.open_questions.pop(row.id, None)
+        asks = live.asks
+        rid = asks.pending.pop(row.id)
+        question = asks.open.pop(row.id, None)
         if question is not None:
             question.span.set_attribute("steamharness.question.outcome", answer.action)
             question.span.end()
-        timer = live.expiry.pop(row.id, None)
+        timer = asks.expiry.pop(row.id, None)
         if timer is not None:
             timer.cancel()
-        live.waiting_on = None
+        asks.waiting_on = None
         parent = live.parent
         while parent is not None:
-            if parent.waiting_on is not None and parent.waiting_on.id == row.id:
-                parent.waiting_on = None
+            if parent.asks.waiting_on is not None and parent.asks.waiting_on.id == row.id:
+                parent.asks.waiting_on = None
             parent = parent.parent
         if answer.action == "cancel" and not is_client_request(row.kind):
             error = {"code": "cancelled", "message": "The person cancelled the run."}
@@ -330,14 +337,14 @@ class RunQuestions:
     def _settle(self, live: LiveRun, rid: int, row: Interaction, result: dict[str, Any]) -> None:
         """The answer to `rid`'s question `row`: the next question of its round is shown, or
         the handler is answered (its whole round's results, in order) once the run resumes."""
-        together = live.rounds.get(rid)
+        together = live.asks.rounds.get(rid)
         if together is not None:
             together.results[row.id] = result
-            unanswered = [q for q in together.questions if q.id in live.pending]
+            unanswered = [q for q in together.questions if q.id in live.asks.pending]
             if unanswered:
                 self._show(live, unanswered[0])
                 return
-            del live.rounds[rid]
+            del live.asks.rounds[rid]
             result = {"results": [together.results[q.id] for q in together.questions]}
         # The run goes on once it has a slot again; whoever answered need not wait for that.
         self.runs.spawn(self._reply_when_resumed(live, rid, result), name=f"resume-{live.run_id}")
@@ -363,13 +370,13 @@ class RunQuestions:
         def due() -> None:
             self.runs.spawn(self._expire(live, interaction_id), name=f"expire-{interaction_id}")
 
-        live.expiry[interaction_id] = asyncio.get_running_loop().call_later(delay, due)
+        live.asks.expiry[interaction_id] = asyncio.get_running_loop().call_later(delay, due)
 
     async def _expire(self, live: LiveRun, interaction_id: str) -> None:
         """The question's time is up: the stored row decides (an answer given meanwhile, on
         any replica, wins); an expired question ends its run with `question_expired`."""
-        live.expiry.pop(interaction_id, None)
-        if live.done.is_set() or interaction_id not in live.pending:
+        live.asks.expiry.pop(interaction_id, None)
+        if live.done.is_set() or interaction_id not in live.asks.pending:
             return
         runs = self.runs
         req = live.request
@@ -387,7 +394,7 @@ class RunQuestions:
         elif row.status == "pending" and row.expires_at is not None:
             self._schedule_expiry(live, interaction_id, as_utc(row.expires_at))  # not due by its row yet
         elif row.status == "closed":
-            limit = _duration(runs.question_timeout_seconds)
+            limit = _duration(runs.caps.question_timeout_seconds)
             error = {
                 "code": "question_expired",
                 "message": (
@@ -397,6 +404,32 @@ class RunQuestions:
                 "interactionId": interaction_id,
             }
             await runs.terminate(live, RunStatus.FAILED, error)
+
+
+def stop_expiry(live: LiveRun) -> None:
+    """`live` is ending: none of its questions expires any more."""
+    for timer in live.asks.expiry.values():
+        timer.cancel()
+    live.asks.expiry.clear()
+
+
+def close_questions(live: LiveRun) -> None:
+    """`live` has ended: its questions' spans end (their rows are closed with its outcome);
+    it shows no question any more."""
+    asks = live.asks
+    asks.waiting_on = None
+    for question in asks.open.values():
+        question.span.set_attribute("steamharness.question.outcome", "closed")
+        question.span.end()
+    asks.open.clear()
+
+
+def forget_ended_child_question(live: LiveRun, is_live: Callable[[str], bool]) -> None:
+    """A child run `live` waited on ended: the question it showed for that child (or for a
+    child of it) goes; its own question stays."""
+    shown = live.asks.waiting_on
+    if shown is not None and shown.run_id != live.run_id and not is_live(shown.run_id or ""):
+        live.asks.waiting_on = None
 
 
 def stored_answer(row: Interaction) -> Answer:

@@ -6,20 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from webui.runs.control import RunControl
+from webui.runs.control import ResumeControl
 from webui.runs.live import LiveRun
 from webui.runs.types import RunStatus, RunUpdate
 
 log = logging.getLogger(__name__)
 
 
-async def after_wait(runs: RunControl, live: LiveRun) -> bool:
+async def after_wait(runs: ResumeControl, live: LiveRun) -> bool:
     """One thing the run waited for is done (an answer, a child run). It goes on, with
     a slot taken again, once nothing else is pending; until then it waits for the rest
     (the thread that was answered goes on meanwhile). False when the run ended."""
-    if live.done.is_set() or live.terminating is not None:
+    if live.done.is_set() or live.concluded:
         return False
-    if live.pending:
+    if live.asks.pending:
         return True
     if live.child_waits:
         if live.status != RunStatus.WAITING_FOR_CHILD:
@@ -31,31 +31,32 @@ async def after_wait(runs: RunControl, live: LiveRun) -> bool:
     return await _resume(runs, live)
 
 
-async def _resume(runs: RunControl, live: LiveRun) -> bool:
+async def _resume(runs: ResumeControl, live: LiveRun) -> bool:
     """Take a slot again before the run goes on: False when it ended meanwhile. One
     resumption waits in line per run: another (a second answer meanwhile) waits for it
     (two in line for one slot, the second would wait for the slot its own run holds)."""
-    if live.slot:
+    if live.place.held:
         return True
-    if live.resuming is not None:
-        live.resumers += 1
+    asks = live.asks
+    if asks.resuming is not None:
+        asks.resumers += 1
         try:
-            await live.resuming.wait()
+            await asks.resuming.wait()
         finally:
-            live.resumers -= 1
-        return not live.done.is_set() and live.terminating is None
-    live.resuming = resumed = asyncio.Event()
+            asks.resumers -= 1
+        return not live.done.is_set() and not live.concluded
+    asks.resuming = resumed = asyncio.Event()
     try:
         return await _resume_in_line(runs, live)
     finally:
-        live.resuming = None
+        asks.resuming = None
         resumed.set()
 
 
-async def _resume_in_line(runs: RunControl, live: LiveRun) -> bool:
+async def _resume_in_line(runs: ResumeControl, live: LiveRun) -> bool:
     if not await runs.admission.take_slot(live):
         return False
-    if live.pending or live.child_waits or live.asking:
+    if live.asks.pending or live.child_waits or live.asks.asking:
         # Another of its handler's threads asked or started a child run while this one
         # waited for the slot: the run waits again, and holds none while it does (two
         # parents holding both slots would wait forever for children that need one).
@@ -72,6 +73,6 @@ async def _resume_in_line(runs: RunControl, live: LiveRun) -> bool:
     except Exception:
         log.exception("run %s: its resumption was not recorded", live.run_id)
         runs.enter(live, RunStatus.RUNNING, announce=False)
-    runs.start_timer(live)
+    runs.clock.start(live)
     live.publish(RunUpdate("running", live.run_id, live.status))
     return True

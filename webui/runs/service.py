@@ -10,7 +10,8 @@ replica drives is followed through the database (webui.runs.following).
 
 Slots (webui.runs.admission): only a `running` run holds one of the `max_concurrent_runs`
 worker slots; a waiting run gives its slot up and takes one again, ahead of new runs, before
-it goes on. Every status change of a live run goes through `enter`.
+it goes on. Every status change of a live run goes through `enter`; its outcome is decided
+by `LiveRun.conclude` (the first conclusion holds) and recorded once, by `_finish`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import functools
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 from opentelemetry import context as otel_context
@@ -42,15 +44,18 @@ from webui.observability.log_context import current_run_id
 from webui.observability.metrics import METRICS, Held
 from webui.observability.tracing import TRACER
 from webui.observability.tracing import ids as span_ids
-from webui.runs import resuming
+from webui.runs import resuming, watching
 from webui.runs.admission import Admission
+from webui.runs.budget import RunClock, time_limit, timeout_error
 from webui.runs.children import ChildRuns
-from webui.runs.following import OtherReplicas, RemoteRuns, in_scope, kept_update
-from webui.runs.handle import RunHandle
-from webui.runs.live import LiveRun
+from webui.runs.control import WaitCaps
+from webui.runs.ending import INTERNAL, end_span, final_fields, outcome_of
+from webui.runs.following import OtherReplicas, RemoteRuns, in_scope
+from webui.runs.handle import RunHandle, became_task, call_following, call_left
+from webui.runs.live import Budget, LiveRun
 from webui.runs.outcomes import DEFAULT_MAX_BYTES, EVENT, FINAL, STATUS, Record, RunRecordBacklog
 from webui.runs.pool import WorkerPool
-from webui.runs.questions import RunQuestions
+from webui.runs.questions import RunQuestions, close_questions, stop_expiry
 from webui.runs.request import RunRequest
 from webui.runs.store_calls import StoreCalls
 from webui.runs.types import (
@@ -58,7 +63,6 @@ from webui.runs.types import (
     DEFAULT_MAX_WAITING_RUNS,
     DEFAULT_QUESTION_TIMEOUT_SECONDS,
     DEFAULT_RECORDS_DRAIN_SECONDS,
-    DEFAULT_TIMEOUT_SECONDS,
     EXIT_WAIT_SECONDS,
     KEPT_WAIT_SECONDS,
     WRITE_ATTEMPTS,
@@ -67,9 +71,9 @@ from webui.runs.types import (
     RunUpdate,
     new_run_id,
 )
-from webui.runs.worker_loop import WorkerLoop
+from webui.runs.worker_loop import OutputTap, WorkerLoop
 from webui.store import runs as run_store
-from webui.store.models import Interaction, utcnow
+from webui.store.models import Interaction
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +96,6 @@ class RunService:
         max_concurrent_runs: int,
         kill_grace_seconds: float,
         hub: EventHub,
-        echo: TextIO | None = None,
         replica_id: str | None = None,
         pending_records: Path | None = None,
         pending_records_bytes: int = DEFAULT_MAX_BYTES,
@@ -115,12 +118,10 @@ class RunService:
         self.files = files
         self.audit = audit
         self.kill_grace_seconds = kill_grace_seconds
-        self.echo = echo
         self.owner = run_store.process_owner_token()
         self.max_concurrent_runs = max_concurrent_runs
-        self.max_waiting_runs = max_waiting_runs
-        self.max_waiting_per_account = max_waiting_per_account
-        self.question_timeout_seconds = question_timeout_seconds
+        self.caps = WaitCaps(max_waiting_runs, max_waiting_per_account, question_timeout_seconds)
+        self.clock = RunClock(self._on_timeout)
         # Other replicas may share the database (PostgreSQL): limits are counted there,
         # answers given elsewhere reach a waiting run through the hub (and a re-check).
         self.shared = engine.dialect.name == "postgresql"
@@ -153,7 +154,7 @@ class RunService:
         self.questions = RunQuestions(self)
         self.children = ChildRuns(self, self._live)
         self.worker_loop = WorkerLoop(
-            self, pool=pool, calls=self.calls, questions=self.questions, children=self.children, echo=echo
+            self, pool=pool, calls=self.calls, questions=self.questions, children=self.children
         )
         self.others = OtherReplicas(
             engine=engine,
@@ -203,6 +204,11 @@ class RunService:
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> None:
         self._tasks.spawn(coro, name=name)
 
+    def tap_output(self, tap: OutputTap) -> None:
+        """`tap(run_id, stream, text)` reads every run's output as it comes (stdio echoes it to
+        stderr: webui.mcp.stdio)."""
+        self.worker_loop.taps.append(tap)
+
     # ----------------------------------------------------------------- API
     async def start(self, request: RunRequest) -> RunHandle:
         self.admission.preflight(request)
@@ -238,9 +244,9 @@ class RunService:
                 self.audit.record(s, event, **{**fields, "run_id": run_id})
 
         live = LiveRun(
-            request=request, run_id=run_id, remaining=ep.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, span=span
+            request=request, run_id=run_id, span=span, budget=Budget(remaining=time_limit(request))
         )
-        live.call_following = request.finished_audit is not None
+        call_following(live)
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
         self.admission.line_up(live, run)
@@ -265,7 +271,7 @@ class RunService:
     def _created_unfollowed(self, live: LiveRun, creating: asyncio.Task[None]) -> None:
         if creating.cancelled() or creating.exception() is not None:
             return  # not created (its slot given back by Admission.create)
-        live.terminating = (RunStatus.CANCELLED, {"code": "cancelled", "message": CALLER_LEFT})
+        live.conclude(RunStatus.CANCELLED, {"code": "cancelled", "message": CALLER_LEFT})
         live.task = asyncio.get_running_loop().create_task(self._drive(live), name=f"run-{live.run_id}")
 
     def handle(self, run_id: str) -> RunHandle:
@@ -280,88 +286,46 @@ class RunService:
         """The run's call became an MCP task (the metrics count the tasks followed)."""
         live = self._live.get(run_id)
         if live is not None:
-            live.followed_as_task = True
+            became_task(live)
 
     def followed_as_task(self, run_id: str) -> bool:
         """Whether the run, driven by this process, was already made an MCP task."""
         live = self._live.get(run_id)
-        return live is not None and live.followed_as_task
+        return live is not None and live.call.as_task
 
     def held(self, *, sessions: dict[str, int] | None = None) -> Held:
-        """What this process holds now, for the metrics: its queue, its slots, the runs
-        waiting and their questions, the tasks followed (and `sessions`, by the caller)."""
-        held = Held(slots_total=self.max_concurrent_runs, sessions=dict(sessions or {}))
-        now = time.monotonic()
-        oldest = now
-        for live in list(self._live.values()):
-            held.queued += live.status == RunStatus.QUEUED
-            held.slots_busy += live.slot
-            held.waiting_for_input += live.status == RunStatus.WAITING_FOR_INPUT
-            held.waiting_for_child += live.status == RunStatus.WAITING_FOR_CHILD
-            held.questions += len(live.pending)
-            held.tasks += live.followed_as_task
-            oldest = min([oldest, *(q.asked_at for q in live.open_questions.values())])
-        held.oldest_question_seconds = now - oldest
-        return held
+        """What this process holds now, for the metrics (webui.runs.watching.held)."""
+        return watching.held(
+            list(self._live.values()), slots_total=self.max_concurrent_runs, sessions=sessions
+        )
 
     def is_live(self, run_id: str) -> bool:
         return run_id in self._live
 
     def live_state(self, run_id: str) -> LiveState | None:
         """None once the run has ended (or is not driven by this process)."""
-        live = self._live.get(run_id)
-        if live is None or live.done.is_set():
-            return None
-        return LiveState(live.status, live.waiting_on, tuple(sorted(live.children)))
+        return watching.live_state(self._live.get(run_id))
 
     def live_worker_pid(self, run_id: str) -> int | None:
         live = self._live.get(run_id)
         return live.worker.pid if live and live.worker else None
 
-    @contextlib.asynccontextmanager
-    async def watch(
+    def watch(
         self, run_id: str, *, started: LiveRun | None = None
-    ) -> AsyncIterator[asyncio.Queue[RunUpdate]]:
+    ) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]:
         """A queue of this run's updates, starting with where it stands now. `started`: the
         run as the caller started it; once it has ended, its final update says whether the
         call's end was written with the outcome (`call_audited`), as it told live watchers."""
-        queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
+        audited = started is not None and started.call.audited
         live = self._live.get(run_id)
-        audited = started is not None and started.call_audited
-        if live is None:
-            kept = self.records.final(run_id)  # ended, its outcome not written yet
-            update = kept_update(run_id, kept.fields) if kept is not None else await self.remote.ended(run_id)
-            if update is not None:
-                update.call_audited = audited
-                queue.put_nowait(update)
-                yield queue
-                return
-            # Another replica drives it: follow it through the hub and the database.
-            scope = anyio.CancelScope()
-            follower = asyncio.create_task(
-                in_scope(scope, functools.partial(self.remote.follow, run_id, queue)),
-                name=f"follow-{run_id}",
-            )
-            try:
-                yield queue
-            finally:
-                scope.cancel()
-                await follower
-            return
-        if live.waiting_on is not None:
-            queue.put_nowait(RunUpdate("waiting", run_id, live.status, interaction=live.waiting_on))
-        live.watchers.add(queue)
-        try:
-            yield queue
-        finally:
-            live.watchers.discard(queue)
+        return watching.watch_run(live, run_id, records=self.records, remote=self.remote, audited=audited)
 
     def call_ended(self, run_id: str) -> None:
         """The call that started the run no longer follows it (it answered early, or its
         client left): its `finished_audit` is not written with the outcome."""
         live = self._live.get(run_id)
         if live is not None:
-            live.call_following = False
+            call_left(live)
 
     async def cancel(self, run_id: str, *, reason: str = "The run was cancelled.") -> None:
         live = self._live.get(run_id)
@@ -399,7 +363,7 @@ class RunService:
         current_run_id.set(live.run_id)  # this task's log lines name the run
         otel_context.attach(trace.set_span_in_context(live.span))  # this task's spans are the run's
         try:
-            if live.terminating is None and (live.slot or await self._queued(live)):
+            if not live.concluded and (live.place.held or await self._queued(live)):
                 self.enter(live, RunStatus.RUNNING, announce=False)  # holds its slot; recorded once forked
                 await self.worker_loop.run(live)
         except Exception:
@@ -408,11 +372,7 @@ class RunService:
                 # Nothing follows this worker now: it must not outlive its run (nor keep its uid).
                 live.worker.kill()
                 live.worker.close()
-            if live.terminating is None:
-                live.terminating = (
-                    RunStatus.FAILED,
-                    {"code": "internal", "message": "The run failed inside the server."},
-                )
+            live.conclude(RunStatus.FAILED, INTERNAL)
         finally:
             await self._finish(live)
 
@@ -421,89 +381,44 @@ class RunService:
             return await self.admission.take_slot(live)
 
     async def _finish(self, live: LiveRun) -> None:
+        """The run has ended: its conclusion recorded (webui.runs.ending), its watchers and
+        waiting parent told, its questions closed and its children cancelled; it leaves."""
         if live.done.is_set():
             return
-        self.stop_timer(live)
-        for timer in live.expiry.values():
-            timer.cancel()
-        live.expiry.clear()
-        status, detail = live.terminating or (
-            RunStatus.FAILED,
-            {"code": "internal", "message": "The run ended without an outcome."},
-        )
-        output = detail.get("output") if status == RunStatus.SUCCESS else None
-        error = None if status == RunStatus.SUCCESS else detail
-        req = live.request
-        fields = {
-            "status": status.value,
-            "output": output,
-            "error": error,
-            "finished_at": utcnow(),
-            "source": req.source,
-            "audit": req.audit_fields(live.run_id),
-            "close_questions": live.asked,
-            "files": list(live.created),  # for watchers while it waits; not written
-        }
-        call_audited = live.call_following and req.finished_audit is not None
-        if call_audited and req.finished_audit is not None:
-            on_success, otherwise, call_fields = req.finished_audit
-            event = on_success if status == RunStatus.SUCCESS else otherwise
-            fields["call_audit"] = {
-                **call_fields,
-                "event": str(event),
-                "run_id": live.run_id,
-                "outcome": status.value,
-            }
-        live.call_audited = call_audited
+        self.clock.stop(live)
+        stop_expiry(live)
+        status, output, error = outcome = outcome_of(live)
+        fields = final_fields(live, outcome)
         try:
             # Written now, or kept until the database takes it (webui.runs.outcomes).
             await self._keep(live, Record(FINAL, live.run_id, fields))
         except Exception:
             log.exception("run %s: its outcome (%s) could not be recorded", live.run_id, status)
         self.enter(live, status)
-        live.waiting_on = None
-        live.outcome = (status, output, error)
-        METRICS.run_ended(
-            req.project.id,
-            req.entrypoint.id,
-            status.value,
-            time.monotonic() - live.started_at,
-            draft=req.draft,
-        )
-        for question in live.open_questions.values():
-            question.span.set_attribute("steamharness.question.outcome", "closed")
-            question.span.end()
-        live.open_questions.clear()
-        live.span.set_attribute("steamharness.run.status", status.value)
-        if status != RunStatus.SUCCESS:
-            live.span.set_status(StatusCode.ERROR, str((error or {}).get("code") or status.value))
-        live.span.end()
+        close_questions(live)
+        live.outcome = outcome
+        req = live.request
+        elapsed = time.monotonic() - live.started_at
+        METRICS.run_ended(req.project.id, req.entrypoint.id, status.value, elapsed, draft=req.draft)
+        end_span(live, status, error)
         for child_id in list(live.children):  # a child never outlives the run waiting on it
             self.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
+        files, audited = list(live.created), live.call.audited
         live.publish(
             RunUpdate(
-                "final",
-                live.run_id,
-                status,
-                output=output,
-                error=error,
-                files=list(live.created),
-                call_audited=call_audited,
+                "final", live.run_id, status, output=output, error=error, files=files, call_audited=audited
             )
         )
-        self._live.pop(live.run_id, None)
-        live.slot = False
+        self.admission.leave(live)
         live.done.set()
-        self.spawn(self.admission.wake())
 
     async def terminate(
         self, live: LiveRun, status: RunStatus, error: dict[str, Any], *, grace: float | None = None
     ) -> None:
         if live.done.is_set():
             return
-        if live.terminating is None:
-            live.terminating = (status, error)
-        if live.wants_slot:
+        live.conclude(status, error)
+        if live.place.wanted:
             await self.admission.wake()  # it stops waiting for a slot
         grace = self.kill_grace_seconds if grace is None else grace
         worker = live.worker
@@ -529,33 +444,17 @@ class RunService:
     def release_slot(self, live: LiveRun) -> None:
         """The run stops running for now (it waits for a person or for its child runs):
         its time limit pauses and its slot goes to the next in line."""
-        self.stop_timer(live)
-        if live.slot:
-            live.slot = False
-            self.spawn(self.admission.wake())
+        self.clock.stop(live)
+        self.admission.release(live)
 
     async def after_wait(self, live: LiveRun) -> bool:
         return await resuming.after_wait(self, live)
 
-    # ----------------------------------------------------------------- time limit
-    def start_timer(self, live: LiveRun) -> None:
-        if live.timer is not None:
-            return  # already counting: one timer per run, stopped as often as started
-        loop = asyncio.get_running_loop()
-        live.timer_started = loop.time()
-        live.timer = loop.call_later(max(live.remaining, 0.0), self._on_timeout, live)
-
-    def stop_timer(self, live: LiveRun) -> None:
-        if live.timer is not None:
-            live.timer.cancel()
-            live.timer = None
-            live.remaining -= asyncio.get_running_loop().time() - live.timer_started
-
     def _on_timeout(self, live: LiveRun) -> None:
-        live.timer = None
-        limit = live.request.entrypoint.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
-        error = {"code": "timeout", "message": f"The run exceeded its time limit of {limit:g} s."}
-        self.spawn(self.terminate(live, RunStatus.TIMEOUT, error), name=f"timeout-{live.run_id}")
+        """Its time limit is spent (webui.runs.budget)."""
+        self.spawn(
+            self.terminate(live, RunStatus.TIMEOUT, timeout_error(live)), name=f"timeout-{live.run_id}"
+        )
 
     # ----------------------------------------------------------------- the run's records
     async def write(self, live: LiveRun, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any
 
 from webui.configs.model import ConfigSnapshot
 from webui.configs.redaction import Redaction
@@ -17,7 +18,7 @@ from webui.configs.secrets import PREFIX as SEALED_PREFIX
 from webui.errors import SteamharnessError
 from webui.observability.tracing import TRACER
 from webui.runs.children import ChildRuns
-from webui.runs.control import RunControl
+from webui.runs.control import LoopControl
 from webui.runs.live import LiveRun
 from webui.runs.messages import (
     DEFAULT_LOG_LEVEL,
@@ -32,7 +33,6 @@ from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
 from webui.runs.types import EXIT_WAIT_SECONDS, LogLine, RunStatus, RunUpdate
 from webui.store.models import utcnow
-from webui.terminal_text import terminal_safe
 from webui.workflows.project import CLIENT_CAPABILITIES
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,11 @@ WATCHED_LINE_LIMIT = 16 * 1024
 # counted (on the last one handed): an MCP call sends at most
 # webui.mcp.logs.MAX_MESSAGES_PER_CALL lines, fewer, so none it would send is left out.
 WATCHED_LINES_PER_MESSAGE = 200
+
+
+# Reads a run's output as it comes, before it is recorded: (run id, stream, text), where the
+# stream is `stdout`, `stderr` or `log`. It must not block (it runs on the event loop).
+OutputTap = Callable[[str, str, str], None]
 
 
 def log_level(value: Any) -> str:
@@ -181,20 +186,20 @@ def _outcome_of(msg: dict[str, Any]) -> tuple[RunStatus, dict[str, Any]] | None:
 class WorkerLoop:
     def __init__(
         self,
-        runs: RunControl,
+        runs: LoopControl,
         *,
         pool: WorkerPool,
         calls: StoreCalls,
         questions: RunQuestions,
         children: ChildRuns,
-        echo: TextIO | None,
     ) -> None:
         self.runs = runs
         self.pool = pool
         self.calls = calls
         self.questions = questions
         self.children = children
-        self.echo = echo
+        # Who else reads every run's output as it comes (`tap`): e.g. stdio's echo to stderr.
+        self.taps: list[OutputTap] = []
 
     def _spec(self, live: LiveRun) -> RunSpec:
         req = live.request
@@ -219,10 +224,10 @@ class WorkerLoop:
         with TRACER.start_as_current_span("steamharness.worker.start"):
             worker = await self.pool.spawn(self._spec(live))
         live.worker = worker
-        if live.terminating is not None:  # cancelled while the fork was under way
+        if live.concluded:  # cancelled while the fork was under way
             worker.kill()
-        runs.start_timer(live)
-        if live.created_running:
+        runs.clock.start(live)
+        if live.place.created_running:
             runs.enter(live, RunStatus.RUNNING)  # recorded with the run's creation
         else:
             # Recorded while the worker already runs: the write is off the run's critical path.
@@ -235,10 +240,7 @@ class WorkerLoop:
                 try:
                     msg = await worker.recv()
                 except WorkerProtocolError as exc:
-                    live.terminating = live.terminating or (
-                        RunStatus.FAILED,
-                        {"code": exc.code, "message": exc.message},
-                    )
+                    live.conclude(RunStatus.FAILED, {"code": exc.code, "message": exc.message})
                     worker.kill()  # it may be blocked writing the rest; nothing it says counts now
                     break
                 if msg is None:
@@ -258,26 +260,25 @@ class WorkerLoop:
                     if not isinstance(rid, int) or isinstance(rid, bool):
                         # No request to answer: a frame only hostile code writes. As for any
                         # malformed message, the run fails and its worker is killed.
-                        live.terminating = live.terminating or (
-                            RunStatus.FAILED,
-                            {"code": "handler_error", "message": "The worker sent a malformed message."},
-                        )
+                        malformed = {
+                            "code": "handler_error",
+                            "message": "The worker sent a malformed message.",
+                        }
+                        live.conclude(RunStatus.FAILED, malformed)
                         worker.kill()
                         break
                     await self._on_rpc(live, worker, rid, msg)
                 elif (outcome := _outcome_of(msg)) is not None:
-                    live.terminating = live.terminating or outcome
+                    live.conclude(*outcome)
             lines.flush()
-        runs.stop_timer(live)
-        if live.terminating is None or live.terminating[0] != RunStatus.SUCCESS:
+        runs.clock.stop(live)
+        if live.conclusion is None or live.conclusion[0] != RunStatus.SUCCESS:
             # No clean outcome, or we killed it: know it is gone (and why) before finishing.
             status = await worker.wait_exit(EXIT_WAIT_SECONDS)
-            if live.terminating is None:
-                reason = status.describe() if status else "the worker process stopped unexpectedly"
-                live.terminating = (
-                    RunStatus.FAILED,
-                    {"code": "worker_crashed", "message": f"The run crashed: {reason}."},
-                )
+            reason = status.describe() if status else "the worker process stopped unexpectedly"
+            live.conclude(
+                RunStatus.FAILED, {"code": "worker_crashed", "message": f"The run crashed: {reason}."}
+            )
         worker.close()
 
     async def _record_output(
@@ -285,12 +286,8 @@ class WorkerLoop:
     ) -> None:
         if not text:
             return
-        if self.echo is not None:
-            # stdio: project logs and worker output go to stderr, never the protocol stream,
-            # terminal-safe (a run writes what a client sent it: escapes act on a terminal)
-            for line in text.splitlines():
-                self.echo.write(f"[{live.run_id} {stream}] {terminal_safe(line)}\n")
-            self.echo.flush()
+        for tap in self.taps:
+            tap(live.run_id, stream, text)
         await self.runs.add_event(live, stream, text=text, data=data)
 
     async def _on_log(self, live: LiveRun, lines: WatchedLines, text: str, level: str) -> None:
