@@ -17,7 +17,7 @@ from webui.errors import ProjectError
 from webui.workflows.configuration import ConfigField, parse_config_fields
 from webui.workflows.entrypoint import Entrypoint
 from webui.workflows.package_schema import PACKAGE_JSON_SCHEMA
-from webui.workflows.params import Param, parse_params
+from webui.workflows.params import HEADER_TYPES, Param, parse_params
 from webui.workflows.project import load_project, read_project
 from webui.workflows.related import RelatedRef
 
@@ -142,3 +142,8 @@ def test_the_reference_describes_every_field_of_each_part(model: type, name: str
     assert set(part["properties"]) == keys
     assert all(prop.get("description") for prop in part["properties"].values()), part
     assert part["description"] and "title" not in part
+
+
+def test_the_header_description_names_the_param_types_a_header_may_mirror() -> None:
+    described = PACKAGE_JSON_SCHEMA["$defs"]["param"]["properties"]["header"]["description"]
+    assert f"Single {', '.join(sorted(HEADER_TYPES))} params only" in described

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Final, cast
 
-from pydantic import BeforeValidator, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, FailFast, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator
 from pydantic.dataclasses import dataclass
 
 from webui.errors import ProjectError
@@ -69,8 +69,8 @@ class ConfigField:
             {"type": "string", "pattern": anchored(NAME_RE), "maxLength": 64},
             required="",
         ),
-        Field(description="Unique."),
     ] = ABSENT
+    """Unique."""
     type: Annotated[
         str,
         check(
@@ -79,18 +79,19 @@ class ConfigField:
             {"enum": list(FIELD_TYPES)},
             required=f"(expected one of: {', '.join(FIELD_TYPES)})",
         ),
-        Field(
-            description="`date` is `YYYY-MM-DD`; a `secret` is write-only once stored (encrypted at rest)."
-        ),
     ] = ABSENT
-    required: Annotated[Flag, Field(description="A configuration must give it (or its default).")] = False
-    description: Annotated[Text, Field(description="Shown on the configuration page.")] = None
+    """`date` is `YYYY-MM-DD`; a `secret` is write-only once stored (encrypted at rest)."""
+    required: Flag = False
+    """A configuration must give it (or its default)."""
+    description: Text = None
+    """Shown on the configuration page."""
     options: Annotated[
         tuple[Option, ...],
         WithJsonSchema({"type": "array", "items": OPTION_SCHEMA}),
-        Field(description="`select` and `multiselect` only (non-empty strings)."),
     ] = ()
-    default: Annotated[Any, Field(description="A valid value (secrets have none).")] = None
+    """`select` and `multiselect` only (non-empty strings)."""
+    default: Any = None
+    """A valid value (secrets have none)."""
 
     _object = a_dict("a field object")
 
@@ -171,7 +172,13 @@ def _at_most(raw: list[Any]) -> list[Any]:
 
 
 _FIELDS: Final = TypeAdapter(
-    Annotated[tuple[ConfigField, ...], unique_names("field"), BeforeValidator(_at_most), listed("a list")]
+    Annotated[
+        tuple[ConfigField, ...],
+        FailFast(),
+        unique_names("field"),
+        BeforeValidator(_at_most),
+        listed("a list"),
+    ]
 )
 
 

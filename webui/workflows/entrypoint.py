@@ -115,10 +115,12 @@ class Entrypoint:
             {"type": "string", "pattern": anchored(ENTRYPOINT_ID_RE)},
             required="",
         ),
-        Field(description="The MCP tool name: 1-64 of `A-Z a-z 0-9 _ . -`, unique in the project."),
     ] = ABSENT
-    title: Annotated[Text, Field(description="Shown to people (default: the id).")] = None
-    description: Annotated[Text, Field(description="The tool's description (default: the title).")] = None
+    """The MCP tool name: 1-64 of `A-Z a-z 0-9 _ . -`, unique in the project."""
+    title: Text = None
+    """Shown to people (default: the id)."""
+    description: Text = None
+    """The tool's description (default: the title)."""
     handler: Annotated[
         str,
         check(  # the file and function are checked in the project folder: `parse_handler`
@@ -127,11 +129,8 @@ class Entrypoint:
             {"type": "string", "pattern": r"^[^:]+\.py:[A-Za-z_][A-Za-z0-9_]*$"},
             required='("file.py:function")',
         ),
-        Field(
-            description="`file.py:function`, the file relative to the project and inside it; the function "
-            "takes `ctx`."
-        ),
     ] = ABSENT
+    """`file.py:function`, the file relative to the project and inside it; the function takes `ctx`."""
     timeout_seconds: Annotated[
         int | float | None,  # int stays int, so the structure report echoes what the author wrote
         check(
@@ -139,65 +138,38 @@ class Entrypoint:
             lambda v: f"expected a positive number of seconds, got {quote(v)}",
             {"type": "number", "exclusiveMinimum": 0},
         ),
-        Field(
-            validation_alias="timeoutSeconds",
-            description="The run is stopped (SIGTERM, then SIGKILL) past it; time waiting for a person or "
-            "a child run does not count.",
-        ),
+        Field(validation_alias="timeoutSeconds"),
     ] = None
-    params: Annotated[Params, Field(description="The tool's inputs.")] = ()
-    # `"inputSchema"` instead of `params`: the tool's own JSON Schema 2020-12, as the JSON
-    # text tools/list serves (checked at load: `json_schema.check_input_schema`). Such an
-    # entrypoint has no params, so no file params either.
+    """The run is stopped (SIGTERM, then SIGKILL) past it; time waiting for a person or a child run does
+    not count."""
+    params: Params = ()
+    """The tool's inputs."""
+    # Kept as the JSON text tools/list serves (checked at load: `json_schema.check_input_schema`).
     input_schema: Annotated[
         str | None,
         WithJsonSchema({"type": "object"}),
-        Field(
-            validation_alias="inputSchema",
-            description="Instead of `params`: the tool's own JSON Schema 2020-12, served as written "
-            "(`type: object`; at most 64 KiB, 32 levels; `$ref` only inside it; no risky patterns).",
-        ),
+        Field(validation_alias="inputSchema"),
     ] = None
-    # `"knowledge": "write"`: its handler may add and remove knowledge-base documents
-    # (`ctx.knowledge.add/remove`); by default it only reads them.
-    knowledge: Annotated[
-        str,
-        _one_of("read", "write"),
-        Field(
-            description="`write`: the handler may add and remove knowledge-base documents (default `read`)."
-        ),
-    ] = "read"
-    # `"task"`: whether a call may become an MCP task (the tasks extension): "never",
-    # "optional" (a client that declares tasks gets one when the run does not end quickly
-    # or reports progress) or "required" (only clients that declare tasks may call it).
-    task: Annotated[
-        str,
-        _one_of(*TASK_MODES),
-        Field(
-            description=f"Whether a call may become an MCP task (default `{TASK_DEFAULT}`): `never`, "
-            "`optional` (when the run does not end quickly), `required` (only clients declaring the tasks "
-            "extension may call it)."
-        ),
-    ] = TASK_DEFAULT
-    # `"resultText"`: what the result's text content is: "json" (the whole result as JSON,
-    # the default) or "output" (a string output itself; structuredContent is unchanged).
+    """Instead of `params`: the tool's own JSON Schema 2020-12, served as written (`type: object`; at most
+    64 KiB, 32 levels; `$ref` only inside it; no risky patterns)."""
+    knowledge: Annotated[str, _one_of("read", "write")] = "read"
+    """`write`: the handler may add and remove knowledge-base documents (`ctx.knowledge.add/remove`;
+    default `read`)."""
+    task: Annotated[str, _one_of(*TASK_MODES)] = TASK_DEFAULT
+    """Whether a call may become an MCP task (default `optional`): `never`, `optional` (when the run
+    does not end quickly), `required` (only clients declaring the tasks extension may call it)."""
     result_text: Annotated[
         str,
         _one_of(*RESULT_TEXTS),
-        Field(
-            validation_alias="resultText",
-            description="The result's text content: the payload as JSON (default), or a string output "
-            "itself.",
-        ),
+        Field(validation_alias="resultText"),
     ] = "json"
-    # `"requires"`: the client capabilities a caller must declare ("sampling", "elicitation",
-    # "roots"), in the order written, each once. Empty: any client may call it.
+    """The result's text content: the payload as JSON (default), or a string output itself."""
     requires: Annotated[
         tuple[str, ...],
         BeforeValidator(_requires),
         WithJsonSchema({"type": "array", "items": {"enum": list(CLIENT_CAPABILITIES)}, "uniqueItems": True}),
-        Field(description="Client capabilities a caller must declare; others are refused before any run."),
     ] = ()
+    """Client capabilities a caller must declare (each once); others are refused before any run."""
 
     @model_validator(mode="before")
     @classmethod

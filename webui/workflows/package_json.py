@@ -73,9 +73,10 @@ def is_number(value: Any) -> bool:
 # The parts of package.json are pydantic dataclasses (`RelatedRef`, `ConfigField`, `Param`):
 # each field's check is an annotation built here that raises `problem(...)`, today's one line,
 # and `validated` turns the first error into `<where><field path>: <problem>`. JSON null counts
-# as absent everywhere (`validate_default` makes a field's check see its absence too).
+# as absent everywhere (`validate_default` makes a field's check see its absence too). A field's
+# docstring is its description in the package.json reference (`package_schema.py`).
 
-PACKAGE_JSON: Final = ConfigDict(extra="ignore", validate_default=True)
+PACKAGE_JSON: Final = ConfigDict(extra="ignore", validate_default=True, use_attribute_docstrings=True)
 
 
 def described(description: str) -> ConfigDict:

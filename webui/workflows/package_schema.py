@@ -57,10 +57,13 @@ def _required(model: type) -> list[str]:
 
 
 def _renamed(node: Any, names: dict[str, str]) -> Any:
-    """`node` with each `$ref` to a part by its class name made a reference by its own name."""
+    """`node` with each `$ref` to a part by its class name made a reference by its own name, and
+    each description (a field's docstring) on one line."""
+    if isinstance(node, str):
+        return " ".join(node.split())
     if isinstance(node, dict):
         return {
-            k: (_ref(v, names) if k == "$ref" else _renamed(v, names))
+            k: (_ref(v, names) if k == "$ref" else v if k == "pattern" else _renamed(v, names))
             for k, v in node.items()  # pyright: ignore[reportUnknownVariableType]
         }
     if isinstance(node, list):

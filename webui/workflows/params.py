@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final, Self, cast
 from jsonschema import Draft202012Validator
 from pydantic import (
     AfterValidator,
-    Field,
+    FailFast,
     TypeAdapter,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
@@ -130,11 +130,9 @@ class Param:
             {"type": "string", "pattern": anchored(NAME_RE)},
             required="",
         ),
-        Field(
-            description="The argument's name: letters, digits and `_`, not starting with a digit; unique "
-            "within the entrypoint."
-        ),
     ] = ABSENT
+    """The argument's name: letters, digits and `_`, not starting with a digit; unique within the
+    entrypoint."""
     type: Annotated[
         str,
         check(
@@ -143,22 +141,21 @@ class Param:
             {"enum": list(PARAM_TYPES)},
             required=f"(expected one of: {_TYPES})",
         ),
-        Field(
-            description="`positional` is a string shown first; `checkboxes` a list of strings from its "
-            'options; `file` a managed file (`{"id": "wf_…"}` over HTTP, an absolute path over stdio). '
-            "An `integer`'s default and options are JSON integers."
-        ),
     ] = ABSENT
-    required: Annotated[Flag, Field(description="The call must give it (default false).")] = False
+    """`positional` is a string shown first; `checkboxes` a list of strings from its options; `file` a
+    managed file (`{"id": "wf_…"}` over HTTP, an absolute path over stdio). An `integer`'s default and
+    options are JSON integers."""
+    required: Flag = False
+    """The call must give it (default false)."""
     # Absent, not false, by default: `_multiple` tells them apart.
-    multiple: Annotated[Flag, Field(description="The value is a list (always, for `checkboxes`).")] = ABSENT
-    description: Annotated[Text, Field(description="What it is, for the client and the person.")] = None
-    title: Annotated[Text, Field(description="A person's name for it (`label` is taken as its synonym).")] = (
-        None
-    )
-    label: Annotated[Text, Field(description="Same as `title` (`title` wins).")] = dataclasses.field(
-        default=None, compare=False, repr=False
-    )
+    multiple: Flag = ABSENT
+    """The value is a list (always, for `checkboxes`)."""
+    description: Text = None
+    """What it is, for the client and the person."""
+    title: Text = None
+    """A person's name for it (`label` is taken as its synonym)."""
+    label: Text = dataclasses.field(default=None, compare=False, repr=False)
+    """Same as `title` (`title` wins)."""
     format: Annotated[
         str | None,
         check(
@@ -166,8 +163,8 @@ class Param:
             lambda v: f"unknown format {quote(v)} (expected one of: date, date-time)",
             {"enum": list(DATE_FORMATS)},
         ),
-        Field(description="string and positional params only."),
     ] = None
+    """string and positional params only."""
     # `"header"`: the name after `Mcp-Param-` of the HTTP header a 2026-07-28 client mirrors
     # this param into (the input schema's `x-mcp-header`); entrypoint params only.
     header: Annotated[
@@ -180,23 +177,16 @@ class Param:
             ),
             {"type": "string", "pattern": anchored(HEADER_NAME_RE)},
         ),
-        Field(
-            description="Mirror the argument as the `Mcp-Param-<header>` HTTP header (2026-07-28, SEP-2243). "
-            f"Single {', '.join(sorted(HEADER_TYPES))} params only; names unique without case."
-        ),
     ] = None
+    """Mirror the argument as the `Mcp-Param-<header>` HTTP header (2026-07-28, SEP-2243). Single
+    boolean, integer, positional, string params only; names unique without case."""
     options: Annotated[
         tuple[Option, ...],
         WithJsonSchema({"type": "array", "items": OPTION_SCHEMA}),
-        Field(description="The allowed values (not for file params)."),
     ] = ()
-    default: Annotated[
-        Any,
-        Field(
-            description="A valid value of the param (one of its options, if it has any); "
-            "file params have none."
-        ),
-    ] = None
+    """The allowed values (not for file params)."""
+    default: Any = None
+    """A valid value of the param (one of its options, if it has any); file params have none."""
 
     _object = a_dict("a param object")
 
@@ -291,7 +281,7 @@ def _headers(params: tuple[Param, ...], info: ValidationInfo) -> tuple[Param, ..
 
 # A list of params, as a field's type (an entrypoint's `params`).
 Params = Annotated[
-    tuple[Param, ...], AfterValidator(_headers), unique_names("param"), listed("a list of params")
+    tuple[Param, ...], FailFast(), AfterValidator(_headers), unique_names("param"), listed("a list of params")
 ]
 _PARAMS: Final = TypeAdapter(Params)
 

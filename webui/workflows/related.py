@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Final, Protocol
 
-from pydantic import AfterValidator, Field, TypeAdapter, ValidationInfo, field_validator
+from pydantic import AfterValidator, FailFast, TypeAdapter, ValidationInfo, field_validator
 from pydantic.dataclasses import dataclass
 
 from webui.errors import SteamharnessError
@@ -69,8 +69,8 @@ class RelatedRef:
             {"type": "string", "pattern": anchored(ALIAS_RE)},
             required="",
         ),
-        Field(description="The local name."),
     ] = ABSENT
+    """The local name."""
     id: Annotated[
         str,
         check(
@@ -80,8 +80,8 @@ class RelatedRef:
             required="(the related project's UUID)",
         ),
         AfterValidator(str.lower),
-        Field(description="Its package.json id."),
     ] = ABSENT
+    """Its package.json id."""
 
     _object = a_dict("an object with alias and id")
 
@@ -105,6 +105,7 @@ def _distinct(refs: tuple[RelatedRef, ...]) -> tuple[RelatedRef, ...]:
 _RELATED: Final = TypeAdapter(
     Annotated[
         tuple[RelatedRef, ...],
+        FailFast(),
         AfterValidator(_distinct),
         listed("a list of {alias, id} objects", lambda v: type(v).__name__),
     ]
