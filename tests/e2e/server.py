@@ -303,14 +303,24 @@ class LiveServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path else ""
 
 
-def make_server(
-    tmp_path: Path, database_url: str | None = None, *, via_cli: bool = False, **env: str
-) -> LiveServer:
+def make_server(tmp_path: Path, database_url: str | None = None, **env: str) -> LiveServer:
     """A server (not started) whose data dir holds the example projects (copied to
     `tmp_path / "projects"`) registered, and the five published. On the default store a copy
     of the session's prepared data dir (`tests/prepared.py`); on another database or shared
-    dir the same registry calls made here; `via_cli`: through ten `steamharness projects`
-    commands, the way an operator would."""
+    dir the same registry calls made here. `env`: the server's environment variables (no
+    other keyword: a test's dict of them unpacks here as it is)."""
+    return _make_server(tmp_path, database_url, env, via_cli=False)
+
+
+def make_server_via_cli(tmp_path: Path) -> LiveServer:
+    """`make_server`'s server, its projects registered and published through ten `steamharness
+    projects` commands, the way an operator would."""
+    return _make_server(tmp_path, None, {}, via_cli=True)
+
+
+def _make_server(
+    tmp_path: Path, database_url: str | None, env: dict[str, str], *, via_cli: bool
+) -> LiveServer:
     admin_key = secrets.token_urlsafe(32)
     base_env = server_env()
     if database_url is not None:
@@ -337,8 +347,6 @@ def make_server(
 
 
 @contextlib.contextmanager
-def running_server(
-    tmp_path: Path, database_url: str | None = None, *, via_cli: bool = False, **env: str
-) -> Iterator[LiveServer]:
-    with make_server(tmp_path, database_url, via_cli=via_cli, **env).running() as server:
+def running_server(tmp_path: Path, database_url: str | None = None, **env: str) -> Iterator[LiveServer]:
+    with make_server(tmp_path, database_url, **env).running() as server:
         yield server

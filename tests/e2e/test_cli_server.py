@@ -15,7 +15,7 @@ import pytest
 
 from tests import prepared, processes
 from tests.conftest import EXAMPLES
-from tests.e2e.server import HELLO, STEAMHARNESS, free_port, make_server
+from tests.e2e.server import HELLO, STEAMHARNESS, free_port, make_server_via_cli
 from tests.helpers import WAIT
 
 TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
@@ -215,7 +215,7 @@ def test_a_server_whose_projects_and_key_were_made_by_the_commands_serves_every_
     # The one live server prepared the way an operator does it (ten `projects add` / `publish`
     # commands, then `users create`, `users grant --all` and `keys create`); every other live
     # server starts from a copy of the prepared data dir or makes these writes in-process.
-    server = make_server(tmp_path, via_cli=True)
+    server = make_server_via_cli(tmp_path)
     server.cli("users", "create", "ops")
     server.cli("users", "grant", "ops", "--all")
     key = server.cli("keys", "create", "--user", "ops").stdout.strip()
