@@ -394,8 +394,11 @@ def audit_page() -> str:
     source = inspect.getsource(events).splitlines()
     for index, line in enumerate(source):
         match = re.match(r"\s+([A-Z_]+) = ", line)
-        if match and index and source[index - 1].strip().startswith("#"):
-            comments[match.group(1)] = source[index - 1].strip().lstrip("#").strip()
+        above = index
+        while above and source[above - 1].strip().startswith("#"):
+            above -= 1
+        if match and above < index:  # the comment lines right above the member
+            comments[match.group(1)] = " ".join(c.strip().lstrip("#").strip() for c in source[above:index])
     lines = [
         _banner("`webui/audit/events.py` (`AuditName`)"),
         "# Audit events\n",

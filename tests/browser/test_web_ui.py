@@ -503,7 +503,7 @@ def test_the_audit_page_lists_those_runs_events_and_its_filters_narrow_the_table
     # Unfiltered, the newest 50 events (one page): this module writes about 30 in all.
     for run_id in runs.values():
         of_run = rows.filter(has=page.locator(f'a[href="/runs/{run_id}"]'))
-        for event in ("tool.called", "interaction.answered", "run.finished"):
+        for event in ("run.created", "interaction.answered", "run.finished"):
             expect(of_run.filter(has=page.get_by_role("link", name=event, exact=True)).first).to_be_visible()
     everything = rows.count()
 
@@ -513,7 +513,7 @@ def test_the_audit_page_lists_those_runs_events_and_its_filters_narrow_the_table
     expect(rows.filter(has_not=page.locator(f'a[href="/runs/{runs["accepted"]}"]'))).to_have_count(0)
     events = events_of(rows)
     assert events.count("interaction.answered") == 3, events
-    assert {"tool.called", "run.finished"} <= set(events), events
+    assert {"run.created", "run.finished"} <= set(events), events
 
     # and one event type of it: the three answers
     apply_filters(page, run=runs["accepted"], event="interaction.answered")
@@ -522,10 +522,10 @@ def test_the_audit_page_lists_those_runs_events_and_its_filters_narrow_the_table
     assert set(events_of(rows)) == {"interaction.answered"}
     expect(rows.first).to_contain_text(f"user:{ADMIN_NAME}")
 
-    # the event type alone: both runs' calls, nothing else
+    # the event type alone (a documented name: the calls' runs' own run.created): both calls
     apply_filters(page, event="tool.called")
     expect_filters_in_url(page, event="tool.called")
-    expect(rows.filter(has_not=page.get_by_role("link", name="tool.called", exact=True))).to_have_count(0)
+    expect(rows.filter(has_not=page.get_by_role("link", name="run.created", exact=True))).to_have_count(0)
     for run_id in runs.values():
         expect(rows.filter(has=page.locator(f'a[href="/runs/{run_id}"]'))).to_have_count(1)
     assert 2 <= rows.count() < everything

@@ -307,7 +307,7 @@ async def test_the_audit_log_lists_events_from_both_replicas(cluster: Cluster, d
         async with sdk_client(server.mcp_url(HELLO), key, "legacy") as client:
             assert payload(await client.call_tool("echo", {"text": "audited"}))["status"] == "success"
     recorded = {
-        r for (r,) in query(db, "SELECT DISTINCT replica_id FROM audit_events WHERE event = 'tool.called'")
+        r for (r,) in query(db, "SELECT DISTINCT replica_id FROM audit_events WHERE event = 'run.created'")
     }
     assert set(cluster.ids) <= recorded, recorded
     # The CLI is no replica: the projects it published name none.

@@ -102,3 +102,27 @@ async def test_a_failed_run_audits_the_call_as_failed(svc: Services) -> None:
     final = await next_update(svc, run_id)
     assert final.status == "failed" and final.call_audited
     assert audit_rows(svc, run_id)[-2:] == [("run.finished", "failed"), ("tool.failed", "failed")]
+
+
+async def test_a_call_is_audited_once_on_its_runs_own_events(svc: Services) -> None:
+    """One row per fact: the run's `run.created` and `run.finished` carry the call (its target,
+    client, `call` in details); no tool.* rows beside them, and still two commits."""
+    request = echo_call("once")
+    request.created_audit = request.finished_audit = None
+    request.session_id = "s-1"
+    request.call = {"target": "latest", "client_address": "127.0.0.1", "user_agent": "ua"}
+    with commits(svc.engine) as counted:
+        run_id = (await svc.runs.start(request)).run_id
+        final = await next_update(svc, run_id)
+    assert final.status == "success" and len(counted) == 2, counted
+    with Session(svc.engine) as s:
+        rows = s.exec(select(AuditEvent).where(AuditEvent.run_id == run_id).order_by(AuditEvent.id)).all()  # type: ignore[arg-type]
+    assert [(r.event, r.outcome) for r in rows] == [("run.created", "queued"), ("run.finished", "success")]
+    for row in rows:
+        assert (row.session_id, row.target, row.client_address, row.user_agent) == (
+            "s-1",
+            "latest",
+            "127.0.0.1",
+            "ua",
+        )
+        assert row.details is not None and row.details["call"] == "tools/call"

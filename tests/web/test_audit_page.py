@@ -447,3 +447,50 @@ def test_the_live_tail_delivers_a_new_event_as_a_rendered_row(tmp_path: Path) ->
     row = event["data"]
     assert row.startswith(f'<tr id="audit-{event["id"]}" hx-disable>')
     assert "ui.login" in row and ">failed<" in row and "user:root" in row
+
+
+# ------------------------------------------------------------------------------ one row per fact
+def run_event(event: str, run: str, outcome: str, *, call: bool) -> dict[str, Any]:
+    row = {**call_row(event, run, outcome), **({"call": "tools/call", "target": "latest"} if call else {})}
+    return row
+
+
+def call_row(event: str, run: str, outcome: str) -> dict[str, Any]:
+    return call(event, "user:cy", HELLO, "s-9", run, "echo", outcome)
+
+
+# A call's run is audited on its own events (`call` in details); a child run's are not a call.
+FOLDED_SEED: list[dict[str, Any]] = [
+    call("tool.called", "user:cy", HELLO, "s-9", "r-8", "echo", "started"),  # written before the fold
+    run_event("run.created", "r-9", "queued", call=True),
+    run_event("run.created", "r-10", "queued", call=False),
+    run_event("run.finished", "r-9", "success", call=True),
+    run_event("run.finished", "r-10", "failed", call=False),
+    run_event("run.created", "r-11", "queued", call=True),
+    run_event("run.finished", "r-11", "failed", call=True),
+]
+
+
+@pytest.mark.parametrize(
+    ("event", "wanted"),
+    [
+        ("tool.called", [0, 1, 5]),
+        ("tool.completed", [3]),
+        ("tool.failed", [6]),
+        ("run.created", [1, 2, 5]),
+        ("run.finished", [3, 4, 6]),
+    ],
+)
+def test_the_documented_call_events_find_the_calls_runs_own_events(
+    store: Engine, event: str, wanted: list[int]
+) -> None:
+    ids = seed(store, [{**row, "created_at": T0 + timedelta(minutes=i)} for i, row in enumerate(FOLDED_SEED)])
+    filters = AuditFilter(event=event, session_id="s-9")
+    found = [row.id for row in audit_store.page(store, filters=filters).rows]
+    assert found == [ids[i] for i in wanted][::-1]
+    # the live tail's test in memory agrees with the query
+    rows = audit_store.newer_than(store, after=0)
+    assert [row.id for row in rows if filters.matches(row)] == [ids[i] for i in wanted]
+    assert {"tool.called", "tool.completed", "tool.failed"} <= set(
+        audit_store.distinct_values(store, column="event")
+    )

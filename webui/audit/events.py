@@ -77,9 +77,14 @@ class AuditName(StrEnum):
     SESSION_REFUSED = "session.refused"
     SESSION_TERMINATED = "session.terminated"
 
+    # A call's run is audited once: its `run.created` (with the call's session, target, client
+    # address and user agent; `call` in details) is the call. This name still finds it, and
+    # the rows written under it before.
     TOOL_CALLED = "tool.called"
+    # Found as the `run.finished` of a call's run with the outcome `success` (and rows written before).
     TOOL_COMPLETED = "tool.completed"
-    # The call failed: its run's outcome, or a refusal before any run (its code, e.g. invalid_params).
+    # A refusal before any run (its code, e.g. invalid_params); also finds the `run.finished` of a
+    # call's run with any other outcome (and rows written before).
     TOOL_FAILED = "tool.failed"
     # The call became an MCP task (the tasks extension): its client follows the run with tasks/get.
     TOOL_TASK_CREATED = "tool.task_created"

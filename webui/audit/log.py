@@ -45,7 +45,12 @@ class AuditLog:
         self.replica_id = replica_id
 
     def record(self, session: Session | Connection, event: AuditName, **fields: Any) -> None:
+        """`fields`: the row's columns; `call` (the MCP method that started the run an event
+        is about, e.g. `tools/call`) is kept in its details."""
         details = _scrub(fields.pop("details", None)) or None
+        call = fields.pop("call", None)
+        if call is not None:
+            details = {**(details or {}), "call": call}
         if fields.get("user_agent"):
             fields["user_agent"] = fields["user_agent"][:USER_AGENT_CHARS]
         fields.setdefault("replica_id", self.replica_id)

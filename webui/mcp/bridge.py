@@ -59,7 +59,6 @@ from webui.mcp.tasks import (
     declares_tasks,
 )
 from webui.observability.tracing import TRACER
-from webui.projects.limits import ProjectLimits
 from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
@@ -85,6 +84,14 @@ def _invalid(message: str) -> MCPError:
     return MCPError(INVALID_PARAMS, message)
 
 
+# What the call adds to its run's audit events (the rest they name already).
+CALL_COLUMNS = ("target", "client_address", "user_agent")
+
+
+def call_columns(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: fields[name] for name in CALL_COLUMNS}
+
+
 class CallBridge:
     def __init__(
         self,
@@ -94,7 +101,6 @@ class CallBridge:
         files: FileStore,
         audit: AuditLog,
         configs: ConfigService,
-        limits: ProjectLimits | None = None,
         progress_interval: float = DEFAULT_INTERVAL_SECONDS,
         task_key: bytes | None = None,
         task_after: float = DEFAULT_TASK_AFTER_SECONDS,
@@ -102,15 +108,12 @@ class CallBridge:
     ) -> None:
         """`progress_interval`: seconds between keep-alive progress notifications (0: none).
         `task_key`: the key task ids are bound with (None: no MCP tasks); `task_after`: how
-        long an "optional" tool's call is followed before it becomes a task (webui.mcp.tasks).
-        `limits`: the projects' run limits, read before every call of a binding that resolved
-        a target (HTTP); None: no project limits (stdio)."""
+        long an "optional" tool's call is followed before it becomes a task (webui.mcp.tasks)."""
         self.runs = runs
         self.interactions = interactions
         self.files = files
         self.audit = audit
         self.configs = configs
-        self.limits = limits
         self.progress_interval = progress_interval
         self.questions = Questions(runs=runs, interactions=interactions)
         self.task_after = task_after
@@ -317,14 +320,8 @@ class CallBridge:
                 ),
                 limits=limits,
                 config=config,
-                # Written with the run, in the transaction that creates it.
-                created_audit=(AuditName.TOOL_CALLED, self._audit_fields(ctx, b, ep, None, "started")),
-                # The call's end, written with the run's outcome while this call follows it.
-                finished_audit=(
-                    AuditName.TOOL_COMPLETED,
-                    AuditName.TOOL_FAILED,
-                    self._audit_fields(ctx, b, ep, None, "started"),
-                ),
+                # The call, on the run's own audit events (run.created, run.finished).
+                call=call_columns(self._audit_fields(ctx, b, ep, None, "started")),
             )
         )
 
@@ -396,14 +393,7 @@ class CallBridge:
                         keep_run = True
                         return await self._became_task(ctx, b, ep, run)
                     if update.kind == "final":
-                        finished = True
-                        if not update.call_audited:  # else written with the run's outcome
-                            event = (
-                                AuditName.TOOL_COMPLETED
-                                if update.status == "success"
-                                else AuditName.TOOL_FAILED
-                            )
-                            await self._audit(ctx, b, event, ep, run_id, update.status)
+                        finished = True  # the call's end is the run's `run.finished`
                         await logs.close()
                         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (
                             refusal := capability_refusal(ep, update.error)
@@ -455,9 +445,7 @@ class CallBridge:
         (database reads, maybe a file import), in this order: file params resolved (else
         InvalidArguments), the project's limits (RunRefused), the configuration snapshot."""
         worker, stored = resolve_files(self.files, b, ep, args)
-        limits = RunLimits()
-        if b.resolved is not None and self.limits is not None:
-            limits = self.limits.limits_for(b.resolved)
+        limits = b.preflight() if b.preflight is not None else RunLimits()
         return worker, stored, limits, self.configs.snapshot(config_place(b), b.config_name)
 
 

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from webui.configs.model import ConfigSnapshot
 
 
+# What the audit events of a run an MCP call started say started it (details `call`).
+CALL_METHOD = "tools/call"
+
+
 @dataclass
 class RunRequest:
     """Everything a run needs; built by a transport, executed the same way for all."""
@@ -45,6 +49,11 @@ class RunRequest:
     # The call's own event when the run ends (on success, otherwise; fields), written in the
     # run's final transaction while the call still follows it (`RunService.call_ended`).
     finished_audit: tuple[AuditName, AuditName, dict[str, Any]] | None = None
+    # The MCP call that starts the run (`tools/call`): its target as asked, client address
+    # and user agent, written on the run's own `run.created` and `run.finished` audit events,
+    # which are then the call's (one row per fact: no `tool.called`, `tool.completed` or
+    # `tool.failed` beside them; webui.store.audit finds them under those names too).
+    call: dict[str, Any] | None = None
     # Where `ctx.related[alias]` resolves (None: the run may use no related project).
     relations: Relations | None = None
     # A child run (started by a handler through ctx.related): its parent and how deep.
@@ -53,7 +62,7 @@ class RunRequest:
 
     def audit_fields(self, run_id: str) -> dict[str, Any]:
         """What every audit event about one of this request's runs names."""
-        return {
+        fields: dict[str, Any] = {
             "actor": self.actor,
             "project_id": self.project.id,
             "version": self.project_version,
@@ -62,6 +71,9 @@ class RunRequest:
             "run_id": run_id,
             "source": self.source,
         }
+        if self.call is not None:
+            fields.update(self.call, call=CALL_METHOD)  # AuditLog.record keeps `call` in details
+        return fields
 
     def run_row(self, run_id: str, *, owner: str, replica_id: str | None) -> Run:
         """The run's record as it is created: queued, with the configuration it starts with."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-from sqlalchemy import Column, ColumnElement, Row, Table, func, select, tuple_
+from sqlalchemy import Column, ColumnElement, Row, Table, and_, func, or_, select, tuple_
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -36,6 +36,17 @@ AuditRow = Row[Any]
 # When several filters are given, the one expected to match the fewest rows picks the index;
 # see `AuditFilter.clauses`.
 MOST_SELECTIVE_FIRST = ("run_id", "session_id", "actor", "project_id", "event", "outcome")
+
+# One row per fact: a run an MCP call started carries the call on its own events (`call` in
+# their details: webui.audit.log), where rows of their own were written before (still found,
+# never rewritten: an audit log is not edited after the fact). The documented names of those
+# rows find both: name -> (the run's event, the outcome it must have; "!x": any but x).
+CALL_DETAIL = "tools/call"
+FOLDED: dict[str, tuple[str, str | None]] = {
+    "tool.called": ("run.created", None),
+    "tool.completed": ("run.finished", "success"),
+    "tool.failed": ("run.finished", "!success"),
+}
 
 
 class unindexed(FunctionElement[Any]):
@@ -88,7 +99,9 @@ class AuditFilter:
         """The WHERE terms; only the most selective equality may pick the index, whose
         (created_at, id) tail then serves the order and the time range."""
         where: list[ColumnElement[bool]] = [
-            (_C[name] if i == 0 else unindexed(_C[name])) == value
+            _folded(value, first=i == 0)
+            if name == "event" and value in FOLDED
+            else (_C[name] if i == 0 else unindexed(_C[name])) == value
             for i, (name, value) in enumerate(self._equal())
         ]
         if self.since is not None:
@@ -99,12 +112,40 @@ class AuditFilter:
 
     def matches(self, row: AuditRow) -> bool:
         """The same test as `clauses()`, for rows already in memory (the live tail)."""
-        if any(getattr(row, name) != value for name, value in self._equal()):
-            return False
+        for name, value in self._equal():
+            if name == "event" and value in FOLDED:
+                if not _folded_match(row, value):
+                    return False
+            elif getattr(row, name) != value:
+                return False
         created = as_utc(row.created_at)
         if self.since is not None and created < as_utc(self.since):
             return False
         return self.until is None or created < as_utc(self.until)
+
+
+def _folded(name: str, *, first: bool) -> ColumnElement[bool]:
+    """The rows a folded name finds: its own (written before) and its run's events with the
+    call; only the event itself (a two-value range of its index) may pick the index."""
+    run_event, outcome = FOLDED[name]
+    event = _C.event if first else unindexed(_C.event)
+    as_call = [unindexed(_C.event) == run_event, _C.details["call"].as_string() == CALL_DETAIL]
+    if outcome is not None:
+        as_call.append(_C.outcome != outcome[1:] if outcome.startswith("!") else _C.outcome == outcome)
+    either = or_(event == name, event == run_event)  # SQLite reads it as an IN on the index
+    return and_(either, or_(unindexed(_C.event) == name, and_(*as_call)))
+
+
+def _folded_match(row: AuditRow, name: str) -> bool:
+    if row.event == name:
+        return True
+    run_event, outcome = FOLDED[name]
+    details = row.details if isinstance(row.details, dict) else {}
+    if row.event != run_event or details.get("call") != CALL_DETAIL:
+        return False
+    if outcome is None:
+        return True
+    return row.outcome != outcome[1:] if outcome.startswith("!") else row.outcome == outcome
 
 
 @dataclass(frozen=True)
@@ -219,7 +260,10 @@ def distinct_values(engine: Engine, *, column: Literal["event", "outcome"], limi
     vals = seed.union_all(following)
     stmt = select(vals.c.v).where(vals.c.v.is_not(None)).limit(limit)
     with engine.connect() as conn:
-        return [v for v in conn.execute(stmt).scalars()]
+        values = [v for v in conn.execute(stmt).scalars()]
+    if column == "event":  # the folded names stay offered: they still find their rows
+        values = sorted({*values, *(name for name, (run_event, _) in FOLDED.items() if run_event in values)})
+    return values
 
 
 def as_record(row: AuditRow) -> dict[str, Any]:
