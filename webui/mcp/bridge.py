@@ -59,6 +59,7 @@ from webui.mcp.tasks import (
     declares_tasks,
 )
 from webui.observability.tracing import TRACER
+from webui.projects.limits import ProjectLimits
 from webui.runs.handle import RunHandle
 from webui.runs.request import RunRequest
 from webui.runs.service import RunService
@@ -101,6 +102,7 @@ class CallBridge:
         files: FileStore,
         audit: AuditLog,
         configs: ConfigService,
+        limits: ProjectLimits | None = None,
         progress_interval: float = DEFAULT_INTERVAL_SECONDS,
         task_key: bytes | None = None,
         task_after: float = DEFAULT_TASK_AFTER_SECONDS,
@@ -108,12 +110,15 @@ class CallBridge:
     ) -> None:
         """`progress_interval`: seconds between keep-alive progress notifications (0: none).
         `task_key`: the key task ids are bound with (None: no MCP tasks); `task_after`: how
-        long an "optional" tool's call is followed before it becomes a task (webui.mcp.tasks)."""
+        long an "optional" tool's call is followed before it becomes a task (webui.mcp.tasks).
+        `limits`: the projects' run limits, read before every call of a binding that resolved
+        a target (HTTP); None: no project limits (stdio)."""
         self.runs = runs
         self.interactions = interactions
         self.files = files
         self.audit = audit
         self.configs = configs
+        self.limits = limits
         self.progress_interval = progress_interval
         self.questions = Questions(runs=runs, interactions=interactions)
         self.task_after = task_after
@@ -445,7 +450,9 @@ class CallBridge:
         (database reads, maybe a file import), in this order: file params resolved (else
         InvalidArguments), the project's limits (RunRefused), the configuration snapshot."""
         worker, stored = resolve_files(self.files, b, ep, args)
-        limits = b.preflight() if b.preflight is not None else RunLimits()
+        limits = RunLimits()
+        if b.resolved is not None and self.limits is not None:
+            limits = self.limits.limits_for(b.resolved)
         return worker, stored, limits, self.configs.snapshot(config_place(b), b.config_name)
 
 
