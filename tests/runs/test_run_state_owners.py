@@ -5,6 +5,7 @@ conclusion holds). Read from the source: a change anywhere else fails here."""
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import fields
 from pathlib import Path
 
@@ -132,3 +133,14 @@ def test_the_first_conclusion_holds() -> None:
     assert live.concluded and live.conclusion == (RunStatus.SUCCESS, {"output": 1})
     assert not SlotPlace().held and not QuestionState().pending  # each part starts empty
     assert Budget().timer is None and not CallFollowing().following
+
+
+def test_the_run_service_knows_no_echo_and_a_binding_holds_no_preflight_callable() -> None:
+    """stdio's echo is its own (an output tap), and a call's limits are read by one function
+    from what the binding resolved (ProjectLimits.limits_for), not by a callback it carries."""
+    from webui.mcp.binding import Binding
+    from webui.runs.service import RunService
+
+    assert "echo" not in inspect.signature(RunService).parameters
+    names = {f.name for f in fields(Binding)}
+    assert "preflight" not in names and "resolved" in names
