@@ -37,7 +37,7 @@ from webui.workflows.package_json import (
     unique_names,
     validated,
 )
-from webui.workflows.params import FORMAT_CHECKER, NAME_RE, OPTION_SCHEMA, Option
+from webui.workflows.params import FORMAT_CHECKER, NAME_RE, OPTION_SCHEMA, Option, option_items
 
 FIELD_TYPES: Final = ("string", "number", "boolean", "select", "multiselect", "date", "secret")
 MAX_FIELDS: Final = 200
@@ -147,22 +147,12 @@ def _field_options(raw: Any, ftype: str) -> tuple[Option, ...]:
         return ()
     if not isinstance(raw, list) or not raw:
         raise problem(f"a {ftype} field needs a non-empty list of options")
-    options: list[Option] = []
-    for index, item in enumerate(cast(list[Any], raw)):
-        at = f"[{index}]"
-        label: Any = None
-        value: Any = item
-        if isinstance(item, dict):
-            value, label = cast(dict[str, Any], item).get("value"), cast(dict[str, Any], item).get("label")
-            if label is not None and not isinstance(label, str):
-                raise problem(f"expected a string, got {json_type(label)}", at=f"{at}.label")
-            at += ".value"
-        if not isinstance(value, str) or not value:
-            raise problem(f"expected a non-empty string option, got {quote(value)}", at=at)
-        if any(o.value == value for o in options):
-            raise problem(f"duplicate option {quote(value)}", at=at)
-        options.append(Option(value=value, label=label))
-    return tuple(options)
+    return option_items(
+        cast(list[Any], raw),
+        lambda v: isinstance(v, str) and bool(v),
+        lambda v: f"expected a non-empty string option, got {quote(v)}",
+        value_required=False,
+    )
 
 
 def _at_most(raw: list[Any]) -> list[Any]:

@@ -322,26 +322,36 @@ def _param_options(raw: Any, ptype: str) -> tuple[Option, ...]:
     if ptype == "file":
         raise problem("file params cannot have options")
     is_valid, expected = _value_checker(ptype)
+    return option_items(raw, is_valid, lambda v: f"option {quote(v)} is not {expected} (param type {ptype})")
+
+
+def option_items(
+    raw: list[Any],
+    valid: Callable[[Any], bool],
+    refused: Callable[[Any], str],
+    *,
+    value_required: bool = True,
+) -> tuple[Option, ...]:
+    """Each static choice, a bare value or `{"value", "label"}`, in order: valid and distinct
+    (`true` is not `1`), each problem naming its item (`[2]`, `[2].value`, `[2].label`).
+    `value_required`: a `{"label"}` without a value is told as that, not as a bad value."""
     options: list[Option] = []
     seen: set[tuple[bool, Any]] = set()
-    for index, item in enumerate(cast(list[Any], raw)):
-        at = f"[{index}]"
-        value: Any = item
-        label: Any = None
+    for index, item in enumerate(raw):
+        at, value, label = f"[{index}]", item, None
         if isinstance(item, dict):
             value, label = cast(dict[str, Any], item).get("value"), cast(dict[str, Any], item).get("label")
-            if value is None:
+            if value is None and value_required:
                 raise problem("is required", at=f"{at}.value")
             if label is not None and not isinstance(label, str):
                 raise problem(f"expected a string, got {json_type(label)}", at=f"{at}.label")
             at += ".value"
-        if not is_valid(value):
-            raise problem(f"option {quote(value)} is not {expected} (param type {ptype})", at=at)
-        key = (isinstance(value, bool), value)
-        if key in seen:
+        if not valid(value):
+            raise problem(refused(value), at=at)
+        if (isinstance(value, bool), value) in seen:
             raise problem(f"duplicate option {quote(value)}", at=at)
-        seen.add(key)
-        options.append(Option(value=value, label=label))
+        seen.add((isinstance(value, bool), value))
+        options.append(Option(value=cast(OptionValue, value), label=label))
     return tuple(options)
 
 
