@@ -1,27 +1,27 @@
-"""SQLModel tables. One module, because the tables are small and reference each other;
-query functions live in one module per entity beside this one."""
+"""SQLModel tables. The tables are small and reference each other: they are defined here,
+but for the knowledge base's (webui.store.knowledge_tables) and the insights page's
+(webui.store.insights_tables), which this module imports, so every table is importable
+from here and registered with the metadata once this is imported; query functions live in
+one module per entity beside these."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text, false
+from sqlalchemy import JSON, Column, Index, Text
 from sqlmodel import Field, SQLModel
 
-# A 64-bit integer (file sizes, the ids of tables that grow with every event): BIGINT on
-# PostgreSQL. SQLite's INTEGER is already 64-bit, and a primary key must stay INTEGER there
-# to remain the rowid, so SQLite's schema is unchanged.
-BIG_INT = BigInteger().with_variant(Integer(), "sqlite")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def as_utc(value: datetime) -> datetime:
-    """Stored times come back naive on SQLite (they were written in UTC)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from webui.store.columns import BIG_INT, as_utc, utcnow
+from webui.store.insights_tables import DURATION_BOUNDS_MS, DURATION_COLUMNS, POOL_SAMPLES, RUN_ROLLUPS
+from webui.store.knowledge_tables import (
+    UNMANAGED_PREFIX,
+    KnowledgeChunk,
+    KnowledgeCollection,
+    KnowledgeDocument,
+    KnowledgeMeta,
+    KnowledgeProject,
+)
 
 
 class ProjectRecord(SQLModel, table=True):
@@ -361,6 +361,12 @@ class AuditEvent(SQLModel, table=True):
 
 
 __all__ = [
+    "BIG_INT",
+    "DURATION_BOUNDS_MS",
+    "DURATION_COLUMNS",
+    "POOL_SAMPLES",
+    "RUN_ROLLUPS",
+    "UNMANAGED_PREFIX",
     "Account",
     "ApiKey",
     "AuditEvent",
@@ -368,6 +374,11 @@ __all__ = [
     "HostConversation",
     "Interaction",
     "KVEntry",
+    "KnowledgeChunk",
+    "KnowledgeCollection",
+    "KnowledgeDocument",
+    "KnowledgeMeta",
+    "KnowledgeProject",
     "ManagedFile",
     "McpSession",
     "PersistentValue",
@@ -379,6 +390,8 @@ __all__ = [
     "Run",
     "RunEvent",
     "UiSession",
+    "as_utc",
+    "utcnow",
 ]
 
 
@@ -399,145 +412,3 @@ class ProjectConfig(SQLModel, table=True):
     active: bool = False
     updated_at: datetime = Field(default_factory=utcnow)
     updated_by: str | None = None
-
-
-# --------------------------------------------------------------------------- knowledge base
-# Per project: collections → documents → chunks. The full-text index of the chunks is not a
-# model: `knowledge_fts` is an FTS5 table on SQLite and a tsvector table on PostgreSQL, made
-# by the migration and written by webui.store.knowledge alone.
-UNMANAGED_PREFIX = "knowledge_fts"
-
-
-class KnowledgeProject(SQLModel, table=True):
-    """A short number per project with a knowledge base: SQLite's index spells the project's
-    stems after it (webui.store.knowledge)."""
-
-    __tablename__ = "knowledge_projects"  # pyright: ignore[reportAssignmentType]
-    __table_args__ = (Index("ux_knowledge_project", "project_id", unique=True),)
-
-    number: int | None = Field(default=None, primary_key=True)
-    project_id: str
-
-
-class KnowledgeCollection(SQLModel, table=True):
-    __tablename__ = "knowledge_collections"  # pyright: ignore[reportAssignmentType]
-    __table_args__ = (Index("ux_knowledge_collection_name", "project_id", "name", unique=True),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    project_id: str
-    name: str
-    language: str
-    # Its documents, their chunks, bytes of text and of vectors, kept by every write (the
-    # caps count them).
-    documents: int = 0
-    chunks: int = 0
-    size: int = Field(default=0, sa_type=BIG_INT)
-    created_at: datetime = Field(default_factory=utcnow)
-    vector_bytes: int = Field(default=0, sa_type=BIG_INT, sa_column_kwargs={"server_default": "0"})
-    # Being removed (webui.knowledge.service): hidden from every read and write while its
-    # documents are deleted in short batches, then the row itself.
-    removing: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
-
-
-class KnowledgeDocument(SQLModel, table=True):
-    __tablename__ = "knowledge_documents"  # pyright: ignore[reportAssignmentType]
-    __table_args__ = (
-        Index("ux_knowledge_document", "project_id", "doc_id", unique=True),
-        Index("ix_knowledge_document_collection", "collection_id", "doc_id"),
-    )
-
-    id: int | None = Field(default=None, primary_key=True, sa_type=BIG_INT)
-    project_id: str
-    collection_id: int
-    doc_id: str  # the document's id as people and handlers name it (unique in the project)
-    title: str
-    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    source: str  # "text", or the name of the file it was extracted from
-    digest: str  # sha256 of the text: the same text added again changes nothing
-    size: int = Field(sa_type=BIG_INT)  # the text's length in UTF-8 bytes
-    chunks: int
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime = Field(default_factory=utcnow)
-
-
-class KnowledgeChunk(SQLModel, table=True):
-    """A consecutive piece of a document's text; the chunks of a document, in position
-    order, are its text."""
-
-    __tablename__ = "knowledge_chunks"  # pyright: ignore[reportAssignmentType]
-    __table_args__ = (Index("ix_knowledge_chunk_document", "document_id", "position"),)
-
-    id: int | None = Field(default=None, primary_key=True, sa_type=BIG_INT)
-    document_id: int = Field(sa_type=BIG_INT)
-    position: int
-    start: int
-    end: int
-    body: str = Field(sa_column=Column(Text, nullable=False))
-    # The chunk's embedding (float32, little-endian) where an embedding endpoint is set.
-    vector: bytes | None = None
-
-
-class KnowledgeMeta(SQLModel, table=True):
-    """The filterable part of a document's metadata: one row per top-level key and scalar
-    value (one per element of a list), the value as canonical JSON."""
-
-    __tablename__ = "knowledge_meta"  # pyright: ignore[reportAssignmentType]
-    __table_args__ = (Index("ix_knowledge_meta_value", "key", "value", "document_id"),)
-
-    document_id: int = Field(primary_key=True, sa_type=BIG_INT)
-    key: str = Field(primary_key=True)
-    value: str = Field(primary_key=True)
-
-
-# ----------------------------------------------------------------------------- insights
-# Upper bounds (milliseconds) of the duration buckets the insights page sums runs into;
-# one more bucket holds everything slower than the last bound.
-DURATION_BOUNDS_MS = (
-    10,
-    25,
-    50,
-    100,
-    250,
-    500,
-    1_000,
-    2_500,
-    5_000,
-    10_000,
-    30_000,
-    60_000,
-    300_000,
-    1_800_000,
-)
-DURATION_COLUMNS = tuple(f"d{i}" for i in range(len(DURATION_BOUNDS_MS) + 1))
-
-# Runs that ended, summed per tool and per minute (`period_s` 60) and per half hour (1800), from
-# creation to end (queue and waits included), written in the transaction that records each
-# outcome (webui.store.insights). The insights page reads these, never the runs themselves.
-RUN_ROLLUPS = Table(
-    "run_rollups",
-    SQLModel.metadata,
-    Column("project_id", String(), primary_key=True),
-    Column("entrypoint_id", String(), primary_key=True),
-    Column("period_s", Integer(), primary_key=True),
-    Column("start_s", BIG_INT, primary_key=True),  # the period's start, in seconds since the epoch
-    Column("title", String(), nullable=False),  # the tool's title when its latest run ended
-    Column("calls", Integer(), nullable=False),
-    Column("failures", Integer(), nullable=False),  # failed or timed out
-    Column("duration_ms", BIG_INT, nullable=False),  # their sum
-    *(Column(name, Integer(), nullable=False) for name in DURATION_COLUMNS),
-    Index("ix_run_rollups_window", "period_s", "start_s"),
-)
-
-# Each serve replica's worker pool and queue, one row per minute (the highest values its
-# samples saw in that minute), for the insights page's "over time".
-POOL_SAMPLES = Table(
-    "pool_samples",
-    SQLModel.metadata,
-    Column("replica_id", String(), primary_key=True),
-    Column("start_s", BIG_INT, primary_key=True),
-    Column("slots", Integer(), nullable=False),
-    Column("busy", Integer(), nullable=False),
-    Column("queued", Integer(), nullable=False),
-    Column("waiting", Integer(), nullable=False),  # runs waiting for a person or a child run
-    Index("ix_pool_samples_start", "start_s"),
-)
