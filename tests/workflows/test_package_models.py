@@ -14,7 +14,7 @@ import pytest
 
 from tests.workflows.test_project import minimal_package, write_project
 from webui.errors import ProjectError
-from webui.workflows.configuration import ConfigField, parse_config_fields
+from webui.workflows.configuration import ConfigField, parse_config_fields, value_problem
 from webui.workflows.entrypoint import Entrypoint
 from webui.workflows.package_schema import PACKAGE_JSON_SCHEMA
 from webui.workflows.params import HEADER_TYPES, Param, parse_params
@@ -147,3 +147,30 @@ def test_the_reference_describes_every_field_of_each_part(model: type, name: str
 def test_the_header_description_names_the_param_types_a_header_may_mirror() -> None:
     described = PACKAGE_JSON_SCHEMA["$defs"]["param"]["properties"]["header"]["description"]
     assert f"Single {', '.join(sorted(HEADER_TYPES))} params only" in described
+
+
+class _Counted(str):
+    """A string that counts how often it is compared for equality."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_long_default_or_value_is_matched_to_the_options_in_linear_comparisons() -> None:
+    n = 2000
+    options = [f"o{i}" for i in range(n)]
+    _Counted.compared = 0
+    (param,) = parse_params(
+        [{"name": "x", "type": "checkboxes", "options": options, "default": [_Counted(o) for o in options]}],
+        where="fields",
+    )
+    assert param.has_default and _Counted.compared <= 4 * n
+    field = ConfigField(name="x", type="multiselect", options=param.options)
+    _Counted.compared = 0
+    assert value_problem(field, [_Counted(o) for o in options]) is None
+    assert _Counted.compared <= 4 * n

@@ -200,15 +200,16 @@ def value_problem(field: ConfigField, value: Any) -> str | None:
             return f"expected a date (YYYY-MM-DD), got {quote(value)}"
         return None
     allowed = [str(o.value) for o in field.options]
+    known = set(allowed)  # one lookup per chosen option: a long list stays linear
     if ftype == "select":
-        if value not in allowed or not isinstance(value, str):
+        if not isinstance(value, str) or value not in known:
             return f"{quote(value)} is not one of the options ({', '.join(allowed)})"
         return None
     # multiselect
     if not isinstance(value, list):
         return f"expected a list of options, got {json_type(value)}"
     for item in value:
-        if not isinstance(item, str) or item not in allowed:
+        if not isinstance(item, str) or item not in known:
             return f"{quote(item)} is not one of the options ({', '.join(allowed)})"
     if len(set(value)) != len(value):
         return "an option is chosen twice"

@@ -241,13 +241,14 @@ class Param:
         ptype, fmt, options = info.data["type"], info.data["format"], info.data["options"]
         if ptype == "file":
             raise problem("file params cannot have a default")
+        keys = {_key(o.value) for o in options}  # one lookup per item: a default list stays linear
         if not info.data["multiple"]:
-            _check_one_default(default, ptype, fmt, options, "")
+            _check_one_default(default, ptype, fmt, options, keys, "")
         elif not isinstance(default, list):
             raise problem(f"expected an array for a multiple param, got {json_type(default)}")
         else:
             for index, item in enumerate(cast(list[Any], default)):
-                _check_one_default(item, ptype, fmt, options, f"[{index}]")
+                _check_one_default(item, ptype, fmt, options, keys, f"[{index}]")
         return default
 
     @model_validator(mode="after")
@@ -348,24 +349,29 @@ def option_items(
             at += ".value"
         if not valid(value):
             raise problem(refused(value), at=at)
-        if (isinstance(value, bool), value) in seen:
+        if _key(value) in seen:
             raise problem(f"duplicate option {quote(value)}", at=at)
-        seen.add((isinstance(value, bool), value))
+        seen.add(_key(value))
         options.append(Option(value=cast(OptionValue, value), label=label))
     return tuple(options)
 
 
-def _check_one_default(value: Any, ptype: str, fmt: str | None, options: tuple[Option, ...], at: str) -> None:
-    """Type, date format and option membership of one default value (a default must itself be
-    a valid argument, or the tool would reject its own default)."""
+def _key(value: Any) -> tuple[bool, Any]:
+    """An option's value as a set member: `true` is not `1`, `1` is `1.0`."""
+    return (isinstance(value, bool), value)
+
+
+def _check_one_default(
+    value: Any, ptype: str, fmt: str | None, options: tuple[Option, ...], keys: set[Any], at: str
+) -> None:
+    """Type, date format and option membership (`keys`) of one default value (a default must
+    itself be a valid argument, or the tool would reject its own default)."""
     is_valid, expected = _value_checker(ptype)
     if not is_valid(value):
         raise problem(f"{quote(value)} is not {expected} (param type {ptype})", at=at)
     if fmt is not None and not FORMAT_CHECKER.conforms(value, fmt):
         raise problem(f"{quote(value)} is not a valid {fmt}", at=at)
-    if options and not any(
-        isinstance(o.value, bool) == isinstance(value, bool) and o.value == value for o in options
-    ):
+    if options and _key(value) not in keys:
         allowed = ", ".join(quote(o.value) for o in options)
         raise problem(f"{quote(value)} is not one of the options ({allowed})", at=at)
 
