@@ -142,7 +142,7 @@ def test_each_account_sees_only_its_own_configurations(
     )
     assert changed.status_code == 200, changed.text
     row = [r for r in audit_rows(server) if r.event == "config.updated" and r.target == "iso-prod"][-1]
-    assert row.actor == "admin" and row.details["scope"] == "account alice"
+    assert row.details is not None and row.actor == "admin" and row.details["scope"] == "account alice"
     assert row.details["fields"] == ["threshold"] and row.source == "api"
 
     # The admin key's own scope is the admin principal's, not alice's.
@@ -239,7 +239,7 @@ def test_export_and_import_round_trip_and_refusals(server: LiveServer, alice: Ap
     with_secrets = bob("POST", f"{BASE}/export", params={"secrets": "true"})
     assert SECRET in with_secrets.text
     exports = [r for r in audit_rows(server) if r.event == "config.exported" and r.actor == "user:bob"]
-    assert [r.details["with_secrets"] for r in exports] == [False, True]
+    assert [(r.details or {})["with_secrets"] for r in exports] == [False, True]
 
     # bob changes exp-a after the export: importing the old document is a conflict…
     assert (
@@ -283,7 +283,8 @@ def test_export_and_import_round_trip_and_refusals(server: LiveServer, alice: Ap
     assert names == {"default", "exp-a", "exp-b"}
     assert SECRET not in r.text
     imported = [r for r in audit_rows(server) if r.event == "config.imported"]
-    assert imported[-1].details["mode"] == "replace" and imported[-1].details["scope"] == "account alice"
+    details = imported[-1].details
+    assert details is not None and details["mode"] == "replace" and details["scope"] == "account alice"
 
 
 def test_secrets_never_appear_in_responses_or_the_audit_log(server: LiveServer, alice: Api) -> None:

@@ -1,6 +1,7 @@
-"""A real server keeps the files runs create in STEAMHARNESS_FILE_CREATE_STORE_DIR, and its
-tool results name them without a path the remote client could not use, and link each to
-its download, which the client fetches with its own key."""
+"""A server (the app in this process: tests/support/inprocess.py) keeps the files runs create
+in STEAMHARNESS_FILE_CREATE_STORE_DIR, and its tool results name them without a path the
+remote client could not use, and link each to its download, which the client fetches with
+its own key; a bad folder stops `serve` in one line (the real command)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import mcp_types as types
 import pytest
 
 from tests import processes
-from tests.e2e.server import FILES, HELLO, STEAMHARNESS, free_port, running_server
+from tests.e2e.server import FILES, HELLO, STEAMHARNESS, free_port
 from tests.e2e.test_http_mcp import payload, sdk_client
 from tests.helpers import WAIT
+from tests.support.inprocess import in_process_server
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +29,7 @@ async def test_a_server_stores_created_files_and_a_client_follows_their_links_wi
     file by id and links it (`resource_link`); the client fetches the link with its own
     Bearer key. Whoever may read the run may fetch it; another account gets 404, no key 401."""
     out = tmp_path / "created"
-    with running_server(tmp_path / "srv", STEAMHARNESS_FILE_CREATE_STORE_DIR=str(out)) as server:
+    with in_process_server(tmp_path / "srv", STEAMHARNESS_FILE_CREATE_STORE_DIR=str(out)) as server:
         assert out.is_dir()  # made at start-up
         key = server.create_key("nia")
         up = httpx2.post(

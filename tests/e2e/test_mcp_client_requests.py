@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import FileUrl
 
 from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_sessions import logged_in
@@ -69,7 +70,7 @@ def entries(server: LiveServer, run_id: str) -> list[tuple[str, str, dict[str, A
 
 
 async def paris(
-    ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+    context: ClientRequestContext, params: types.CreateMessageRequestParams
 ) -> types.CreateMessageResult:
     return types.CreateMessageResult(
         role="assistant",
@@ -110,7 +111,7 @@ async def test_a_2025_session_samples_inline_and_the_answer_is_kept(server: Live
     seen: list[types.CreateMessageRequestParams] = []
 
     async def sample(
-        ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
         seen.append(params)
         return types.CreateMessageResult(
@@ -141,8 +142,8 @@ async def test_a_2025_session_samples_inline_and_the_answer_is_kept(server: Live
 
 
 async def test_roots_inline_on_a_2025_session(server: LiveServer, key: str) -> None:
-    async def roots(ctx: ClientRequestContext) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[types.Root(uri="file:///work/a", name="A")])
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work/a"), name="A")])
 
     result = await _call(server, key, "roots_or_refusal", {}, list_roots_callback=roots)
     assert result.structured_content["output"] == {"roots": [{"uri": "file:///work/a", "name": "A"}]}
@@ -179,7 +180,9 @@ async def test_a_handler_letting_an_undeclared_sampling_refusal_escape_ends_its_
     assert reply["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
 
     # A client that declared sampling and declined: the handler's own error, saying why.
-    async def refuse(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+    async def refuse(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.ErrorData:
         return types.ErrorData(code=-1, message="no")
 
     declined = await _call(server, key, "sample_uncaught", {}, sampling_callback=refuse)
@@ -191,7 +194,9 @@ async def test_a_handler_letting_an_undeclared_sampling_refusal_escape_ends_its_
 
 
 async def test_a_clients_refusal_reaches_the_handler_as_a_decline(server: LiveServer, key: str) -> None:
-    async def refuse(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+    async def refuse(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.ErrorData:
         return types.ErrorData(code=-1, message="the user said no")
 
     result = await _call(server, key, "sample_or_refusal", {}, sampling_callback=refuse)
@@ -338,9 +343,12 @@ async def test_a_sampling_request_and_the_models_reply_are_on_the_runs_timeline(
 async def test_a_roots_request_and_the_roots_given_are_on_the_runs_timeline(
     server: LiveServer, key: str
 ) -> None:
-    async def roots(ctx: ClientRequestContext) -> types.ListRootsResult:
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
         return types.ListRootsResult(
-            roots=[types.Root(uri="file:///work/a", name="A"), types.Root(uri="file:///work/b")]
+            roots=[
+                types.Root(uri=FileUrl("file:///work/a"), name="A"),
+                types.Root(uri=FileUrl("file:///work/b")),
+            ]
         )
 
     result = await _call(server, key, "roots_or_refusal", {}, list_roots_callback=roots)
@@ -370,7 +378,9 @@ async def test_a_roots_request_and_the_roots_given_are_on_the_runs_timeline(
 async def test_a_refusal_and_a_client_never_asked_say_why_on_the_runs_timeline(
     server: LiveServer, key: str
 ) -> None:
-    async def refuse(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+    async def refuse(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.ErrorData:
         return types.ErrorData(code=-1, message="the user said no")
 
     refused = await _call(server, key, "sample_or_refusal", {}, sampling_callback=refuse)

@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import FileUrl
 
 from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, Rpc
@@ -143,7 +144,7 @@ async def test_a_2025_session_without_forms_is_sent_its_sampling_request_before_
     seen: list[str] = []
 
     async def sample(
-        ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
         seen.append("sampling")
         return types.CreateMessageResult.model_validate(SAMPLED)
@@ -309,12 +310,12 @@ def test_a_tasks_input_required_lists_the_whole_round(server: LiveServer, key: s
 async def test_a_2025_session_is_asked_each_inline_in_order(server: LiveServer, key: str) -> None:
     seen: list[str] = []
 
-    async def elicit(ctx: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         seen.append("elicitation")
         return types.ElicitResult(action="accept", content={"name": "Lin"})
 
     async def sample(
-        ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
         seen.append("sampling")
         return types.CreateMessageResult(
@@ -324,9 +325,9 @@ async def test_a_2025_session_is_asked_each_inline_in_order(server: LiveServer, 
             stop_reason="endTurn",
         )
 
-    async def roots(ctx: ClientRequestContext) -> types.ListRootsResult:
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
         seen.append("roots")
-        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/b")])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///srv/b"))])
 
     async with httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=WAIT)
@@ -342,5 +343,6 @@ async def test_a_2025_session_is_asked_each_inline_in_order(server: LiveServer, 
             ) as client:
                 result = await client.call_tool("test_input_required_result_multiple_inputs", {})
     assert result.is_error is not True, result
-    assert result.content[0].text == "Hi Lin Lin (1 roots)"
+    (text,) = result.content
+    assert isinstance(text, types.TextContent) and text.text == "Hi Lin Lin (1 roots)"
     assert seen == ["elicitation", "sampling", "roots"]

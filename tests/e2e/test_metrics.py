@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from tests.support.waiting import eventually
 
 PROJECT = str(uuid.uuid4())
 TOKEN = "metrics-" + uuid.uuid4().hex  # generated per run: no secret in the repo
@@ -90,13 +90,11 @@ def value(text: str, name: str, **labels: str) -> float:
 
 
 def until(server: LiveServer, name: str, at_least: float, **labels: str) -> str:
-    deadline = time.monotonic() + WAIT
-    while True:
+    def polled() -> str | None:
         text = scrape(server)
-        if value(text, name, **labels) >= at_least:
-            return text
-        assert time.monotonic() < deadline, f"{name}{labels} stayed below {at_least}"
-        time.sleep(0.05)
+        return text if value(text, name, **labels) >= at_least else None
+
+    return eventually(polled, f"{name}{labels} at least {at_least}")
 
 
 def test_only_a_scraper_with_the_token_or_the_admin_key_reads_them(server: LiveServer) -> None:

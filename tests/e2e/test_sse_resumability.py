@@ -365,7 +365,9 @@ async def test_the_sdk_client_resumes_a_call_whose_connection_was_severed(server
     async with relay_to(server) as relay:
         url = server.mcp_url(INTERACTIVE).replace(f":{server.port}/", f":{relay.port}/")
 
-        async def elicit(ctx: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        async def elicit(
+            context: ClientRequestContext, params: types.ElicitRequestParams
+        ) -> types.ElicitResult:
             asked.append(params.message)
             if len(asked) == 1:
                 await relay.sever()  # the call's stream dies under the client

@@ -1,6 +1,7 @@
-"""Keep-alive progress over stdio: the real `steamharness mcp` process with a short
-STEAMHARNESS_PROGRESS_INTERVAL_SECONDS, driven by the Python SDK client and by the official
-TypeScript SDK client (`resetTimeoutOnProgress` around a step longer than its time-out)."""
+"""Keep-alive progress over stdio with a short STEAMHARNESS_PROGRESS_INTERVAL_SECONDS: what
+`steamharness mcp` serves driven by the Python SDK client in memory (tests/support/memory.py),
+and the real process driven by the official TypeScript SDK client (`resetTimeoutOnProgress`
+around a step longer than its time-out)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from mcp.client.session import IncomingMessage
 
 from tests.conftest import TORTURE
 from tests.helpers import strictly_increasing
-from tests.mcp.test_stdio_protocol import CALL_TIMEOUT, MODES, payload, server_params
+from tests.mcp.test_stdio_protocol import MODES, payload
 from tests.node_client import call, run_client_script, steamharness_command, tool_payload
+from tests.support.memory import mcp_harness
 
 pytestmark = pytest.mark.anyio
 
-INTERVAL = {"STEAMHARNESS_PROGRESS_INTERVAL_SECONDS": "0.2"}
+INTERVAL_SECONDS = 0.2
 ASKED = "waiting for input: Your name? — answer it in your MCP client"
 
 Heard = list[tuple[float, float | None, str | None]]
@@ -32,9 +34,11 @@ Heard = list[tuple[float, float | None, str | None]]
 
 @asynccontextmanager
 async def connect(data_dir: Path, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
-    with anyio.fail_after(CALL_TIMEOUT):
-        async with Client(server_params(TORTURE, data_dir, env=INTERVAL), mode=mode, **kwargs) as client:
-            yield client
+    async with (
+        mcp_harness(TORTURE, data_dir, progress_interval_seconds=INTERVAL_SECONDS) as harness,
+        harness.client(mode, **kwargs) as client,
+    ):
+        yield client
 
 
 async def test_a_call_with_a_progress_token_hears_what_it_waits_for_while_the_person_thinks(
@@ -80,6 +84,7 @@ async def test_a_long_step_is_heard_as_running_and_a_call_without_a_token_hears_
         await three_ticks.wait()  # the question waits while the other call hears three keep-alives
         return types.ElicitResult(action="accept", content={"name": "Bo"})
 
+    asked: types.CallToolResult | None = None
     async with (
         connect(tmp_path, mode, elicitation_callback=elicit, message_handler=on_message) as client,
         anyio.create_task_group() as tg,
@@ -91,7 +96,7 @@ async def test_a_long_step_is_heard_as_running_and_a_call_without_a_token_hears_
         tg.start_soon(sleep)
         asked = await client.call_tool("ask_once", {})  # no progress token
         tg.cancel_scope.cancel()
-    assert payload(asked)["output"] == {"name": "Bo"}
+    assert asked is not None and payload(asked)["output"] == {"name": "Bo"}
     # Every notification was the sleeping call's: the question's call, without a token, heard none.
     assert len(tokens) == 1
     assert strictly_increasing([p for p, _, _ in heard])

@@ -143,10 +143,10 @@ async def test_two_questions_and_an_approval_are_answered_on_one_run(
     tmp_path: Path, mode: str, database_url: str
 ) -> None:
     seen: list[types.ElicitRequestParams] = []
-    progress: list[tuple[float, float | None, str | None]] = []
+    heard: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append((done, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
 
     store = ("--database-url", database_url)
     async with connect(
@@ -173,7 +173,7 @@ async def test_two_questions_and_an_approval_are_answered_on_one_run(
     assert isinstance(seen[0], types.ElicitRequestFormParams)
     assert seen[0].requested_schema["required"] == ["destination", "nights"]
     if mode == "legacy":  # 2026-07-28 delivers progress only to the round that is running
-        assert progress and progress[-1] == (3.0, 3.0, "done")
+        assert heard and heard[-1] == (3.0, 3.0, "done")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -254,7 +254,7 @@ async def test_cancelling_a_call_leaves_no_worker_process(tmp_path: Path, mode: 
     pids: dict[str, int] = {}
     started = anyio.Event()
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         if not (message or "").startswith("worker="):
             return  # a keep-alive (webui.mcp.keepalive), not the workflow's report
         pids.update({k: int(v) for k, v in (part.split("=") for part in (message or "").split())})
@@ -408,7 +408,7 @@ async def test_2026_request_state_is_sealed_and_survives_a_restart(tmp_path: Pat
     assert isinstance(first, types.InputRequiredResult)
     assert first.request_state and first.request_state.startswith("v1.")
     (key,) = (first.input_requests or {}).keys()
-    answer = {key: types.ElicitResult(action="accept", content={"name": "late"})}
+    answer: types.InputResponses = {key: types.ElicitResult(action="accept", content={"name": "late"})}
     async with in_memory(
         TORTURE, tmp_path, "2026-07-28", database_url=database_url, elicit=scripted()
     ) as client:
