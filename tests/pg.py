@@ -275,7 +275,7 @@ def shared_cluster(run_dir: Path) -> PgCluster:
         )
     with (run_dir / LOCK_FILE).open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        state = _read_state(run_dir)
+        state: dict[str, Any] | None = _read_state(run_dir)
         if state is None:
             try:
                 state = _start_cluster(bin_dir)

@@ -532,9 +532,13 @@ async def test_a_check_refuses_to_run_on_the_event_loop() -> None:
     assert [e.message for e in await run_check(None, problems, {"type": "string"}, 1)] == [
         "1 is not of type 'string'"
     ]
+
+    async def check_as(key: int) -> None:
+        await run_check(key, problems, {"type": "string"}, "x")
+
     async with anyio.create_task_group() as tg:  # several at once share the checks' small pool
         for i in range(validation.CHECK_THREADS * 3):
-            tg.start_soon(run_check, i % 5, problems, {"type": "string"}, "x")
+            tg.start_soon(check_as, i % 5)
 
 
 def test_load_time_checks_name_patterns_re2_cannot_run(tmp_path: Path) -> None:

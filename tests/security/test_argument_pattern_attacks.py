@@ -110,10 +110,13 @@ async def test_an_account_holds_at_most_its_share_of_the_checks_threads() -> Non
         running.append(name)
         release.wait(20)  # a hang guard
 
+    async def mallorys_check(name: str) -> None:
+        await validation.run_check("mallory", held, name)
+
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(validation.run_check, "mallory", held, "first")
-            tg.start_soon(validation.run_check, "mallory", held, "second")
+            tg.start_soon(mallorys_check, "first")
+            tg.start_soon(mallorys_check, "second")
             with anyio.fail_after(20):
                 while not running:
                     await anyio.sleep(0.01)

@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import FileUrl
 
 from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_sessions import logged_in
@@ -93,7 +94,10 @@ async def hostile_model(
 
 
 async def hostile_roots(ctx: ClientRequestContext) -> types.ListRootsResult:
-    roots = [types.Root(uri=f"file:///x/{i}/<script>alert({i})</script>", name=HOSTILE) for i in range(1_000)]
+    roots = [
+        types.Root(uri=FileUrl(f"file:///x/{i}/<script>alert({i})</script>"), name=HOSTILE)
+        for i in range(1_000)
+    ]
     return types.ListRootsResult(roots=roots)
 
 

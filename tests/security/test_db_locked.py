@@ -130,8 +130,9 @@ async def finish_while_locked(live: LiveServer, tmp_path: Path) -> tuple[Lock, s
     answer = secrets.token_hex(8)
     started = anyio.Event()
     results: list[types.CallToolResult] = []
+    lock: Lock | None = None
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         if message == "waiting for the gate":
             started.set()
 
@@ -153,6 +154,7 @@ async def finish_while_locked(live: LiveServer, tmp_path: Path) -> tuple[Lock, s
     body = payload(result)
     assert result.is_error is False, body
     assert body["output"] == {"answer": answer}
+    assert lock is not None
     return lock, body["runId"], body
 
 

@@ -182,7 +182,7 @@ async def test_a_run_finishing_on_a_full_disk_gives_its_real_result_and_is_recor
     started = anyio.Event()
     results: list[types.CallToolResult] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         if message == "waiting for the gate":
             started.set()
 

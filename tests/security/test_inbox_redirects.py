@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from starlette.types import Message
 
 from tests.web.conftest import USER, Web, prepare, running
 
@@ -48,12 +49,12 @@ def raw_get(web: Web, path: str, query: bytes = b"", headers: Headers | None = N
         "client": ("127.0.0.1", 40000),
         "server": ("127.0.0.1", 80),
     }
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     async def go() -> None:

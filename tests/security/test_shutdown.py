@@ -21,6 +21,7 @@ from tests.conftest import TORTURE as TORTURE_DIR
 from tests.e2e.server import INTERACTIVE, TORTURE, LiveServer, running_server
 from tests.e2e.test_http_mcp import sdk_client
 from tests.helpers import WAIT, start_run, wait_until_gone
+from tests.processes import ForkedProcess
 from tests.security.test_limits import audit, payload
 from webui.runs.types import RunRefused
 from webui.services import open_services
@@ -33,16 +34,17 @@ pytestmark = pytest.mark.anyio
 
 TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 EXIT_TIMEOUT = 30  # a bound on the wait, not a measured threshold
+ServerProcess = subprocess.Popen[bytes] | ForkedProcess  # what LiveServer.proc holds
 
 
-def sigterm(live: LiveServer) -> subprocess.Popen[bytes]:
+def sigterm(live: LiveServer) -> ServerProcess:
     assert live.proc is not None
     proc = live.proc
     os.kill(proc.pid, signal.SIGTERM)
     return proc
 
 
-async def exited(proc: subprocess.Popen[bytes]) -> int:
+async def exited(proc: ServerProcess) -> int:
     return await anyio.to_thread.run_sync(lambda: proc.wait(timeout=EXIT_TIMEOUT))
 
 
@@ -70,7 +72,7 @@ def shut_down_call(results: list[types.CallToolResult]) -> dict[str, Any]:
     return body
 
 
-async def restart(live: LiveServer, proc: subprocess.Popen[bytes], gone: tuple[int, ...] = ()) -> None:
+async def restart(live: LiveServer, proc: ServerProcess, gone: tuple[int, ...] = ()) -> None:
     """Once the SIGTERMed server has exited (and the `gone` processes with it), start it again."""
     with anyio.fail_after(TIMEOUT):
         assert await exited(proc) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
@@ -94,12 +96,13 @@ async def test_sigterm_ends_a_call_in_flight_with_a_shutting_down_result_and_rec
     started = anyio.Event()
     results: list[types.CallToolResult] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         if not (message or "").startswith("worker="):
             return  # a keep-alive (webui.mcp.keepalive), not the workflow's report
         pids.update({k: int(v) for k, v in (part.split("=") for part in (message or "").split())})
         started.set()
 
+    proc: ServerProcess | None = None
     with anyio.fail_after(TIMEOUT):
         async with sdk_client(live.mcp_url(TORTURE), key, mode) as client, anyio.create_task_group() as tg:
 
@@ -111,6 +114,7 @@ async def test_sigterm_ends_a_call_in_flight_with_a_shutting_down_result_and_rec
             tg.start_soon(call)
             await started.wait()
             proc = sigterm(live)
+    assert proc is not None
     body = shut_down_call(results)
     await restart(live, proc, gone=(pids["worker"], pids["grandchild"]))
     with anyio.fail_after(TIMEOUT):
@@ -134,6 +138,7 @@ async def test_sigterm_ends_runs_waiting_on_a_person_and_restart_reports_them_st
         raise AssertionError("unreachable")
 
     results: list[types.CallToolResult] = []
+    proc: ServerProcess | None = None
     with anyio.fail_after(TIMEOUT):
         # One run waits with nobody on the line: its call already answered interaction_required.
         async with sdk_client(live.mcp_url(INTERACTIVE), key, "legacy") as plain:
@@ -152,6 +157,7 @@ async def test_sigterm_ends_runs_waiting_on_a_person_and_restart_reports_them_st
             tg.start_soon(call)
             await asked.wait()
             proc = sigterm(live)
+    assert proc is not None
     inline = shut_down_call(results)
     await restart(live, proc)
     with anyio.fail_after(TIMEOUT):

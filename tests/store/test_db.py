@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy
+import sqlalchemy.exc
 from sqlalchemy import text
 
 from webui.blocking import is_busy_error
@@ -85,14 +86,15 @@ def test_the_audit_log_keeps_a_bounded_user_agent(tmp_path: Path) -> None:
     """Every writer passes the raw header; the one audit writer keeps its first 300 characters."""
     from sqlmodel import Session, select
 
+    from webui.audit.events import AuditName
     from webui.audit.log import USER_AGENT_CHARS, AuditLog
     from webui.store.models import AuditEvent
 
     engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
     with Session(engine) as s:
-        AuditLog().record(s, "t.long", user_agent="u" * 5000)
-        AuditLog().record(s, "t.none", user_agent=None)
+        AuditLog().record(s, AuditName.HOST_SERVER_CONNECTING, user_agent="u" * 5000)
+        AuditLog().record(s, AuditName.HOST_SERVER_CLOSED, user_agent=None)
         s.commit()
         rows = {row.event: row.user_agent for row in s.exec(select(AuditEvent))}
-    assert rows == {"t.long": "u" * USER_AGENT_CHARS, "t.none": None}
+    assert rows == {"host.server.connecting": "u" * USER_AGENT_CHARS, "host.server.closed": None}
     assert USER_AGENT_CHARS == 300

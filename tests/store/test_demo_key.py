@@ -14,7 +14,7 @@ from webui.admin import create_key, demo_key
 from webui.store import accounts as account_store
 
 
-def live(engine: Engine, account_id: int) -> list[str | None]:
+def live(engine: Engine, account_id: int) -> list[str]:
     return sorted(
         k.name or ""
         for k, _ in account_store.list_keys(engine, account_id=account_id)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy
+import sqlalchemy.exc
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel

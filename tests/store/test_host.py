@@ -9,6 +9,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.store.conftest import T0, add_account, audit_events
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.store import host as host_store
 from webui.store.models import HostCall, HostConversation, Interaction, Run
@@ -44,7 +45,7 @@ def test_a_conversation_and_its_audit_event_commit_together(engine: Engine) -> N
     ann = add_account(engine, "ann")
 
     def failing(s: Session) -> None:
-        AUDIT.record(s, "host.conversation.created", source="host")
+        AUDIT.record(s, AuditName.HOST_CONVERSATION_CREATED, source="host")
         raise RuntimeError("audit failed")
 
     row = HostConversation(id="c1", account_id=ann, title="t")
@@ -55,7 +56,7 @@ def test_a_conversation_and_its_audit_event_commit_together(engine: Engine) -> N
     host_store.add_conversation(
         engine,
         row=HostConversation(id="c1", account_id=ann, title="t"),
-        audit=lambda s: AUDIT.record(s, "host.conversation.created", source="host"),
+        audit=lambda s: AUDIT.record(s, AuditName.HOST_CONVERSATION_CREATED, source="host"),
     )
     assert host_store.get_conversation(engine, conversation_id="c1") is not None
     assert audit_events(engine) == ["host.conversation.created"]
@@ -79,14 +80,14 @@ def test_a_call_is_saved_then_its_outcome_written_each_with_its_audit_event(engi
         id="call_2", conversation_id="c1", server_id="s", tool="t", created_at=T0 + timedelta(seconds=1)
     )
     host_store.save_call(
-        engine, row=second, audit=lambda s: AUDIT.record(s, "host.tool.called", source="host")
+        engine, row=second, audit=lambda s: AUDIT.record(s, AuditName.HOST_TOOL_CALLED, source="host")
     )
     host_store.save_call(
-        engine, row=first, audit=lambda s: AUDIT.record(s, "host.tool.called", source="host")
+        engine, row=first, audit=lambda s: AUDIT.record(s, AuditName.HOST_TOOL_CALLED, source="host")
     )
     first.status, first.result, first.finished_at = "success", {"content": []}, T0 + timedelta(seconds=2)
     host_store.save_call(
-        engine, row=first, audit=lambda s: AUDIT.record(s, "host.tool.finished", source="host")
+        engine, row=first, audit=lambda s: AUDIT.record(s, AuditName.HOST_TOOL_FINISHED, source="host")
     )
     calls = host_store.list_calls(engine, conversation_id="c1")
     assert [(c.id, c.status, c.result) for c in calls] == [
@@ -131,5 +132,5 @@ def test_recovery_fails_running_calls_and_names_the_pending_host_requests(engine
 
 
 def test_a_connection_event_is_recorded_on_its_own(engine: Engine) -> None:
-    AUDIT.record_alone(engine, "host.server.connecting", source="host", user_agent="x" * 400)
+    AUDIT.record_alone(engine, AuditName.HOST_SERVER_CONNECTING, source="host", user_agent="x" * 400)
     assert audit_events(engine) == ["host.server.connecting"]

@@ -9,6 +9,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.store.conftest import T0, add_account, audit_events
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.store import host as host_store
 from webui.store import interactions as interaction_store
@@ -40,7 +41,7 @@ def question(ia_id: str, *, run_id: str | None = None, minutes: int = 0, **field
 
 def test_an_interaction_and_its_audit_event_commit_together(engine: Engine) -> None:
     def failing(s: Session) -> None:
-        AUDIT.record(s, "interaction.requested")
+        AUDIT.record(s, AuditName.INTERACTION_REQUESTED)
         raise RuntimeError("audit failed")
 
     with pytest.raises(RuntimeError):
@@ -48,7 +49,9 @@ def test_an_interaction_and_its_audit_event_commit_together(engine: Engine) -> N
     assert interaction_store.get_interaction(engine, interaction_id="i1") is None
     assert audit_events(engine) == []
     interaction_store.add_interaction(
-        engine, row=question("i1", origin="host"), audit=lambda s: AUDIT.record(s, "interaction.requested")
+        engine,
+        row=question("i1", origin="host"),
+        audit=lambda s: AUDIT.record(s, AuditName.INTERACTION_REQUESTED),
     )
     got = interaction_store.get_interaction(engine, interaction_id="i1")
     assert got is not None and got.status == "pending"
@@ -122,7 +125,7 @@ def test_an_answer_and_its_audit_event_commit_in_the_session_that_read_it(engine
             answered_by="user:ann",
             override=False,
             channel="ui",
-            audit=lambda tx: AUDIT.record(tx, "interaction.answered"),
+            audit=lambda tx: AUDIT.record(tx, AuditName.INTERACTION_ANSWERED),
         )
     got = interaction_store.get_interaction(engine, interaction_id="i1")
     assert got is not None

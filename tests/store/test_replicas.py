@@ -16,6 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.errors import ConfigError
 from webui.events import EventHub
@@ -278,7 +279,9 @@ def test_a_session_closed_twice_is_closed_and_audited_once(engine: Engine) -> No
     audit = AuditLog()
 
     def terminated(s: Session) -> None:
-        audit.record(s, "session.terminated", actor="user:uma", session_id="s-twice", outcome="revoked")
+        audit.record(
+            s, AuditName.SESSION_TERMINATED, actor="user:uma", session_id="s-twice", outcome="revoked"
+        )
 
     assert session_store.close_session(engine, session_id="s-twice", reason="revoked", audit=terminated)
     assert not session_store.close_session(

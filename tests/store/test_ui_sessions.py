@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy
+import sqlalchemy.exc
 from sqlalchemy.engine import Engine
 
 from tests.store.conftest import T0, add_account
