@@ -12,7 +12,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.e2e.server import LiveServer, free_port, running_server
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.e2e.test_metrics import PROJECT, TOKEN, _project
 from tests.helpers import WAIT
+from tests.support.waiting import eventually
 
 
 def prometheus_binary() -> str:
@@ -87,15 +87,12 @@ def query(api: str, expr: str) -> list[dict[str, Any]]:
 
 
 def until(api: str, expr: str, root: Path) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + WAIT
-    while True:
-        found = query(api, expr)
-        if found:
-            return found
-        assert time.monotonic() < deadline, (
-            f"Prometheus never had {expr!r}:\n{(root / 'prometheus.log').read_text(errors='replace')[-3000:]}"
-        )
-        time.sleep(0.2)
+    try:
+        return eventually(lambda: query(api, expr) or None, f"Prometheus has {expr!r}", interval=0.2)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}:\n{(root / 'prometheus.log').read_text(errors='replace')[-3000:]}"
+        ) from None
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import re
 import secrets
 import signal
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from tests.e2e.server import FILES, HELLO, TORTURE, LiveServer, free_port, make_server
 from tests.e2e.test_http_mcp import headers, open_session, payload, sdk_client, sse_json
 from tests.helpers import WAIT, wait_until_gone
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -50,12 +50,10 @@ class Pair:
 
     def wait_for(self, what: str, found: Callable[[], Any]) -> Any:
         """Poll the shared database until `found` returns something (bounded)."""
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            if value := found():
-                return value
-            time.sleep(0.05)  # polling the database another process writes, bounded by the deadline
-        raise AssertionError(f"timed out waiting for {what}\nA:\n{self.a.log()}\nB:\n{self.b.log()}")
+        try:
+            return eventually(lambda: found() or None, what, timeout=TIMEOUT)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nA:\n{self.a.log()}\nB:\n{self.b.log()}") from None
 
 
 def replica_of(server: LiveServer) -> str:
