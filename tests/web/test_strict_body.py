@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import pytest
 from fastapi import Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.params import File, Form
 from fastapi.routing import RouteContext, iter_route_contexts
 from fastapi.testclient import TestClient
 from pydantic import ConfigDict
@@ -24,9 +25,12 @@ from webui.app import create_app
 from webui.errors import KnowledgeRefused
 from webui.mcp.openapi import MCP_PATH
 from webui.settings import Settings
+from webui.web import json_body
 from webui.web.json_body import ApiBody, RawBody, Refuse, StrictBody, StrictBodyReader, body_readers
 
 READS = frozenset({"body", "stream", "json"})  # what reads a request's body itself
+# The strict reader's own steps: a route that calls them reads JSON around StrictBody.
+JSON_READERS = frozenset({"validated", "json_body", "json_object"})
 
 
 def app_routes(app: FastAPI) -> list[RouteContext]:
@@ -56,25 +60,41 @@ def _calls(node: ast.AST) -> Iterator[tuple[str, bool]]:
                 owner = call.func.value
                 if isinstance(owner, ast.Name) and owner.id == "request":
                     yield call.func.attr, True
+                elif call.func.attr in JSON_READERS:  # json_body.validated(...)
+                    yield call.func.attr, False
 
 
 def body_reads(fn: Callable[..., Any]) -> list[str]:
-    """Where `fn`, or a function of its module it calls (at any depth), reads a body itself."""
-    source = inspect.getsourcefile(fn)
-    if source is None:
-        return []
-    functions = _module_functions(source)
-    todo, seen, found = [fn.__name__], set[str](), list[str]()
+    """Where `fn`, or a function it calls (at any depth: of its module, or of another module
+    of webui but the strict reader's own), reads a body itself or through a JSON reader."""
+    found: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    todo: list[tuple[str | None, str, dict[str, Any]]] = [
+        (inspect.getsourcefile(fn), fn.__name__, fn.__globals__)
+    ]
     while todo:
-        name = todo.pop()
-        if name in seen or name not in functions:
+        source, name, names = todo.pop()
+        if source is None or (source, name) in seen:
             continue
-        seen.add(name)
+        seen.add((source, name))
+        functions = _module_functions(source)
+        if name not in functions:
+            continue
         for called, method in _calls(functions[name]):
             if method and called in READS:
-                found.append(f"{Path(source).name}:{name}: .{called}()")
-            elif not method:
-                todo.append(called)
+                found.append(f"{Path(source).name}:{name}: request.{called}()")
+            elif method:
+                continue
+            elif called in JSON_READERS:
+                found.append(f"{Path(source).name}:{name}: {called}()")
+            elif called in functions:
+                todo.append((source, called, names))
+            elif (
+                inspect.isfunction(target := names.get(called))
+                and target.__module__.startswith("webui.")
+                and target.__module__ != json_body.__name__
+            ):
+                todo.append((inspect.getsourcefile(target), target.__name__, target.__globals__))
     return found
 
 
@@ -141,6 +161,24 @@ def test_every_json_body_the_openapi_document_describes_is_a_strict_body(app: Fa
         assert app.openapi()["components"]["schemas"][model.__name__] == model.model_json_schema()
 
 
+def body_params(dependant: Dependant) -> list[Any]:
+    """The body parameters FastAPI reads for the route, its dependencies' included."""
+    return [*dependant.body_params, *(p for dep in dependant.dependencies for p in body_params(dep))]
+
+
+def test_no_route_has_a_body_parameter_fastapi_parses_itself(app: FastAPI) -> None:
+    """FastAPI would read such a body before the route's caller is known, with the standard
+    parser: only forms (the pages') are left to it."""
+    parsed = [
+        f"{label(ctx)}: {param.name}"
+        for ctx in app_routes(app)
+        for param in body_params(ctx.dependant)
+        if not isinstance(param.field_info, Form | File)
+    ]
+    assert parsed == []
+    assert any(body_params(ctx.dependant) for ctx in app_routes(app))  # forms are seen
+
+
 # --------------------------------------------------------------------------- the check itself
 
 
@@ -166,11 +204,16 @@ def test_the_walk_finds_a_route_that_reads_json_itself() -> None:
     async def raw_json(request: Request, _: Annotated[None, Depends(RawBody(("application/json",)))]) -> Any:
         return len(await request.body())
 
+    @probe.post("/strict-reader-by-hand")
+    async def strict_reader_by_hand(request: Request) -> Any:
+        return json_body.validated(Probe, await request.body())
+
     found = "\n".join(offenders(probe))
     assert "/by-hand reads a body itself" in found and ".json()" in found
-    assert "/through-a-helper reads a body itself" in found and "helper: .body()" in found
+    assert "/through-a-helper reads a body itself" in found and "helper: request.body()" in found
     assert "/declared-raw" not in found
     assert "/raw-json reads JSON as a raw body" in found
+    assert "/strict-reader-by-hand reads a body itself" in found
 
 
 # --------------------------------------------------------------------------- StrictBody
@@ -219,7 +262,10 @@ def probe() -> Iterator[TestClient]:
         (b'{"name": "a", "size": true}', "size: expected a whole number"),
         (b'{"name": "a", "size": 1, "note": 5}', "note: Input should be a valid string"),
         (b"[1]", "the request body must be a JSON object"),
-        (b'{"name": "a", "name": "b", "size": 1}', "the request body is not valid JSON: duplicate key 'name'"),
+        (
+            b'{"name": "a", "name": "b", "size": 1}',
+            "the request body is not valid JSON: duplicate key 'name'",
+        ),
         (b"", "the request body is empty; send a JSON document"),
     ],
 )

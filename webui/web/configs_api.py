@@ -39,6 +39,7 @@ from webui.configs.places import account_place
 from webui.errors import ConfigurationRefused, NotFound, SecretsExportNeedsPost, SteamharnessError
 from webui.services import Services
 from webui.store import accounts as account_store
+from webui.web.api_models import ConfigurationAnswer, ConfigurationListAnswer, ImportedAnswer
 from webui.web.deps import UNSAFE_METHODS, ServicesDep, get_registry, get_services, get_ui_user
 from webui.web.json_body import ApiBody, Refuse, StrictBody
 from webui.web.security import check_csrf
@@ -249,7 +250,11 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 # --------------------------------------------------------------------------- routes
 
 
-@router.get("", summary="A project's configurations in your scope, its fields and the active one")
+@router.get(
+    "",
+    summary="A project's configurations in your scope, its fields and the active one",
+    response_model=ConfigurationListAnswer,
+)
 async def list_configs(placed: PlacedDep, services: ServicesDep) -> Any:
     place = placed.place
     views = await run_db(services.configs.list, place)
@@ -268,6 +273,7 @@ async def list_configs(placed: PlacedDep, services: ServicesDep) -> Any:
     "",
     summary="Create a configuration: {name, values} or {name, copyOf}",
     status_code=201,
+    response_model=ConfigurationAnswer,
     responses={409: {"description": "config_conflict: the name is taken"}, 422: WRITE_ERRORS[422]},
 )
 async def create_config(
@@ -354,6 +360,7 @@ async def export_configs_post(
 @router.post(
     "/import",
     summary="Import an export document (mode merge or replace; force overwrites)",
+    response_model=ImportedAnswer,
     responses={
         400: {"description": "config_refused: another format, version or project"},
         409: {"description": "config_conflict: a configuration changed since the export (use force)"},
@@ -382,13 +389,20 @@ async def import_configs(
     }
 
 
-@router.get("/{name}", summary="One configuration (secrets masked); its ETag is its revision")
+@router.get(
+    "/{name}",
+    summary="One configuration (secrets masked); its ETag is its revision",
+    response_model=ConfigurationAnswer,
+)
 async def show_config(name: str, placed: PlacedDep, services: ServicesDep) -> Any:
     return _one(await run_db(services.configs.show, placed.place, name))
 
 
 @router.patch(
-    "/{name}", summary='Change values: {values, unset}; needs If-Match: "<revision>"', responses=WRITE_ERRORS
+    "/{name}",
+    summary='Change values: {values, unset}; needs If-Match: "<revision>"',
+    response_model=ConfigurationAnswer,
+    responses=WRITE_ERRORS,
 )
 async def update_config(
     request: Request,
@@ -412,7 +426,10 @@ async def update_config(
 
 
 @router.post(
-    "/{name}/rename", summary='Rename: {newName}; needs If-Match: "<revision>"', responses=WRITE_ERRORS
+    "/{name}/rename",
+    summary='Rename: {newName}; needs If-Match: "<revision>"',
+    response_model=ConfigurationAnswer,
+    responses=WRITE_ERRORS,
 )
 async def rename_config(
     request: Request,
@@ -447,7 +464,11 @@ async def delete_config(
     return Response(status_code=204)
 
 
-@router.post("/{name}/activate", summary="Make this configuration the active one of the scope")
+@router.post(
+    "/{name}/activate",
+    summary="Make this configuration the active one of the scope",
+    response_model=ConfigurationAnswer,
+)
 async def activate_config(request: Request, name: str, placed: PlacedDep, services: ServicesDep) -> Response:
     view = await run_db(services.configs.activate, placed.place, name, who(request, placed.caller))
     return _one(view)

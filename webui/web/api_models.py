@@ -1,0 +1,148 @@
+"""What the JSON API answers, as models: each route's `response_model`, so `/openapi.json`
+describes its success the way it describes its body (`webui.web.json_body`). The routes
+still build their answers as JSON-ready dicts (shared with the pages and the MCP edge); a
+model names each member the answer has, and `response_model_exclude_unset` keeps a member
+the route leaves out (a run's `output` or `error`) out of the answer too."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class View(BaseModel):
+    """An answer's object: the members named here, and no others."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- api.py
+
+
+class WhoAmI(View):
+    kind: Literal["admin", "key"]
+    actor: str
+    keyId: str | None
+    scopes: list[str]
+    projects: list[str] | None  # None: every project
+
+
+class WhoAmIAnswer(View):
+    data: WhoAmI
+
+
+class StoredFile(View):
+    id: str
+    name: str
+    mimeType: str | None
+    size: int
+    sha256: str
+    createdAt: str
+
+
+class StoredFiles(View):
+    data: list[StoredFile]
+
+
+class Trace(View):
+    traceId: str
+    spanId: str | None
+
+
+class RunConfiguration(View):
+    name: str
+    revision: int | None
+
+
+class Interaction(View):
+    interactionId: str
+    runId: str | None
+    kind: str
+    title: str | None
+    message: str | None
+    fields: Any
+    requestedSchema: Any
+
+
+class RunEvent(View):
+    kind: str
+    source: str | None
+    text: str | None
+    data: Any
+    at: str
+
+
+class RunView(View):
+    runId: str
+    projectId: str
+    version: str | None
+    entrypointId: str
+    entrypointTitle: str
+    source: str
+    status: str
+    createdAt: str
+    startedAt: str | None
+    finishedAt: str | None
+    params: dict[str, Any]
+    parentRunId: str | None
+    trace: Trace | None
+    configuration: RunConfiguration | None
+    output: Any = None  # when it succeeded
+    error: Any = None  # when it did not
+    interaction: Interaction | None = None  # its pending question, for whoever may see it
+    events: list[RunEvent] | None = None  # its timeline: the server admin key only
+
+
+class RunAnswer(View):
+    data: RunView
+
+
+class Answered(View):
+    interactionId: str
+    runId: str | None
+    action: Literal["accept", "decline", "cancel"]
+    repeated: bool
+
+
+class AnsweredAnswer(View):
+    data: Answered
+
+
+# --------------------------------------------------------------------------- configs_api.py
+
+
+class Configuration(View):
+    name: str
+    revision: int
+    active: bool
+    values: dict[str, Any]  # secrets masked
+    needsUpdate: bool
+    problems: Any
+    updatedAt: str
+    updatedBy: str | None
+
+
+class ConfigurationAnswer(View):
+    data: Configuration
+
+
+class ConfigurationList(View):
+    projectId: str
+    scope: str
+    fields: list[dict[str, Any]]  # each field's declaration, as package.json has it
+    active: str
+    configurations: list[Configuration]
+
+
+class ConfigurationListAnswer(View):
+    data: ConfigurationList
+
+
+class Imported(View):
+    active: str
+    configurations: list[Configuration]
+
+
+class ImportedAnswer(View):
+    data: Imported
