@@ -24,7 +24,7 @@ ALLOWED: dict[str, str] = {
         "an alternation of re.escape'd secrets (literals, no repetition: linear to match), "
         "as many as the configuration's bounded fields"
     ),
-    "webui.web.logging:Redactor.__init__": "the server's own secrets from its settings, once at start",
+    "webui.edge.access_log:Redactor.__init__": "the server's own secrets from its settings, once at start",
     "webui.auth.saved:saved_auth_env": "the operator's own saved login, read once when stdio starts",
     "webui.knowledge.reader:FileReader.read_blocking": (
         "the CLI's reader of a file's bytes (a bounded child it waits on): it refuses in a database"

@@ -22,23 +22,28 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from webui.audit.log import AuditLog
-from webui.auth.challenge import bearer_challenge
-from webui.auth.keys import Authenticator, AuthError
+from webui.auth.keys import Authenticator
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import UiAuth
 from webui.blocking import run_db, unavailable
+from webui.edge.access_log import install_redaction
+from webui.edge.connections import BodyPace
+from webui.edge.errors import ErrorRenderer, Refusal
+from webui.edge.guard import RequestGuard
+from webui.edge.headers import SecurityHeaders
+from webui.edge.refusals import RefusalAudit
 from webui.errors import InvalidRequest, SteamharnessError, StoreUnavailable
 from webui.host.service import HostService
 from webui.insights.sampler import PoolSampler
@@ -81,31 +86,15 @@ from webui.web import (
     projects,
     runs_pages,
 )
-from webui.web.connections import BodyPace
 from webui.web.deps import LoginRequired
-from webui.web.guard import RequestGuard
 from webui.web.host_calls import HostCalls, host_calls
 from webui.web.json_body import add_body_schemas
-from webui.web.logging import install_redaction
-from webui.web.refusals import RefusalAudit
-from webui.web.security import SecurityHeaders
+from webui.web.policies import API_KEY_OR_SESSION, PUBLIC, Policy, declare, declared
 from webui.web.templating import STATIC_DIR, make_templates, page
 from webui.web.try_it import TryIt, try_it_calls
 
 log = logging.getLogger(__name__)
 
-ERROR_TITLES = {
-    400: "Bad request",
-    401: "Not logged in",
-    403: "Not allowed",
-    404: "Not found",
-    409: "Conflict",
-    410: "Gone",
-    413: "Too large",
-    422: "Invalid input",
-    503: "Busy",
-    507: "Storage full",
-}
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
 # The API's codes for what the framework refuses before a route runs (a body it cannot
 # parse, a path no route has, a method the route does not take).
@@ -209,6 +198,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         install_redaction(admin_key=admin_secret)  # after the server configured logging
         replica_id = replica_id_for(settings.data_dir)
         async with open_services(settings, replica_id=replica_id, warm_pool=warm_pool) as services:
+            app.state.refusals.attach(services)  # the edge's refusals are audited from now on
             registry = ProjectRegistry(services.engine, settings.versions_dir, settings=settings)
             # Off the event loop: the hub's listener and the lease already run on it.
             for projects_dir in settings.projects_dirs:
@@ -341,11 +331,16 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.state.refusals = RefusalAudit(max_keys=settings.throttle_max_tracked)
     # Outermost last: proxy headers fix the client address, then every response (refusals
     # included) gets the security headers, then the guard checks the request.
+    errors = ErrorRenderer(
+        page=lambda request, context, status: page(request, "error.html", context, status_code=status),
+        origin=lambda scope: settings.public_url or base_url(scope),
+    )
     app.add_middleware(
         RequestGuard,
         security=transport_security,
         throttle=app.state.auth_throttle,
         refusals=app.state.refusals,
+        errors=errors,
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_file_bytes,
         max_mcp_body_bytes=settings.max_mcp_body_bytes,
@@ -355,15 +350,22 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     # The MCP endpoint first: every tool call is matched by the first route tried, not after
     # all the pages' and the API's.
-    app.router.routes.insert(0, Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app)))
+    # Who may call each route, its own dependencies say (webui.web.policies); routes that are
+    # no FastAPI routes declare it.
+    for route in app.router.routes:
+        declare(route, Policy.PUBLIC)  # FastAPI's own: /openapi.json
+    mcp_route = Route("/api/workflows/{project_id}/mcp", endpoint=_GatewayEndpoint(app))
+    app.router.routes.insert(0, declare(mcp_route, Policy.MCP_GATEWAY))
     # The OAuth paths a client probes after a 401: a 404 saying this server takes API keys.
-    app.router.routes[1:1] = no_oauth.routes()
-    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
-    app.mount("/help", api_docs.DocsSite(), name="help")
-    app.include_router(api_docs.router)
+    app.router.routes[1:1] = [declare(route, Policy.PUBLIC) for route in no_oauth.routes()]
+    static = Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.router.routes.append(declare(static, Policy.PUBLIC))
+    app.router.routes.append(declare(Mount("/help", api_docs.DocsSite(), name="help"), Policy.PUBLIC))
+    app.include_router(api_docs.router, dependencies=[PUBLIC])
     app.include_router(api.router)
-    app.include_router(configs_api.router)
-    app.include_router(knowledge_api.router)
+    # A project's configurations and knowledge base: an API key, or the browser session.
+    app.include_router(configs_api.router, dependencies=[API_KEY_OR_SESSION])
+    app.include_router(knowledge_api.router, dependencies=[API_KEY_OR_SESSION])
     app.include_router(auth_pages.router)
     app.include_router(projects.router)
     app.include_router(conversations.router)
@@ -374,7 +376,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.include_router(insights_page.router)
     app.include_router(keys.router)
     app.include_router(admin_pages.router)
-    app.include_router(metrics_route.router)
+    app.include_router(metrics_route.router, dependencies=[declared(Policy.OWN_TOKEN)])
     app.include_router(admin_sessions.router)
     app.include_router(audit_pages.router)
     app.include_router(host_pages.router)
@@ -385,33 +387,11 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     async def _known_error(request: Request, exc: SteamharnessError) -> Response:
         if isinstance(exc, StoreUnavailable):
             METRICS.db_busy.labels("request").inc()
-        # Seconds a client may wait before trying again, when the error knows them (busy, throttled).
-        retry_after = getattr(exc, "retry_after", None)
-        if not request.url.path.startswith("/api/"):
-            response = page(
-                request,
-                "error.html",
-                {
-                    "status": exc.status,
-                    "title": ERROR_TITLES.get(exc.status, "Something went wrong"),
-                    "message": exc.message,
-                },
-                status_code=exc.status,
-            )
-            if retry_after:
-                response.headers["Retry-After"] = str(retry_after)
-            return response
-        headers: dict[str, Any] = {}
-        if isinstance(exc, AuthError) and exc.status == 401:
-            base = settings.public_url or base_url(request.scope)
-            headers["WWW-Authenticate"] = bearer_challenge(exc.message, base)
-        if retry_after:
-            headers["Retry-After"] = str(retry_after)
-        return JSONResponse(
-            {"error": {"code": exc.code, "message": exc.message, **exc.details()}},
-            status_code=exc.status,
-            headers=headers,
-        )
+        return errors.error(request, exc)
+
+    @app.exception_handler(Refusal)
+    async def _refused(request: Request, exc: Refusal) -> Response:
+        return errors.refusal(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
@@ -424,11 +404,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         if not request.url.path.startswith("/api/"):
             return await http_exception_handler(request, exc)
         code = HTTP_CODES.get(exc.status_code, "bad_request" if exc.status_code < 500 else "internal")
-        return JSONResponse(
-            {"error": {"code": code, "message": str(exc.detail)}},
-            status_code=exc.status_code,
-            headers=exc.headers,
-        )
+        return errors.response(request, exc.status_code, code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(OSError)
@@ -441,7 +417,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
             return await _known_error(request, mapped)
         raise exc
 
-    @app.get("/healthz", include_in_schema=False)
+    @app.get("/healthz", include_in_schema=False, dependencies=[PUBLIC])
     async def healthz() -> dict[str, str]:
         """Liveness plus a database read (reads go on while another process writes), and
         which replica answered."""

@@ -7,7 +7,7 @@ longer one in a thread of a small pool of its own (`PARSE_THREADS`), never a dat
 thread, so a large body holds neither the event loop nor a database connection while it is
 parsed. The parser's C code still holds the GIL while it builds values, so a thread alone
 frees nothing: what one call may cost is bounded where the text comes from, by the body caps
-(`webui.web.guard`) and the strict reader's limits (`webui.strict_json`: length, depth,
+(`webui.edge.guard`) and the strict reader's limits (`webui.strict_json`: length, depth,
 arrays and objects, values, a number's length), which keep one document's hold of the GIL
 to tens of milliseconds of values; a knowledge import is split and parsed a line at a time.
 Past `PARSE_THREADS` large bodies at once, the next ones wait their turn here.

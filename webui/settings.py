@@ -181,7 +181,7 @@ class Settings(BaseSettings):
     # A request body must arrive within body_timeout_seconds of its head, plus one second for
     # every body_min_rate_bytes_per_second bytes received (a trickle falls behind, a big upload
     # at a fair rate never does); later, the request is refused with 408 and its connection
-    # closed (webui/web/connections.py, webui/web/guard.py).
+    # closed (webui/edge/connections.py, webui/edge/guard.py).
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     body_min_rate_bytes_per_second: int = Field(default=1024, ge=1)
     keep_alive_timeout_seconds: int = Field(default=5, ge=1)

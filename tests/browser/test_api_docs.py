@@ -20,8 +20,8 @@ from playwright.sync_api import Page, expect
 from tests.browser.conftest import Console, checked
 from tests.e2e.server import LiveServer, running_server
 from tests.helpers import WAIT
+from webui.edge.headers import CSP
 from webui.web.api_docs import SWAGGER_UI_CSS, SWAGGER_UI_JS
-from webui.web.security import CSP
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST = "5d6f2c1a-3b4e-4f70-9a8b-1c2d3e4f5a6b"

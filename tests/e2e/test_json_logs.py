@@ -19,9 +19,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from tests.e2e.server import LiveServer, running_server
 from tests.helpers import WAIT
+from webui.edge.access_log import RedactCredentials, Redactor
 from webui.mcp.binding import Binding, current_binding
 from webui.observability.log_context import current_run_id
-from webui.web.logging import JsonFormatter, RedactCredentials, Redactor
+from webui.web.logging import JsonFormatter
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 
 from tests.e2e.server import HELLO, LiveServer, running_server
 from tests.security.test_http_edges import Reply, closed_by_server, read_reply
-from webui.web.connections import BodyPace
+from webui.edge.connections import BodyPace
 
 LIMIT = 8
 BODY_TIMEOUT = 10

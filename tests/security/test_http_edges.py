@@ -31,10 +31,10 @@ from tests.web.conftest import USER, Web, prepare
 from webui.app import create_app
 from webui.auth import ui as ui_auth
 from webui.auth.throttle import FailureCounter
+from webui.edge.access_log import Redactor
+from webui.edge.refusals import RefusalAudit
 from webui.settings import Settings
-from webui.web.logging import Redactor
 from webui.web.mcp_clients import own_endpoint_url
-from webui.web.refusals import RefusalAudit
 
 WAIT = 20.0  # bound on any one answer from a server
 CLOSE_WAIT = 30.0  # bound on a server closing a connection it should close

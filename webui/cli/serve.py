@@ -112,10 +112,10 @@ def serve_command(
     from webui.admin import DEMO_KEY_FILE, setup_demo
     from webui.app import create_app
     from webui.cli.db import upgrade_all
+    from webui.edge.connections import HEALTH_RESERVE, BodyPace, edge_protocol
     from webui.files import created
     from webui.runs.isolation import harden_process, read_paths, worker_uids, worker_user
     from webui.store.projects import list_projects
-    from webui.web.connections import HEALTH_RESERVE, BodyPace, edge_protocol
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         echo(
@@ -188,7 +188,7 @@ def serve_command(
             max_body_bytes=settings.max_body_bytes,
         ),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
-        # max_connections for everything, a few more for /healthz (webui/web/connections.py)
+        # max_connections for everything, a few more for /healthz (webui/edge/connections.py)
         limit_concurrency=settings.max_connections + HEALTH_RESERVE,
         proxy_headers=False,  # the app applies X-Forwarded-* from settings.trusted_proxies only
     )

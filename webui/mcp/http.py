@@ -41,6 +41,7 @@ from webui.auth.challenge import bearer_challenge
 from webui.auth.keys import Authenticator, AuthError, Forbidden, Principal, authorization_values
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import run_db
+from webui.edge.access_log import QUERY_CREDENTIALS
 from webui.errors import ConfigurationRefused, NotFound, SteamharnessError, StoreUnavailable
 from webui.events import EventHub
 from webui.mcp import envelope
@@ -63,10 +64,6 @@ from webui.runs.service import RunService
 from webui.workflows.targets import BadTarget, Target, parse_target
 
 log = logging.getLogger(__name__)
-
-QUERY_CREDENTIALS = frozenset(
-    {"key", "api_key", "apikey", "token", "access_token", "authorization", "bearer"}
-)
 
 CLIENT_FIELD_MAX = 200
 
@@ -152,7 +149,7 @@ def _request_id(message: dict[str, Any]) -> str | None:
 
 class RefusalRecorder(Protocol):
     """Where the gateway audits a refused request (the HTTP edge's rate-limited refusal
-    audit, `webui.web.refusals.RefusalAudit`): a flood of bad keys is not a flood of rows."""
+    audit, `webui.edge.refusals.RefusalAudit`): a flood of bad keys is not a flood of rows."""
 
     async def record(
         self, scope: Scope, event: AuditName, *, outcome: str, project_id: str | None = None, **details: Any

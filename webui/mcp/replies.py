@@ -1,28 +1,21 @@
-"""How the MCP HTTP endpoint states an HTTP error: a JSON-RPC error document, so SDK
-clients surface the status and message. Our own refusals are written with it (`reply`),
-the SDK's plain-text ones are rewritten into it (`jsonrpc_errors`), and the HTTP edge's
-refusals before the endpoint (`webui.web.refusals`) use the same document."""
+"""How the MCP HTTP endpoint states an HTTP error: the JSON-RPC error document of the one
+error renderer (`webui.edge.errors`), so SDK clients surface the status and message. Our own
+refusals are written with it (`reply`), the SDK's plain-text ones are rewritten into it
+(`jsonrpc_errors`); the HTTP edge's refusals before the endpoint and the app's exception
+handlers say the same document for the endpoint's path."""
 
 from __future__ import annotations
 
-import json
 from http import HTTPStatus
 from typing import Any
 
 from starlette.types import Message, Send
 
+from webui.edge.errors import http_error_document, send_json
 from webui.errors import StoreUnavailable
 from webui.observability.metrics import METRICS
 
-JSONRPC_AUTH_ERROR = -32001
 ERROR_TEXT_MAX = 200  # of the SDK's plain-text error kept in the JSON-RPC error document
-
-
-def http_error_document(status: int, message: str) -> dict[str, Any]:
-    """How the MCP endpoint states an HTTP error: a JSON-RPC error, so SDK clients surface
-    the status and message."""
-    code = JSONRPC_AUTH_ERROR if status in (401, 403) else -32600
-    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": f"HTTP {status}: {message}"}}
 
 
 def _phrase(status: int) -> str:
@@ -57,19 +50,12 @@ def jsonrpc_errors(send: Send) -> Send:
             return
         status = int(held["status"])
         said = text.decode("utf-8", "replace").strip()
-        body = json.dumps(http_error_document(status, said or _phrase(status))).encode()
         keep = [
             (k, v)
             for k, v in held.get("headers", [])
             if k.lower() not in (b"content-type", b"content-length")
         ]
-        headers = [
-            *keep,
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, status, http_error_document(status, said or _phrase(status)), keep)
 
     return sending
 
@@ -82,11 +68,8 @@ async def reply(
     extra: dict[str, str] | None = None,
     document: dict[str, Any] | None = None,
 ) -> None:
-    body = json.dumps(document or http_error_document(status, message)).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    headers = [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send_json(send, status, document or http_error_document(status, message), headers)
 
 
 def retry_after(exc: StoreUnavailable) -> dict[str, str]:

@@ -28,14 +28,16 @@ from webui.interactions.owner import Party
 from webui.projects.registry import ProjectRegistry
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
-from webui.web.api_models import AnsweredAnswer, RunAnswer, StoredFiles, WhoAmIAnswer
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
 from webui.web.json_body import ApiBody, RawBody, StrictBody
+from webui.web.policies import API_KEY, API_KEY_OR_SESSION
 from webui.web.runs_pages import RunRedaction, readable_run, shown_event, shown_run
 from webui.web.security import check_csrf
 from webui.web.streams import HeldStream
 
-router = APIRouter(prefix="/api", tags=["api"])
+# Every route takes an API key sent in Authorization; the browser's file picker and a run
+# page's download links the session instead (webui.web.policies).
+router = APIRouter(prefix="/api", tags=["api"], dependencies=[API_KEY_OR_SESSION])
 
 
 def file_json(row: ManagedFile) -> dict[str, Any]:
@@ -71,8 +73,6 @@ async def uploader(request: Request, registry: ProjectRegistry, project_id: str)
 @router.post(
     "/workflows/{project_id}/files",
     summary="Upload a file for a tool's file param",
-    status_code=201,
-    response_model=StoredFiles,
     responses={
         400: {"description": "mimeType is not a `type/subtype` media type; nothing stored"},
         413: {"description": "Larger than 50 MB, or past the project's file quota; nothing stored"},
@@ -180,7 +180,7 @@ def run_json(
 @router.get(
     "/whoami",
     summary="Who the Bearer key is: checks a key without doing anything with it",
-    response_model=WhoAmIAnswer,
+    dependencies=[API_KEY],
     responses={401: {"description": "No key, or one the server does not accept"}},
 )
 def whoami(principal: PrincipalDep) -> dict[str, Any]:
@@ -198,8 +198,7 @@ def whoami(principal: PrincipalDep) -> dict[str, Any]:
 @router.get(
     "/runs/{run_id}",
     summary="A run's status, output or error, and any pending interaction",
-    response_model=RunAnswer,
-    response_model_exclude_unset=True,
+    dependencies=[API_KEY],
 )
 def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
     run = readable_run(services.engine, run_id, principal)
@@ -371,7 +370,7 @@ class AnswerBody(ApiBody):
 @router.post(
     "/interactions/{interaction_id}/answer",
     summary="Answer a pending interaction of your own run (resumes it)",
-    response_model=AnsweredAnswer,
+    dependencies=[API_KEY],
     responses={
         403: {"description": "The server admin key, for an account's question, without `override`"},
         404: {"description": "Unknown, or not yours: another account's questions are not shown"},

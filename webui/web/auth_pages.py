@@ -12,8 +12,9 @@ from webui.audit.events import AuditName
 from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import run_db, run_hash
+from webui.edge.refusals import RefusalAudit
 from webui.web.deps import ServicesDep, UserDep, get_ui_user
-from webui.web.refusals import RefusalAudit
+from webui.web.policies import PUBLIC
 from webui.web.security import check_csrf
 from webui.web.templating import page
 
@@ -42,14 +43,14 @@ def _login_page(request: Request, *, error: str | None, next_url: str, status: i
     return response
 
 
-@router.get("/login", summary="Login page")
+@router.get("/login", summary="Login page", dependencies=[PUBLIC])
 def login_form(request: Request, next: str | None = None) -> Response:
     if get_ui_user(request) is not None:
         return RedirectResponse(safe_next(next), status_code=303)
     return _login_page(request, error=None, next_url=safe_next(next))
 
 
-@router.post("/login", summary="Log in")
+@router.post("/login", summary="Log in", dependencies=[PUBLIC])
 async def login(
     request: Request,
     services: ServicesDep,

@@ -80,6 +80,7 @@ from webui.web.conversation_views import (
     visible_item,
 )
 from webui.web.deps import ServicesDep, UserDep
+from webui.web.policies import PUBLIC
 from webui.web.runs_pages import run_hider, shown_run
 from webui.web.streams import SharedWork, StreamSlots
 from webui.web.templating import is_htmx, page
@@ -241,7 +242,9 @@ def moved_to(target: str) -> Callable[[Request], Response]:
 
 
 for _old, _new in MOVED.items():
-    router.add_api_route(_old, moved_to(_new), methods=["GET"], include_in_schema=False)
+    router.add_api_route(
+        _old, moved_to(_new), methods=["GET"], include_in_schema=False, dependencies=[PUBLIC]
+    )
 
 
 # --------------------------------------------------------------------------- live updates

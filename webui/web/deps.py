@@ -29,8 +29,9 @@ def get_registry(request: Request) -> ProjectRegistry:
 
 
 def get_principal(request: Request) -> Principal:
-    """Bearer API key or admin key, checked on every request. The request guard has already
-    authenticated /api requests (before their body was read); its principal is reused."""
+    """Bearer API key or admin key, checked on every request. The route's key policy
+    (`webui.web.policies.api_key`) has already authenticated it, before any body was read;
+    its principal is reused."""
     principal = getattr(request.state, "principal", None)
     if isinstance(principal, Principal):
         return principal

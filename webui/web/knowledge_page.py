@@ -45,6 +45,7 @@ from webui.web.deps import LoginRequired, RegistryDep, get_ui_user, require_user
 from webui.web.json_body import parse_json
 from webui.web.knowledge_access import KNOWLEDGE_JSON, request_actor
 from webui.web.mcp_page import Visible, VisibleDep, visible_record
+from webui.web.policies import Policy, declared
 from webui.web.templating import page
 
 router = APIRouter(tags=["pages"])
@@ -240,11 +241,16 @@ def _file_limit(request: Request) -> int:
     return request.app.state.services.knowledge.limits.max_file_bytes  # STEAMHARNESS_MAX_FILE_BYTES
 
 
-@router.post("/projects/{project_id}/knowledge/upload", summary="Upload documents into a collection")
+# The session and the role are checked by `uploader`, before a byte of the body is read.
+@router.post(
+    "/projects/{project_id}/knowledge/upload",
+    summary="Upload documents into a collection",
+    dependencies=[declared(Policy.ADMIN)],
+)
 async def upload(request: Request, project: Annotated[Visible, Depends(uploader)]) -> Response:
     project_id = project.record.id
     limit = _file_limit(request)
-    # The guard bounds the whole body (webui.web.guard: LARGE_BODY_PATH); each file is bounded here.
+    # The guard bounds the whole body (webui.edge.guard: LARGE_BODY_PATH); each file is bounded here.
     async with request.form(max_files=MAX_UPLOAD_FILES, max_fields=16) as form:
         # A form-field CSRF token means the session check has read the form already; leaving
         # here closes its spooled files either way.

@@ -1,106 +1,25 @@
-"""Keep credentials out of the server's own logs, whoever logs them and however they got
-into the text: anything shaped like one of our keys (`shk_`, `she_`, `shw_`), the
-configured admin key, the secret configuration values runs of this process started with
-(`webui.configs.redaction.LOG_SECRETS`, also JSON-escaped and URL-encoded), and the value
-of credential-named query parameters are redacted;
-MCP session ids (32 hex digits) are shortened to their first 8, enough to correlate
-lines without handing out a usable id.
+"""The server's log lines as JSON. (Credentials kept out of every log line, the access log's
+included: `webui.edge.access_log`, whose filter sits before this format.)
 
 `STEAMHARNESS_LOG_FORMAT=json` (`install_format`): one JSON object per line, with the time,
 level, logger and event (the redacted message), the exception if any, and what the line is
 about: the run (the task driving it), the MCP session (shortened like above) and the
 current trace and span.
-
-The filter sits on the handlers (the root's and uvicorn's), so it sees records from
-every logger that reaches them; tracebacks are formatted and redacted too.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from opentelemetry import trace
 
-from webui.configs.redaction import LOG_SECRETS
+from webui.edge.access_log import LOGGERS, short_session_ids
 from webui.mcp.binding import current_binding
-from webui.mcp.http import QUERY_CREDENTIALS
 from webui.observability.log_context import current_run_id
 from webui.terminal_text import install_terminal_safe
-
-REDACTED = "[redacted]"
-# No word boundary: a key may follow an escaped character (`%3Dshk_…`).
-_KEY_SHAPED = re.compile(r"(sh[kew]_)[A-Za-z0-9_\-]{8,}")
-_QUERY_SECRET = re.compile(
-    r"(?i)([?&](?:" + "|".join(re.escape(k) for k in sorted(QUERY_CREDENTIALS)) + r")=)[^&\s\"]*"
-)
-_SESSION_ID = re.compile(r"\b([0-9a-f]{8})[0-9a-f]{24}\b")
-LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access")
-
-
-class Redactor:
-    def __init__(self, secrets: list[str]) -> None:
-        literal = {s for raw in secrets if raw for s in (raw, quote(raw, safe=""))}
-        self._secrets = (
-            re.compile("|".join(re.escape(s) for s in sorted(literal, key=len, reverse=True)))
-            if literal
-            else None
-        )
-
-    def __call__(self, text: str) -> str:
-        if self._secrets is not None:
-            text = self._secrets.sub(REDACTED, text)
-        text = LOG_SECRETS.redaction().text(text)
-        text = _KEY_SHAPED.sub(rf"\1{REDACTED}", text)
-        text = _QUERY_SECRET.sub(rf"\1{REDACTED}", text)
-        return _SESSION_ID.sub(r"\1…", text)
-
-
-class RedactCredentials(logging.Filter):
-    def __init__(self, redact: Redactor) -> None:
-        super().__init__()
-        self.redact = redact
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "_steamharness_redacted", False):
-            return True  # already seen by another handler's filter
-        # Message and arguments are redacted apart: formatters such as uvicorn's access
-        # formatter unpack the arguments themselves.
-        record.msg = self.redact(record.msg) if isinstance(record.msg, str) else self._arg(record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(self._arg(a) for a in record.args)
-        elif isinstance(record.args, Mapping):
-            record.args = {k: self._arg(v) for k, v in record.args.items()}
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self.redact(record.stack_info)
-        record._steamharness_redacted = True
-        return True
-
-    def _arg(self, value: Any) -> Any:
-        if value is None or isinstance(value, int | float):
-            return value
-        text = value if isinstance(value, str) else str(value)
-        redacted = self.redact(text)
-        return value if redacted == text else redacted
-
-
-def install_redaction(*, admin_key: str | None) -> None:
-    """Filter every handler the server's loggers write through (call once logging is
-    configured); a later call replaces the filter, so the newest admin key counts."""
-    handlers = {h for name in LOGGERS for h in logging.getLogger(name).handlers}
-    for handler in handlers:
-        for old in [f for f in handler.filters if isinstance(f, RedactCredentials)]:
-            handler.removeFilter(old)
-        handler.addFilter(RedactCredentials(Redactor([admin_key] if admin_key else [])))
 
 
 class JsonFormatter(logging.Formatter):
@@ -119,7 +38,7 @@ class JsonFormatter(logging.Formatter):
             line["run_id"] = run_id
         binding = current_binding.get(None)
         if binding is not None and binding.session_id:
-            line["session_id"] = _SESSION_ID.sub(r"\1…", binding.session_id)
+            line["session_id"] = short_session_ids(binding.session_id)
         span = trace.get_current_span()
         context = span.get_span_context()
         if span.is_recording() and context.is_valid:  # not a client's context merely carried

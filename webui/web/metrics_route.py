@@ -19,9 +19,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from webui.audit.events import AuditName
 from webui.auth.throttle import AuthThrottle
+from webui.edge.refusals import RefusalAudit, client_address
 from webui.observability.metrics import METRICS
 from webui.settings import Settings
-from webui.web.refusals import RefusalAudit, client_address
 
 router = APIRouter()
 

@@ -35,6 +35,7 @@ from webui.store.models import ProjectRecord
 from webui.web import project_views as views
 from webui.web.deps import RegistryDep, ServicesDep, UserDep
 from webui.web.mcp_page import visible_record
+from webui.web.policies import PUBLIC
 from webui.web.templating import page
 from webui.workflows.targets import VERSION_RE
 
@@ -43,7 +44,7 @@ router = APIRouter(tags=["pages"])
 DRAFT_CHANGED = "The draft changed since you reviewed it; review the new changes before publishing."
 
 
-@router.get("/", include_in_schema=False)
+@router.get("/", include_in_schema=False, dependencies=[PUBLIC])
 def home() -> Response:
     return RedirectResponse("/projects", status_code=303)
 

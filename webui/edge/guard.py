@@ -5,29 +5,26 @@ request or a response, so uploads and SSE streams stay streams.
 replica's own address, often with no Host header at all (HAProxy's `option httpchk` sends
 HTTP/1.0 without one), and it shows nothing but the status and the replica id.
 
-In order, each refusal audited (rate-limited, see `RefusalAudit`):
+In order, each refusal audited (rate-limited, see `RefusalAudit`) and said by the one
+renderer (`webui.edge.errors`):
   1. Host and Origin against the allowed lists the MCP endpoint uses (DNS rebinding;
      421 and 403, the MCP SDK's statuses), before any credential is looked at;
   2. at most one Authorization header (400);
-  3. Bearer routes (/api, the MCP endpoint included): a bad credential from a client
-     address with too many recent failures is refused with 429 + Retry-After instead of
-     401; a valid key from there works (keys are unguessable; see `webui.auth.throttle`);
-  4. bodies: a declared Content-Length over the cap is refused before reading; a body that
+  3. bodies: a declared Content-Length over the cap is refused before reading; a body that
      grows past it while streaming is cut off with 413 and the route cancelled (uploads
      keep their own, larger limit, enforced by the file store as they stream; the MCP
      endpoint its own, `STEAMHARNESS_MAX_MCP_BODY_BYTES`). Every body,
      uploads included, must keep the pace (`BodyPace`: within a timeout of the request,
      plus a second per so many bytes); one that falls behind while the route reads it is
      refused with 408 and the route cancelled, its connection closed. (Bodies nobody
-     reads: `webui.web.connections`.)
-  5. /api routes other than the MCP endpoint are authenticated here, before any of the
-     body is read (FastAPI reads a body parameter before running dependencies); the
-     principal is handed to the route (`deps.get_principal`). The MCP gateway reads no
-     body before it has authenticated, and its 401s count as failures here. The
-     configurations API also takes the browser session: a request there without an
-     Authorization header goes on to the route, which resolves the session (and its CSRF
-     token) before it reads any body; so does a file upload (the browser's file picker),
-     and the download of a file a run created (the run page's links).
+     reads: `webui.edge.connections`.)
+  4. the MCP endpoint authenticates every request itself: its 401s count as failed keys of
+     the client's address here, and one from an address with too many recent failures
+     becomes 429 + Retry-After (see `webui.auth.throttle`).
+
+No authentication here: each route's dependencies decide it (`webui.web.policies`: an API
+key, checked with the same throttle before any of the body is read; the browser session; or
+public), so no path decides who may call a route.
 """
 
 from __future__ import annotations
@@ -41,18 +38,15 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from webui.audit.events import AuditName
-from webui.auth.challenge import bearer_challenge
-from webui.auth.keys import AmbiguousAuthorization, Authenticator, AuthError, Principal, single_authorization
+from webui.auth.keys import AmbiguousAuthorization, single_authorization
 from webui.auth.throttle import AuthThrottle
-from webui.blocking import run_db
-from webui.mcp.binding import base_url
-from webui.web.connections import HEALTH_PATH, BodyPace
-from webui.web.refusals import RefusalAudit, client_address, kind_of, refuse
+from webui.edge.connections import HEALTH_PATH, BodyPace
+from webui.edge.errors import ErrorRenderer, surface_of
+from webui.edge.refusals import RefusalAudit, client_address, key_throttled
 
-UPLOAD_PATH = re.compile(r"/api/workflows/[^/]+/files")
-# A file a run created: the run page's links use the browser session.
-DOWNLOAD_PATH = re.compile(r"/api/runs/[^/]+/files/[^/]+")
-SESSION_API_PATH = re.compile(r"/api/workflows/[^/]+/(?:configs|knowledge)(/.*)?")
+# Body caps by path (edge work, not authentication). The files API caps the file itself as
+# it streams, so the guard counts that body without a cap of its own:
+OWN_CAP_PATH = re.compile(r"/api/workflows/[^/]+/files")
 # Bodies that carry a document to index: up to the upload cap (a file plus its form), not
 # the JSON cap; still counted as they arrive.
 LARGE_BODY_PATH = re.compile(
@@ -80,6 +74,7 @@ class RequestGuard:
         security: TransportSecuritySettings,
         throttle: AuthThrottle,
         refusals: RefusalAudit,
+        errors: ErrorRenderer,
         max_body_bytes: int,
         body_pace: BodyPace,
         max_upload_bytes: int | None = None,
@@ -89,6 +84,7 @@ class RequestGuard:
         self.security = security
         self.throttle = throttle
         self.refusals = refusals
+        self.errors = errors
         self.max_body = max_body_bytes
         self.max_mcp_body = max_body_bytes if max_mcp_body_bytes is None else max_mcp_body_bytes
         self.max_upload = max(max_body_bytes, (max_upload_bytes or 0) + FORM_OVERHEAD_BYTES)
@@ -99,34 +95,33 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        kind = kind_of(scope["path"])
-        address = client_address(scope)
+        surface = surface_of(scope["path"])
 
         host = headers.get("host")
         if not host or not allowed(host, self.security.allowed_hosts):
             await self.refusals.record(
                 scope, AuditName.REQUEST_HOST_REFUSED, outcome="421", host=(host or "")[:200]
             )
-            await refuse(scope, send, 421, "bad_host", "Invalid Host header")
+            await self.errors.refuse(scope, send, 421, "bad_host", "Invalid Host header")
             return
         origin = headers.get("origin")
         if origin and not allowed(origin, self.security.allowed_origins):
             await self.refusals.record(
                 scope, AuditName.REQUEST_ORIGIN_REFUSED, outcome="403", origin=origin[:200]
             )
-            await refuse(scope, send, 403, "bad_origin", "Invalid Origin header")
+            await self.errors.refuse(scope, send, 403, "bad_origin", "Invalid Origin header")
             return
         try:
-            authorization = single_authorization(headers.getlist("authorization"))
+            single_authorization(headers.getlist("authorization"))
         except AmbiguousAuthorization as exc:
             await self.refusals.record(scope, AuditName.AUTH_AMBIGUOUS, outcome="400")
-            await refuse(scope, send, 400, exc.code, exc.message)
+            await self.errors.refuse(scope, send, 400, exc.code, exc.message)
             return
 
         cap: int | None = self.max_body
-        if kind == "mcp":
+        if surface == "mcp":
             cap = self.max_mcp_body
-        elif kind == "api" and UPLOAD_PATH.fullmatch(scope["path"]):
+        elif OWN_CAP_PATH.fullmatch(scope["path"]):
             cap = None  # the files API caps the file itself as it streams
         elif LARGE_BODY_PATH.fullmatch(scope["path"]):
             cap = self.max_upload
@@ -135,47 +130,15 @@ class RequestGuard:
             await self._too_large(scope, send, declared=int(declared), limit=cap)
             return
 
-        session_api = (
-            SESSION_API_PATH.fullmatch(scope["path"])
-            or UPLOAD_PATH.fullmatch(scope["path"])
-            or DOWNLOAD_PATH.fullmatch(scope["path"])
-        )
-        if kind == "api" and not (authorization is None and session_api):
-            principal = await self._authenticate(scope, send, authorization)
-            if principal is None:
-                return
-            scope.setdefault("state", {})["principal"] = principal
-        elif kind == "mcp":
-            send = self._count_failures(scope, send, address)
+        if surface == "mcp":
+            send = self._count_failures(scope, send, client_address(scope))
         await self._bounded(scope, receive, send, cap=cap)
 
     # ------------------------------------------------------------------ helpers
-    async def _authenticate(self, scope: Scope, send: Send, authorization: str | None) -> Principal | None:
-        authenticator: Authenticator = scope["app"].state.authenticator
-        values = [] if authorization is None else [authorization]
-        try:
-            return await run_db(authenticator.from_header, values)
-        except AuthError as exc:
-            wait = self.throttle.bearer_failed(client_address(scope))
-            if wait is not None:
-                await self._throttled(scope, send, wait)
-            else:
-                await self.refusals.record(scope, AuditName.AUTH_FAILED, outcome="401", reason=exc.message)
-                base = scope["app"].state.settings.public_url or base_url(scope)
-                challenge = {"WWW-Authenticate": bearer_challenge(exc.message, base)}
-                await refuse(scope, send, 401, exc.code, exc.message, headers=challenge)
-            return None
-
     async def _throttled(self, scope: Scope, send: Send, wait: int) -> None:
-        await self.refusals.record(scope, AuditName.AUTH_THROTTLED, outcome="429", credential="bearer")
-        await self.throttle.hold(wait)
-        await refuse(
-            scope,
-            send,
-            429,
-            "throttled",
-            f"too many failed credentials from this address; retry in {wait} seconds",
-            headers={"Retry-After": str(wait)},
+        refusal = await key_throttled(self.refusals, self.throttle, scope, wait)
+        await self.errors.refuse(
+            scope, send, refusal.status, refusal.code, refusal.message, headers=refusal.headers
         )
 
     def _count_failures(self, scope: Scope, send: Send, address: str) -> Send:
@@ -198,7 +161,9 @@ class RequestGuard:
         await self.refusals.record(
             scope, AuditName.REQUEST_TOO_LARGE, outcome="413", limit=limit, declared=declared
         )
-        await refuse(scope, send, 413, "too_large", f"the request body is larger than {limit} bytes")
+        await self.errors.refuse(
+            scope, send, 413, "too_large", f"the request body is larger than {limit} bytes"
+        )
 
     async def _too_slow(self, scope: Scope, send: Send, *, received: int) -> None:
         await self.refusals.record(
@@ -209,7 +174,7 @@ class RequestGuard:
             timeout=self.pace.timeout,
             min_rate=self.pace.min_rate,
         )
-        await refuse(
+        await self.errors.refuse(
             scope, send, 408, "body_too_slow", f"the request body arrived too slowly: {self.pace.describe()}"
         )
 

@@ -1,44 +1,20 @@
-"""Refusals at the HTTP edge: the error body each kind of route speaks, and an audit of
-security refusals that a flood cannot turn into a flood of rows.
-
-Three shapes, by path: the MCP endpoint answers a JSON-RPC error (so SDK clients surface
-status and message), the rest of /api answers `{"error": {"code", "message"}}`, pages get
-the HTML error page.
-"""
+"""Security refusals at the HTTP edge, audited without letting a flood of refusals become a
+flood of rows (`RefusalAudit`); the client a refusal is about (`client_address`). How a
+refusal is said: `webui.edge.errors`."""
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Any
 
-from starlette.requests import Request
-from starlette.types import Scope, Send
+from starlette.types import Scope
 
 from webui.audit.events import AuditName
+from webui.auth.throttle import AuthThrottle
 from webui.blocking import run_db
-from webui.mcp.replies import http_error_document
-from webui.web.templating import page
-
-Kind = Literal["mcp", "api", "page"]
-MCP_PATH = re.compile(r"/api/workflows/[^/]+/mcp")
-TITLES = {
-    400: "Bad request",
-    408: "Too slow",
-    401: "Not logged in",
-    403: "Not allowed",
-    413: "Too large",
-    421: "Wrong address",
-    429: "Too many attempts",
-}
-
-
-def kind_of(path: str) -> Kind:
-    if MCP_PATH.fullmatch(path):
-        return "mcp"
-    return "api" if path.startswith("/api/") else "page"
+from webui.edge.errors import Refusal, surface_of
+from webui.services import Services
 
 
 def client_address(scope: Scope) -> str:
@@ -46,52 +22,6 @@ def client_address(scope: Scope) -> str:
     trusted proxy)."""
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
-
-
-async def refuse(
-    scope: Scope,
-    send: Send,
-    status: int,
-    code: str,
-    message: str,
-    *,
-    headers: dict[str, str] | None = None,
-) -> None:
-    kind = kind_of(scope.get("path", ""))
-    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
-    if _has_body(scope):
-        # The body stays unread: close the connection rather than drain it to reuse it.
-        extra.append((b"connection", b"close"))
-    if kind == "page":
-        response = page(
-            Request(scope),
-            "error.html",
-            {"status": status, "title": TITLES.get(status, "Refused"), "message": message},
-            status_code=status,
-        )
-        response.raw_headers.extend(extra)
-        await response(scope, _no_body, send)
-        return
-    if kind == "mcp":
-        doc = http_error_document(status, message)
-    else:
-        doc = {"error": {"code": code, "message": message}}
-    body = json.dumps(doc).encode()
-    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": start + extra})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _has_body(scope: Scope) -> bool:
-    for name, value in scope.get("headers", []):
-        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
-            return True
-    return False
-
-
-async def _no_body() -> dict[str, Any]:
-    # Responses never read the request; a refusal must not start reading it either.
-    return {"type": "http.disconnect"}
 
 
 class RefusalAudit:
@@ -117,6 +47,12 @@ class RefusalAudit:
         )  # -> (last row, unwritten)
         self._budget_start = float("-inf")
         self._budget_used = 0
+        self._services: Services | None = None
+
+    def attach(self, services: Services | None) -> None:
+        """Where rows go: the app's services while its lifespan holds them (None: nowhere, as
+        before the store opened)."""
+        self._services = services
 
     def admit(self, event: str, address: str) -> int | None:
         """The number of refusals a row written now stands for, or None: write nothing."""
@@ -151,17 +87,17 @@ class RefusalAudit:
         refusals = self.admit(event, address)
         if refusals is None:
             return
-        services = getattr(scope["app"].state, "services", None) if "app" in scope else None
+        services = self._services
         if services is None:  # before the lifespan opened the store
             return
         headers = dict(scope.get("headers", []))
         user_agent = headers.get(b"user-agent", b"").decode("latin-1") or None
-        kind = kind_of(scope.get("path", ""))
+        surface = surface_of(scope.get("path", ""))
         fields: dict[str, Any] = {
             "actor": actor,
             "project_id": project_id,
             "outcome": outcome,
-            "source": {"mcp": "mcp", "api": "api", "page": "ui"}[kind],
+            "source": {"mcp": "mcp", "api": "api", "page": "ui"}[surface],
             "client_address": address,
             "user_agent": user_agent,
             "details": {
@@ -173,3 +109,18 @@ class RefusalAudit:
         }
 
         await run_db(services.audit.record_alone, services.engine, event, **fields)
+
+
+async def key_throttled(
+    refusals: RefusalAudit, throttle: AuthThrottle, scope: Scope, wait: int, *, credential: str = "bearer"
+) -> Refusal:
+    """A bad credential from an address with too many recent failures: audited, held (at most
+    `wait` seconds), then refused with 429 + Retry-After instead of 401."""
+    await refusals.record(scope, AuditName.AUTH_THROTTLED, outcome="429", credential=credential)
+    await throttle.hold(wait)
+    return Refusal(
+        429,
+        "throttled",
+        f"too many failed credentials from this address; retry in {wait} seconds",
+        {"Retry-After": str(wait)},
+    )

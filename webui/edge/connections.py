@@ -7,7 +7,7 @@
   timeout applies; the first byte of the next request ends that and starts this one.
 - A body pace (`BodyPace`): a request body must arrive within `body_timeout` seconds,
   plus one second for every `min_rate` bytes received. The guard
-  (`webui.web.guard`) enforces it where the app reads the body and answers 408; here it is
+  (`webui.edge.guard`) enforces it where the app reads the body and answers 408; here it is
   enforced on bodies nobody reads any more (the response went out first, e.g. a route
   that takes no body, or `/healthz` sent a Content-Length): once overdue, such a
   connection is closed when its response is complete. Without it, a client that declares
@@ -34,7 +34,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 # Connections beyond max_connections that may serve only /healthz.
 HEALTH_RESERVE = 16
-# Served to load balancers with no Host check (webui/web/guard.py) and beyond the limit.
+# Served to load balancers with no Host check (webui/edge/guard.py) and beyond the limit.
 HEALTH_PATH = "/healthz"
 
 
