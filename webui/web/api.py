@@ -28,6 +28,7 @@ from webui.interactions.owner import Party
 from webui.projects.registry import ProjectRegistry
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
+from webui.web.api_models import AnsweredAnswer, RunAnswer, StoredFiles, WhoAmIAnswer
 from webui.web.deps import PrincipalDep, RegistryDep, ServicesDep, get_ui_user
 from webui.web.json_body import ApiBody, RawBody, StrictBody
 from webui.web.policies import API_KEY, API_KEY_OR_SESSION
@@ -73,6 +74,8 @@ async def uploader(request: Request, registry: ProjectRegistry, project_id: str)
 @router.post(
     "/workflows/{project_id}/files",
     summary="Upload a file for a tool's file param",
+    status_code=201,
+    response_model=StoredFiles,
     responses={
         400: {"description": "mimeType is not a `type/subtype` media type; nothing stored"},
         413: {"description": "Larger than 50 MB, or past the project's file quota; nothing stored"},
@@ -181,6 +184,7 @@ def run_json(
     "/whoami",
     summary="Who the Bearer key is: checks a key without doing anything with it",
     dependencies=[API_KEY],
+    response_model=WhoAmIAnswer,
     responses={401: {"description": "No key, or one the server does not accept"}},
 )
 def whoami(principal: PrincipalDep) -> dict[str, Any]:
@@ -199,6 +203,8 @@ def whoami(principal: PrincipalDep) -> dict[str, Any]:
     "/runs/{run_id}",
     summary="A run's status, output or error, and any pending interaction",
     dependencies=[API_KEY],
+    response_model=RunAnswer,
+    response_model_exclude_unset=True,
 )
 def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
     run = readable_run(services.engine, run_id, principal)
@@ -371,6 +377,7 @@ class AnswerBody(ApiBody):
     "/interactions/{interaction_id}/answer",
     summary="Answer a pending interaction of your own run (resumes it)",
     dependencies=[API_KEY],
+    response_model=AnsweredAnswer,
     responses={
         403: {"description": "The server admin key, for an account's question, without `override`"},
         404: {"description": "Unknown, or not yours: another account's questions are not shown"},
