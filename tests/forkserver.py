@@ -190,6 +190,7 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | Non
     # never runs as a user other than its requester's, nor for another user at all.
     _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     problem = None
+    request: Any = None
     if uid != os.getuid():
         problem = "only the fork server's own user is served"
     else:

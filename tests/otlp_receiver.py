@@ -58,7 +58,7 @@ class Receiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, *args: Any) -> None:
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)

@@ -162,9 +162,10 @@ async def test_the_event_loop_runs_on_while_a_child_works_and_a_cancelled_caller
             ticks += 1
             await anyio.sleep(0.01)
 
+    caller = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
         tg.start_soon(tick)
-        with anyio.CancelScope() as caller:
+        with caller:
 
             async def cancel_once_marked() -> None:
                 await wait_for_mark(tmp_path)

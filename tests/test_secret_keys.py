@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from webui.audit.log import AuditLog
 from webui.configs.secrets import SecretBox
@@ -52,8 +52,8 @@ def test_an_empty_secret_key_means_unset(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_replicas_with_one_secret_share_keys_and_write_no_key_files(tmp_path: Path) -> None:
-    a = Settings(data_dir=tmp_path / "a", secret_key=SECRET)
-    b = Settings(data_dir=tmp_path / "b", secret_key=SECRET)
+    a = Settings(data_dir=tmp_path / "a", secret_key=SecretStr(SECRET))
+    b = Settings(data_dir=tmp_path / "b", secret_key=SecretStr(SECRET))
     for label in LABELS:
         assert persistent_secret(a, label) == persistent_secret(b, label) == derive_key(SECRET, label)
     assert not (tmp_path / "a" / "keys").exists() and not (tmp_path / "b" / "keys").exists()
@@ -75,7 +75,7 @@ def test_config_secrets_sealed_under_the_old_key_file_still_open_under_the_secre
     engine = make_engine(sqlite_url(tmp_path / "db.sqlite3"))
     before = Settings(data_dir=tmp_path / "d")
     old = SecretBox(persistent_secret(before, "config.key")).seal("hunter2", binding="p/0/token")
-    after = Settings(data_dir=tmp_path / "d", secret_key=SECRET)
+    after = Settings(data_dir=tmp_path / "d", secret_key=SecretStr(SECRET))
     box = config_service(after, engine, AuditLog()).box
     assert box.open(old, binding="p/0/token") == "hunter2"
     resealed = box.seal("hunter2", binding="p/0/token")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -75,7 +75,9 @@ PHASE_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Keeps each phase's report on the item, so a fixture's teardown can tell whether its
     test failed (`phase_failed`), for example to take a screenshot."""
     report = yield

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, FilePayload, Locator, Page, expect
 
 from tests.browser.conftest import DEFAULT_TIMEOUT_MS, Console, checked
 from tests.e2e.server import FILES, INTERACTIVE, LiveServer, running_server
@@ -92,7 +92,7 @@ def ui(
         context.close()
 
 
-def a_file(name: str, size: int) -> dict[str, object]:
+def a_file(name: str, size: int) -> FilePayload:
     return {"name": name, "mimeType": "text/plain", "buffer": (name.encode() * size)[:size]}
 
 

@@ -181,7 +181,8 @@ def test_a_user_without_grant_gets_404_and_no_administrator_controls(server: Liv
 
 def test_a_write_without_the_csrf_token_is_refused(server: LiveServer, ui: Page) -> None:
     login(ui, server, ADMIN, f"/projects/{HELLO}")
-    for form in ({}, {"csrf_token": "forged"}):
+    forms: list[dict[str, str | float | bool]] = [{}, {"csrf_token": "forged"}]
+    for form in forms:
         refused = ui.request.post(f"{server.base_url}/projects/{HELLO}/versions/1.0.0/offline", form=form)
         assert refused.status == 403 and "reload the page" in refused.text()
     ui.reload()

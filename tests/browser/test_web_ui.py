@@ -159,7 +159,7 @@ class McpCall:
             self._done.set()
 
     async def _elicit(
-        self, ctx: ClientRequestContext, params: types.ElicitRequestParams
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
         self.asked.append(params.message)
         await anyio.Event().wait()  # never answers; the server's cancellation ends this

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests import processes
@@ -39,7 +40,7 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("STEAMHARNESS_")}
 
 
-def make_root(root: Path, servers: dict[str, object], config: str = "") -> Path:
+def make_root(root: Path, servers: Mapping[str, object], config: str = "") -> Path:
     (root / "mcp").mkdir(parents=True)
     (root / "mcp/servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
     if config:

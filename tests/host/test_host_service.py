@@ -232,6 +232,7 @@ async def test_an_unanswered_request_expires_and_the_server_gets_cancel(tmp_path
         with host.hub.subscribe("interactions") as events:
             row = await host.service.call_tool(conv.id, "mcp-t", "wait", {}, actor="a")
             kinds = [e.kind async for e in _drain(events)]
+        assert row.result is not None
         assert json.loads(row.result["content"][0]["text"]) == {"action": "cancel", "content": None}
         assert kinds == ["pending", "closed"]
         ia = next(i for i in _all(host) if i.server_id == "mcp-t")
@@ -269,6 +270,7 @@ async def test_the_same_flow_works_over_streamable_http_on_loopback(tmp_path: Pa
         result = await call_answering(host, conv.id, "mcp-remote", "book", answer)
         assert result["content"] == {"name": "B", "room": "single"}
         echoed = await host.service.call_tool(conv.id, "mcp-remote", "echo", {"a": 1}, actor="a")
+        assert echoed.result is not None
         assert json.loads(echoed.result["content"][0]["text"]) == {"echo": {"a": 1}}
 
 
@@ -312,6 +314,7 @@ async def whoami(host: Host, conv: str, server: str = "mcp-test-stdio") -> tuple
     """(server process id, its HOST_TEST_MARK, the call row) from a `whoami` call."""
     row = await host.service.call_tool(conv, server, "whoami", {}, actor="a")
     assert row.status == "success", (row.status, row.error)
+    assert row.result is not None
     value = json.loads(row.result["content"][0]["text"])
     return value["pid"], value["mark"], row
 
@@ -368,6 +371,7 @@ async def test_a_kept_server_keeps_one_client_per_conversation_until_disconnecte
     assert await host.service.disconnect(conv.id, "mcp-test-stdio", actor="user:ann") == 0
     rebuilt, _, _ = await whoami(host, conv.id)  # nothing replayed: the next call builds a new one
     assert rebuilt not in (first, theirs)
+    ia = None
     async with anyio.create_task_group() as tg:
 
         async def call() -> None:
@@ -376,6 +380,7 @@ async def test_a_kept_server_keeps_one_client_per_conversation_until_disconnecte
         tg.start_soon(call)
         ia = await next_pending(host)
         await host.service.close_conversation(other.id)
+    assert ia is not None
     assert host.interactions.get(ia.id).close_reason in ("conversation closed", "connection closed")
     assert await gone(theirs)
     assert server_processes() == {rebuilt}

@@ -341,6 +341,8 @@ async def test_a_replica_killed_mid_run_is_replaced_by_the_survivor(cluster: Clu
         sid = open_session(url, key)
         ((rid,),) = query(db, "SELECT replica_id FROM mcp_sessions WHERE id = :id", id=sid)
         sessions[rid].append(sid)
+    victim = survivor_id = ""
+    survivor: LiveServer | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(call_until_cut_off, cluster.lb.mcp_url(TORTURE), key)
         run_id, victim = await anyio.to_thread.run_sync(
@@ -377,6 +379,7 @@ async def test_a_replica_killed_mid_run_is_replaced_by_the_survivor(cluster: Clu
         )
         assert actor == f"replica:{survivor_id}"
         tg.cancel_scope.cancel()
+    assert survivor is not None and victim and survivor_id
 
     async with httpx2.AsyncClient(timeout=WAIT) as http:
         ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}

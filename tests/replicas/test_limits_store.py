@@ -30,10 +30,15 @@ def new_run(run_id: str, project: str = PROJECT) -> Run:
 
 
 def create(
-    engine: Engine, run_id: str, *, max_running: int | None, max_queued: int | None, **kw: object
+    engine: Engine,
+    run_id: str,
+    *,
+    max_running: int | None,
+    max_queued: int | None,
+    free_slots: int | None = None,
 ) -> bool:
     refused = run_store.create_run_within_limits(
-        engine, run=new_run(run_id), max_running=max_running, max_queued=max_queued, **kw
+        engine, run=new_run(run_id), max_running=max_running, max_queued=max_queued, free_slots=free_slots
     )
     return refused is None
 

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
@@ -19,12 +20,18 @@ import pytest
 from tests.conftest import TORTURE
 from tests.helpers import WAIT, next_update, process_gone, run_to_end, start_run, wait_until_gone
 from webui.runs import procs
+from webui.runs.messages import RunSpec
 from webui.runs.pool import WorkerPool
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.workflows.project import Project, load_project
 
 pytestmark = pytest.mark.anyio
+
+
+def spec(run_id: str) -> RunSpec:
+    """A run's spec holding only its id: the pool hands a spec to its worker without reading more."""
+    return cast(RunSpec, {"runId": run_id})
 
 
 def zygotes() -> set[int]:
@@ -100,7 +107,7 @@ async def test_two_first_spawns_at_once_start_exactly_one_zygote(tmp_path: Path)
     pool = WorkerPool(spares=0)
     try:
         # Both reach the start of the zygote before either has one: gather runs them together.
-        workers = await asyncio.gather(*(pool.spawn({"runId": f"r-first-{n}"}) for n in range(2)))
+        workers = await asyncio.gather(*(pool.spawn(spec(f"r-first-{n}")) for n in range(2)))
         assert len(zygotes() - before) == 1
         (zygote,) = zygotes() - before
         assert zygote == pool.zygote_pid
@@ -134,7 +141,7 @@ async def test_closing_a_pool_that_never_ran_anything_starts_and_leaves_nothing(
     assert zygotes() == before and pool.zygote_pid is None
     assert list(tmp_path.iterdir()) == []  # no socket folder, no scratch root
     with pytest.raises(RuntimeError, match="closed"):
-        await pool.spawn({"runId": "r-after-close"})
+        await pool.spawn(spec("r-after-close"))
     assert zygotes() == before and list(tmp_path.iterdir()) == []
 
 
@@ -205,7 +212,7 @@ async def test_a_first_spawn_cancelled_while_the_zygote_starts_leaves_no_half_st
     before = zygotes()
     pool = WorkerPool(spares=0)
     try:
-        first = asyncio.create_task(pool.spawn({"runId": "r-cancelled"}))
+        first = asyncio.create_task(pool.spawn(spec("r-cancelled")))
         with anyio.fail_after(WAIT):
             while not (started := starting()):
                 await anyio.sleep(0.02)
@@ -216,7 +223,7 @@ async def test_a_first_spawn_cancelled_while_the_zygote_starts_leaves_no_half_st
         await wait_until_gone(list(started), timeout=WAIT)
         assert pool.zygote_pid is None
         monkeypatch.undo()
-        worker = await pool.spawn({"runId": "r-next"})
+        worker = await pool.spawn(spec("r-next"))
         try:
             assert zygotes() - before == {pool.zygote_pid}
             # A worker given a spec it cannot run ends at once (so /proc may have forgotten
@@ -247,8 +254,8 @@ async def test_a_pool_whose_socket_could_not_be_opened_leaves_no_folder_behind(
     pool = WorkerPool(spares=0)
     try:
         with pytest.raises(OSError, match="Too many open files"):
-            await pool.spawn({"runId": "r-no-socket"})
-        worker = await pool.spawn({"runId": "r-next"})  # the next run opens it
+            await pool.spawn(spec("r-no-socket"))
+        worker = await pool.spawn(spec("r-next"))  # the next run opens it
         try:
             # It ends at once (a spec it cannot run): its exit report says it was forked.
             assert await pool.wait_exit(worker.pid, WAIT) is not None
