@@ -100,6 +100,7 @@ async def whoami(service: HostService, account_id: int) -> dict[str, Any]:
         conv = service.create_conversation(account_id=account_id, title="t", selection=None, actor="a")
         row = await service.call_tool(conv.id, "mcp-probe", "whoami", {}, actor="a")
     assert row.status == "success", (row.status, row.error)
+    assert row.result is not None
     return json.loads(row.result["content"][0]["text"])
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from pydantic import SecretStr
 
 from tests import prepared
 from tests.e2e.server import HELLO, LiveServer, raw_request, running_server
@@ -164,7 +165,7 @@ def test_the_mcp_body_cap_is_its_own_setting(tmp_path: Path) -> None:
     admin_key = secrets.token_urlsafe(32)
     data = prepared.copy_prepared("web", tmp_path / "data")
     settings = Settings(
-        data_dir=data, server_admin_key=admin_key, max_body_bytes=4096, max_mcp_body_bytes=8192
+        data_dir=data, server_admin_key=SecretStr(admin_key), max_body_bytes=4096, max_mcp_body_bytes=8192
     )
     bearer = {"Authorization": f"Bearer {admin_key}", "Content-Type": "application/json"}
     mcp = {**bearer, "Accept": "application/json, text/event-stream"}

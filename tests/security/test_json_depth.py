@@ -100,7 +100,7 @@ async def route(request):
 def test_no_route_has_a_body_parameter_fastapi_parses_as_json(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path))
     parsed_by_fastapi = [
-        f"{sorted(route.methods)} {route.path}: {param.name}"
+        f"{sorted(route.methods or ())} {route.path}: {param.name}"
         for route in app.routes
         if isinstance(route, APIRoute)
         for param in route.dependant.body_params

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx2
 import pytest
+from pydantic import SecretStr
 
 from tests import prepared
 from tests.web.conftest import HELLO, LEDGER, Web, running
@@ -50,7 +51,7 @@ SYNTAX = [
 @pytest.fixture
 def kb(tmp_path: Path) -> Iterator[Web]:
     data = prepared.copy_prepared("web", tmp_path / "data")
-    settings = Settings(data_dir=data, server_admin_key=ADMIN_KEY, max_file_bytes=FILE_CAP)
+    settings = Settings(data_dir=data, server_admin_key=SecretStr(ADMIN_KEY), max_file_bytes=FILE_CAP)
     with running(settings) as web:
         yield web
 

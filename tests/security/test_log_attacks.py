@@ -71,7 +71,7 @@ def refused(server: LiveServer) -> Any:
     """One call whose elicitation the client refuses with a JSON-RPC error."""
     key = server.create_key("obs-attack-logs")
 
-    async def elicit(ctx: ClientRequestContext, params: types.ElicitRequestParams) -> types.ErrorData:
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ErrorData:
         return types.ErrorData(code=-31999, message=f"{MARK}\n{FORGED}\u2028{FORGED}")
 
     async def call() -> Any:

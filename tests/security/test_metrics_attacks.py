@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from tests.e2e.server import LiveServer, running_server
 from tests.helpers import WAIT
@@ -92,4 +92,4 @@ def test_strangers_bad_tokens_are_throttled_and_never_lock_out_the_scrape(server
 )
 def test_a_weak_metrics_token_is_refused(weak: str) -> None:
     with pytest.raises(ValidationError, match="STEAMHARNESS_METRICS_TOKEN is too weak"):
-        Settings(metrics_token=weak)
+        Settings(metrics_token=SecretStr(weak))

@@ -23,9 +23,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
+from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 
 from tests.e2e.server import LiveServer, running_server
 from tests.e2e.test_mcp_tasks import Rpc
@@ -98,6 +100,15 @@ def label_values(text: str, name: str, label: str) -> set[str]:
 # --------------------------------------------------------------------------- cardinality
 
 
+def refusing_with(code: int) -> ElicitationFnT:
+    """An elicitation callback that answers every request with an error of `code`."""
+
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=code, message="attacker-chosen code")
+
+    return elicit
+
+
 @pytest.mark.anyio
 async def test_a_clients_elicitation_error_code_does_not_become_a_label(server: LiveServer, key: str) -> None:
     """A 2025 client answers the server's elicitation/create with a JSON-RPC error whose code
@@ -107,11 +118,7 @@ async def test_a_clients_elicitation_error_code_does_not_become_a_label(server: 
     url = server.mcp_url(PROJECT, "draft")
 
     for code in codes:
-
-        async def elicit(
-            ctx: ClientRequestContext, params: types.ElicitRequestParams, code: int = code
-        ) -> types.ErrorData:
-            return types.ErrorData(code=code, message="attacker-chosen code")
+        elicit = refusing_with(code)
 
         async with httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=WAIT)
@@ -180,6 +187,7 @@ def test_a_drafts_renamed_tools_add_no_series(server: LiveServer, tmp_path: Path
     marker = uuid.uuid4().hex[:12]
     draft = Rpc(server, key, tasks=False, elicitation=False, project=RENAMED)
     series: list[int] = []
+    text = ""
     for i in range(6):
         manifest(f"renamed-{marker}-{i}")
         done = draft.result(draft.call(f"renamed-{marker}-{i}"))
@@ -328,4 +336,4 @@ def test_a_trivially_guessable_long_token_is_refused(weak: str) -> None:
     from webui.settings import Settings
 
     with pytest.raises(ValidationError, match="too weak"):
-        Settings(metrics_token=weak)
+        Settings(metrics_token=SecretStr(weak))

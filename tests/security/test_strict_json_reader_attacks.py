@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from tests import prepared
 from tests.e2e.server import HELLO, running_server
@@ -91,7 +92,7 @@ def test_the_strict_reader_refuses_a_number_out_of_a_floats_range(number: bytes)
 def kb(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     admin_key = secrets.token_urlsafe(32)
     data = prepared.copy_prepared("web", tmp_path / "data")
-    app = create_app(Settings(data_dir=data, server_admin_key=admin_key))
+    app = create_app(Settings(data_dir=data, server_admin_key=SecretStr(admin_key)))
     with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
         yield client, {"Authorization": f"Bearer {admin_key}", "Content-Type": "application/json"}
 

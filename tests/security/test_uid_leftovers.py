@@ -17,6 +17,7 @@ import pytest
 
 from tests.helpers import needs_root, run_to_end
 from webui.runs.pool import WorkerPool
+from webui.runs.types import RunUpdate
 from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.workflows.project import Project, load_project
@@ -109,11 +110,13 @@ async def test_the_next_run_on_a_uid_finds_nothing_the_last_one_left_in_shared_t
         assert first.status == "success", first.error
         if svc.pool.views_built:  # the run's own folders, whatever the host's allow
             assert first.output["left"] == list(FOLDERS)
+        second: RunUpdate | None = None
         for _ in range(UIDS + 1):
             second = await run_to_end(svc, project, "look", {"tag": tag})
             assert second.status == "success", second.error
             if second.output["uid"] == first.output["uid"]:
                 break  # the same uid, given back and taken again
+        assert second is not None
         assert second.output["uid"] == first.output["uid"]
         for folder in FOLDERS:
             assert second.output["found"][folder] == "FileNotFoundError"
