@@ -247,7 +247,7 @@ class LiveServer:
         log.close()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if self.proc is None or self.proc.poll() is not None:
                 raise AssertionError(f"server exited at start-up:\n{self.log()}")
             with contextlib.suppress(httpx2.HTTPError):
                 if httpx2.get(f"{self.base_url}/openapi.json", timeout=1).status_code == 200:
