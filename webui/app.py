@@ -24,6 +24,7 @@ from fastapi.exception_handlers import http_exception_handler, request_validatio
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy.engine import Engine
@@ -65,6 +66,7 @@ from webui.settings import Settings
 from webui.shutdown import drain
 from webui.store import sessions as session_store
 from webui.store.db import ping
+from webui.tryit.service import TryIt, try_it_calls
 from webui.web import (
     admin_pages,
     admin_sessions,
@@ -90,8 +92,8 @@ from webui.web.deps import LoginRequired
 from webui.web.host_calls import HostCalls, host_calls
 from webui.web.json_body import add_body_schemas
 from webui.web.policies import API_KEY_OR_SESSION, PUBLIC, Policy, declare, declared
+from webui.web.state import AppState, app_state, publish, running_state
 from webui.web.templating import STATIC_DIR, make_templates, page
-from webui.web.try_it import TryIt, try_it_calls
 
 log = logging.getLogger(__name__)
 
@@ -147,24 +149,24 @@ class _GatewayEndpoint:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app.state.gateway(scope, receive, send)
+        await app_state(self.app).gateway(scope, receive, send)
 
 
 @contextlib.asynccontextmanager
-async def page_calls(app: FastAPI, engine: Engine, audit: AuditLog, host: HostService) -> AsyncIterator[None]:
-    """The calls pages start in the background (webui.web.background): Try it's, with the
+async def page_calls(
+    engine: Engine, audit: AuditLog, host: HostService, *, max_keys: int
+) -> AsyncIterator[tuple[TryIt, HostCalls]]:
+    """The calls pages start in the background (webui.background): Try it's, with the
     server-side keys it holds, and the host conversations'. On the way out the host's
     connections close first, so calls waiting on a request end with "shutdown" instead of
     being cut off unrecorded; then the calls still running are cancelled, and Try it's keys
-    revoked."""
+    revoked. `max_keys`: the account's key cap, which a Try it key counts against."""
     try_it: TryIt | None = None
     try:
         async with try_it_calls() as try_calls, host_calls() as launches:
-            try_it = TryIt(try_calls, engine, audit, max_keys=app.state.settings.max_keys_per_account)
-            app.state.try_it = try_it
-            app.state.host_calls = HostCalls(launches, host)
+            try_it = TryIt(try_calls, engine, audit, max_keys=max_keys)
             try:
-                yield
+                yield try_it, HostCalls(launches, host)
             finally:
                 with anyio.CancelScope(shield=True):
                     await host.close_all("shutdown")
@@ -183,6 +185,12 @@ def _no_framework_telemetry() -> dict[str, Any]:
     return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
 
 
+def _served_server(app: FastAPI) -> Server[Any] | None:
+    """The MCP server the app serves, once its lifespan built it (for `/openapi.json`)."""
+    state = running_state(app)
+    return state.gateway.manager.app if state is not None else None
+
+
 def _held(runs: RunService, gateway: McpGateway) -> Held:
     return runs.held(sessions=gateway.sessions.by_protocol_version())
 
@@ -198,7 +206,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         install_redaction(admin_key=admin_secret)  # after the server configured logging
         replica_id = replica_id_for(settings.data_dir)
         async with open_services(settings, replica_id=replica_id, warm_pool=warm_pool) as services:
-            app.state.refusals.attach(services)  # the edge's refusals are audited from now on
+            refusals.attach(services)  # the edge's refusals are audited from now on
             registry = ProjectRegistry(services.engine, settings.versions_dir, settings=settings)
             # Off the event loop: the hub's listener and the lease already run on it.
             for projects_dir in settings.projects_dirs:
@@ -263,24 +271,18 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 idle_timeout=settings.session_idle_timeout_seconds,
                 limits=limits,
                 env=server_base_env(os.environ, settings.worker_env_passthrough),
-                refusals=app.state.refusals,
+                refusals=refusals,
                 max_sessions_per_key=settings.max_sessions_per_key,
                 max_sessions_admin_key=settings.max_sessions_admin_key,
                 public_url=settings.public_url,
                 hub=services.hub,
             )
-            app.state.ui_auth = UiAuth(
+            ui_auth = UiAuth(
                 services.engine,
                 secret=persistent_secret(settings, "ui-session.key"),
                 idle=settings.ui_idle_timeout_seconds,
                 absolute=settings.ui_absolute_timeout_seconds,
             )
-            app.state.services = services
-            app.state.registry = registry
-            app.state.authenticator = authenticator
-            app.state.gateway = gateway
-            # Called by `serve` when a signal starts the shutdown (see webui/shutdown.py).
-            app.state.drain = functools.partial(drain, gateway=gateway, runs=services.runs)
             host = HostService(
                 root=settings.resolved_root_dir,
                 engine=services.engine,
@@ -295,7 +297,6 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                     what="every stdio MCP server of the host",
                 ),
             )
-            app.state.host = host
             # What this replica holds, read at each scrape (webui.observability.metrics).
             held = functools.partial(_held, services.runs, gateway)
             async with METRICS.holding(held), manager.run(), host.running(), anyio.create_task_group() as tg:
@@ -303,7 +304,28 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 # The worker pool per minute, for the insights page (webui.insights.sampler).
                 tg.start_soon(PoolSampler(services.engine, replica_id=replica_id, held=held).run)
                 try:
-                    async with page_calls(app, services.engine, services.audit, host):
+                    async with page_calls(
+                        services.engine, services.audit, host, max_keys=settings.max_keys_per_account
+                    ) as (try_it, launches):
+                        publish(
+                            app,
+                            AppState(
+                                settings=settings,
+                                templates=templates,
+                                auth_throttle=auth_throttle,
+                                refusals=refusals,
+                                services=services,
+                                registry=registry,
+                                authenticator=authenticator,
+                                ui_auth=ui_auth,
+                                gateway=gateway,
+                                host=host,
+                                host_calls=launches,
+                                try_it=try_it,
+                                # Called by `serve` when a signal starts the shutdown (webui/shutdown.py).
+                                drain=functools.partial(drain, gateway=gateway, runs=services.runs),
+                            ),
+                        )
                         # Everything loaded at start-up is long-lived: keep full collections from
                         # walking it (they otherwise stall live streams for a few hundred ms).
                         gc.collect()
@@ -325,10 +347,10 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         redoc_url=None,
         **_no_framework_telemetry(),
     )
-    app.state.settings = settings
-    app.state.templates = make_templates(settings.max_file_bytes)
-    app.state.auth_throttle = AuthThrottle.from_settings(settings)
-    app.state.refusals = RefusalAudit(max_keys=settings.throttle_max_tracked)
+    # Built now (the middleware holds the edge's counters), published with the rest by the lifespan.
+    templates = make_templates(app.router, settings.max_file_bytes)
+    auth_throttle = AuthThrottle.from_settings(settings)
+    refusals = RefusalAudit(max_keys=settings.throttle_max_tracked)
     # Outermost last: proxy headers fix the client address, then every response (refusals
     # included) gets the security headers, then the guard checks the request.
     errors = ErrorRenderer(
@@ -338,8 +360,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.add_middleware(
         RequestGuard,
         security=transport_security,
-        throttle=app.state.auth_throttle,
-        refusals=app.state.refusals,
+        throttle=auth_throttle,
+        refusals=refusals,
         errors=errors,
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_file_bytes,
@@ -381,7 +403,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     app.include_router(audit_pages.router)
     app.include_router(host_pages.router)
     add_body_schemas(app)
-    add_mcp_operations(app)
+    add_mcp_operations(app, functools.partial(_served_server, app))
 
     @app.exception_handler(SteamharnessError)
     async def _known_error(request: Request, exc: SteamharnessError) -> Response:
@@ -421,7 +443,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
     async def healthz() -> dict[str, str]:
         """Liveness plus a database read (reads go on while another process writes), and
         which replica answered."""
-        services = app.state.services
+        services = app_state(app).services
         await run_db(ping, services.engine)
         return {"status": "ok", "replica": services.replica.replica_id if services.replica else ""}
 

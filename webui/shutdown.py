@@ -30,6 +30,7 @@ from sse_starlette.sse import AppStatus
 
 from webui.mcp.http import McpGateway
 from webui.runs.service import RunService
+from webui.web.state import running_state
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,8 @@ async def drain(budget: float, *, gateway: McpGateway, runs: RunService) -> None
 class GracefulServer(uvicorn.Server):
     """A uvicorn server that lets the app drain before it waits on connections.
 
-    The app's lifespan publishes its drain as `app.state.drain`; without one (the lifespan
-    never started) this is plain uvicorn."""
+    The app's lifespan publishes its drain in the app's state (`AppState.drain`); without one
+    (the lifespan never started) this is plain uvicorn."""
 
     def __init__(
         self, config: uvicorn.Config, *, app: Any, grace: float, on_started: Callable[[], None] | None = None
@@ -86,7 +87,8 @@ class GracefulServer(uvicorn.Server):
         started = time.monotonic()
         for server in self.servers:
             server.close()  # stop accepting first; uvicorn closing it again is harmless
-        app_drain: Drain | None = getattr(self.app.state, "drain", None)
+        state = running_state(self.app)
+        app_drain: Drain | None = state.drain if state is not None else None
         if app_drain is not None and not self.force_exit:
             try:
                 await app_drain(self.grace)

@@ -29,6 +29,7 @@ from tests.e2e.server import HELLO
 from webui.app import create_app
 from webui.auth.challenge import DESCRIPTION_MAX, bearer_challenge, header_safe
 from webui.settings import Settings
+from webui.web.state import app_state
 
 PV = "2025-11-25"
 MCP = f"/api/workflows/{HELLO}/mcp?target=latest"
@@ -210,7 +211,7 @@ def test_every_probed_oauth_path_answers_a_clear_404_for_every_method(client: Te
 def test_discovery_answers_the_same_to_every_key_and_does_no_database_work(
     client: TestClient, admin_key: str
 ) -> None:
-    engine = client.app.state.services.engine  # type: ignore[attr-defined]
+    engine = app_state(client.app).services.engine
     statements: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

@@ -22,6 +22,7 @@ import pytest
 from tests.web.conftest import ADMIN, USER, Web, prepare, running
 from webui.admin import grant_projects
 from webui.projects.registry import ProjectRegistry
+from webui.web.state import app_state
 
 TOOL = "collect_document"
 HOSTILE = [
@@ -44,7 +45,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
 
 
 def registry(web: Web) -> ProjectRegistry:
-    return web.client.app.state.registry  # type: ignore[attr-defined]
+    return app_state(web.client.app).registry
 
 
 def add(web: Web, folder: Path, name: str, *, grant: bool = True) -> str:

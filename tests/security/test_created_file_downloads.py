@@ -35,6 +35,7 @@ from webui.files.download import content_disposition
 from webui.settings import Settings
 from webui.store import runs as run_store
 from webui.store.models import ManagedFile, Run
+from webui.web.state import app_state
 
 ADMIN_KEY = "admin-" + "k" * 40
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-1", "carol": "carol-password-1"}
@@ -126,7 +127,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
     with TestClient(create_app(config), base_url="http://127.0.0.1") as client:
         web = Web(client, config)
         engine = services(web).engine
-        registry = client.app.state.registry  # type: ignore[attr-defined]
+        registry = app_state(client.app).registry
         keys = {"admin": ADMIN_KEY}
         for name, password in PASSWORDS.items():
             prepared.add_user(engine, name, password, admin=False)

@@ -18,7 +18,6 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx2
@@ -636,9 +635,8 @@ def test_try_it_reaches_a_server_bound_to_every_interface_over_loopback_or_at_th
     tmp_path: Path,
 ) -> None:
     def url(**settings: Any) -> str:
-        app = SimpleNamespace(state=SimpleNamespace(settings=Settings(data_dir=tmp_path, **settings)))
-        scope = {"type": "http", "app": app, "server": ("172.17.0.2", 8000), "headers": [(b"host", b"x")]}
-        return own_endpoint_url(Request(scope), HELLO, "latest")
+        scope = {"type": "http", "server": ("172.17.0.2", 8000), "headers": [(b"host", b"x")]}
+        return own_endpoint_url(Request(scope), Settings(data_dir=tmp_path, **settings), HELLO, "latest")
 
     assert url(host="0.0.0.0").startswith("http://127.0.0.1:8000/api/workflows/")
     assert url(host="::").startswith("http://[::1]:8000/")

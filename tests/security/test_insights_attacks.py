@@ -30,6 +30,7 @@ from webui.store.insights import Ended
 from webui.store.models import RUN_ROLLUPS, Interaction, Run, utcnow
 from webui.web import insights_page
 from webui.web.insights_page import InsightsFeed, Scope, insights_stream, scope_of
+from webui.web.state import app_state
 
 HOSTILE = [*PAGE_HOSTILE, "</title><svg onload=alert(1)>"]
 
@@ -148,7 +149,7 @@ def owned_question(web: Web, run_id: str, owner: str | None, title: str) -> None
 def shared(app: Web) -> Web:
     """HELLO shared by ann and bob; a question waits on a run of each, and of the administrators."""
     create_user(engine(app), name=BOB[0], admin=False, password=BOB[1])
-    registry = app.client.app.state.registry  # type: ignore[attr-defined]
+    registry = app_state(app.client.app).registry
     grant_projects(engine(app), user=BOB[0], projects=[HELLO], registry=registry)
     owned_question(app, "r-ann", USER[0], "ann-own-question")
     owned_question(app, "r-bob", BOB[0], "bob-private-question")
@@ -196,8 +197,8 @@ def test_the_stream_renders_each_members_questions_for_her_alone(shared: Web) ->
 
 
 async def _bodies(app: Web, scope: Scope, user: UiUser, count: int) -> list[str]:
-    state = app.client.app.state  # type: ignore[attr-defined]
-    feed = insights_page.feed_of(state, state.services)
+    state = app_state(app.client.app)
+    feed = insights_page.feed_of(state)
     out: list[str] = []
     gen = insights_stream(feed, state.services.hub, user, scope, lambda: user)
     try:

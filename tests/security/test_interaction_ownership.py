@@ -45,6 +45,7 @@ from webui.auth.ui import UiUser
 from webui.runs.request import RunRequest
 from webui.store.models import AuditEvent
 from webui.web.conversations import Feed, conversation_stream
+from webui.web.state import app_state
 from webui.workflows.project import load_project
 
 ALICE = ("alice", "alice-password-1")
@@ -61,10 +62,10 @@ TRIP_ANSWERS = [{"destination": "Rome", "nights": 3}, {"room": "double"}, {}]
 def add_people(web: Web) -> None:
     """alice and bob: plain accounts, both granted the interactive project."""
     app = web.client.app  # type: ignore[attr-defined]
-    engine = app.state.services.engine
+    engine = app_state(app).services.engine
     for name, password in (ALICE, BOB):
         prepared.add_user(engine, name, password, admin=False)
-        grant_projects(engine, user=name, projects=[INTERACTIVE], registry=app.state.registry)
+        grant_projects(engine, user=name, projects=[INTERACTIVE], registry=app_state(app).registry)
 
 
 @pytest.fixture
@@ -221,7 +222,7 @@ def test_an_administrator_sees_alices_question_but_answers_only_with_the_audited
 
 def test_bobs_feed_never_carries_alices_cards_or_their_updates_while_alices_does(web: Web) -> None:
     svc = services(web)
-    feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
+    feed = Feed(svc.engine, app_state(web.client.app).templates.env)
     alice, bob = ui_user(web, "alice"), ui_user(web, "bob")
 
     async def scenario() -> tuple[list[ServerSentEvent], list[ServerSentEvent], str, str]:
@@ -294,7 +295,7 @@ def test_a_host_request_in_alices_conversation_is_404_for_bob_and_needs_the_over
     headers = {**HX, "X-CSRF-Token": csrf}
     r = host.client.post(f"/interactions/{iid}/answer", data={"action": "decline"}, headers=headers)
     assert r.status_code == 422 and "Answer as administrator" in r.text
-    assert host.web.client.app.state.services.interactions.get(iid).status == "pending"  # type: ignore[attr-defined]
+    assert app_state(host.web.client.app).services.interactions.get(iid).status == "pending"
     data = {"action": "decline", "override": "true"}
     r = host.client.post(f"/interactions/{iid}/answer", data=data, headers=headers)
     assert r.status_code == 200, r.text

@@ -15,6 +15,7 @@ import pytest
 
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, Web, prepare, running
 from webui.knowledge.model import Actor
+from webui.web.state import app_state
 
 ACTOR = Actor(actor="test", source="cli")
 HOSTILE = [
@@ -34,7 +35,7 @@ def app(tmp_path: Path) -> Iterator[Web]:
 
 
 def kb(web: Web) -> Any:
-    return web.client.app.state.services.knowledge  # type: ignore[attr-defined]
+    return app_state(web.client.app).services.knowledge
 
 
 def assert_inert(html: str) -> None:

@@ -21,6 +21,7 @@ from webui.app import create_app
 from webui.auth.ui import UiUser
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
+from webui.web.state import app_state
 
 WAIT = 60
 
@@ -39,7 +40,7 @@ def test_a_stream_stops_pushing_timelines_of_a_project_its_person_lost(
 ) -> None:
     monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.5)
     svc = services(web)
-    feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
+    feed = Feed(svc.engine, app_state(web.client.app).templates.env)
     alice = ui_user(web, "alice")
     now: list[UiUser] = [alice]
 

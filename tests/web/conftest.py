@@ -35,6 +35,7 @@ from webui.runs.types import RunUpdate
 from webui.settings import Settings
 from webui.store import accounts as account_store
 from webui.store.models import AuditEvent
+from webui.web.state import app_state
 from webui.workflows.project import load_project
 
 HELLO, INTERACTIVE, LEDGER = prepared.HELLO, prepared.INTERACTIVE, prepared.LEDGER
@@ -148,7 +149,7 @@ def hx(request: pytest.FixtureRequest) -> dict[str, str]:
 
 
 def engine(web: Web) -> Any:
-    return web.client.app.state.services.engine  # type: ignore[attr-defined]
+    return app_state(web.client.app).services.engine
 
 
 def audit(web: Web, event: str) -> list[AuditEvent]:
@@ -158,7 +159,7 @@ def audit(web: Web, event: str) -> list[AuditEvent]:
 
 
 def services(web: Web) -> Any:
-    return web.client.app.state.services  # type: ignore[attr-defined]
+    return app_state(web.client.app).services
 
 
 def account_id(web: Web, name: str) -> int:

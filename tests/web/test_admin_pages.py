@@ -25,6 +25,7 @@ from webui.auth.keys import AuthError
 from webui.auth.ui import COOKIE_NAME
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
+from webui.web.state import app_state
 
 
 def as_admin(web: Web, hx: dict[str, str]) -> dict[str, str]:
@@ -167,7 +168,7 @@ def test_an_admin_page_write_wakes_the_live_audit_tail(
     web: Web, hx: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     headers = as_admin(web, hx)
-    hub = web.client.app.state.services.hub  # type: ignore[attr-defined]
+    hub = app_state(web.client.app).services.hub
     woken: list[tuple[str, str, dict[str, Any]]] = []
     monkeypatch.setattr(hub, "publish", lambda topic, kind, **data: woken.append((topic, kind, data)))
     web.client.post("/admin/users", data={"name": "bea"}, headers=headers, follow_redirects=False)
@@ -188,7 +189,7 @@ def test_disabling_a_user_ends_their_sessions_and_keys_until_enabled(web: Web, h
     ann = account_id(web, USER[0])
     r = web.client.post(f"/admin/users/{ann}/disable", headers=headers, follow_redirects=False)
     done(r, hx, "users-panel", "/admin/users")
-    authenticator = web.client.app.state.authenticator  # type: ignore[attr-defined]
+    authenticator = app_state(web.client.app).authenticator
     with pytest.raises(AuthError, match="disabled"):
         authenticator.authenticate(raw)
     web.client.cookies.clear()

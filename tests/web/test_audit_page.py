@@ -31,6 +31,7 @@ from webui.store.audit import AuditFilter
 from webui.store.db import make_engine, sqlite_url
 from webui.web import audit_pages
 from webui.web.audit_pages import TailFeed, tail_events
+from webui.web.state import app_state
 
 ROW_ID = re.compile(r'<tr id="audit-(\d+)"')
 OLDER = re.compile(r'<a href="([^"]+)"[^>]*rel="next"')
@@ -72,7 +73,7 @@ SEED: list[dict[str, Any]] = [
 
 
 def engine_of(web: Web) -> Engine:
-    return web.client.app.state.services.engine  # pyright: ignore[reportAttributeAccessIssue]
+    return app_state(web.client.app).services.engine
 
 
 def seed(engine: Engine, rows: list[dict[str, Any]]) -> list[int]:

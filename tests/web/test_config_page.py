@@ -22,6 +22,7 @@ from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import account_place
 from webui.projects.registry import ProjectRegistry
 from webui.store.db import make_engine
+from webui.web.state import app_state
 
 PAGE = f"/projects/{SETTINGS_PROJECT}/config"
 API = f"/api/workflows/{SETTINGS_PROJECT}/configs"
@@ -50,7 +51,7 @@ def place_of(web: Web, name: str) -> ConfigPlace:
     svc = services(web)
     account = account_store.get_account(svc.engine, name=name)
     assert account is not None
-    fields = web.client.app.state.registry.draft(SETTINGS_PROJECT).config_fields  # type: ignore[attr-defined]
+    fields = app_state(web.client.app).registry.draft(SETTINGS_PROJECT).config_fields
     return account_place(SETTINGS_PROJECT, fields, account_id=account.id, account_name=name)
 
 

@@ -31,6 +31,7 @@ from webui.runs.request import RunRequest
 from webui.store import interactions as interaction_store
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
+from webui.web.state import app_state
 from webui.workflows.project import load_project
 
 HX = {"HX-Request": "true"}
@@ -345,10 +346,10 @@ def test_the_feed_sends_a_snapshot_then_permitted_new_cards_and_resolutions_and_
     """In-process: the stream generator against the app's real hub and run service."""
     web.login(*USER)
     app = web.client.app  # type: ignore[attr-defined]
-    user = app.state.ui_auth.resolve(web.client.cookies.get(COOKIE_NAME))
+    user = app_state(app).ui_auth.resolve(web.client.cookies.get(COOKIE_NAME))
     assert isinstance(user, UiUser) and user.name == "ann"
     svc = services(web)
-    feed = Feed(svc.engine, app.state.templates.env)
+    feed = Feed(svc.engine, app_state(app).templates.env)
     trip_project, torture_project = load_project(TRIP), load_project(TORTURE)
 
     async def begin(project: Any, entrypoint: str, params: dict[str, Any]) -> str:
@@ -421,7 +422,7 @@ def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
     monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.01)
     _, iid = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     svc = services(web)
-    feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
+    feed = Feed(svc.engine, app_state(web.client.app).templates.env)
     logins: list[UiUser | None] = [ann(web, frozenset({INTERACTIVE})), None]
 
     async def scenario() -> list[ServerSentEvent]:
@@ -440,7 +441,7 @@ def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
 @pytest.mark.shares_app
 def test_a_feed_that_falls_behind_ends_so_the_browser_reconnects_for_a_fresh_snapshot(web: Web) -> None:
     svc = services(web)
-    feed = Feed(svc.engine, web.client.app.state.templates.env)  # type: ignore[attr-defined]
+    feed = Feed(svc.engine, app_state(web.client.app).templates.env)
     hub = EventHub(queue_size=4)
 
     async def scenario() -> list[ServerSentEvent]:
@@ -476,7 +477,7 @@ def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen
     ]
     admins = [UiUser(root_id, "root", True, f"r{i}", f"root-token-{i}", None) for i in range(2)]
     bo = UiUser(ann_id + 1000, "bo", False, "b", "bo-token", frozenset({INTERACTIVE}))
-    feed = Feed(svc.engine, app.state.templates.env)  # one app: one shared `SharedWork`
+    feed = Feed(svc.engine, app_state(app).templates.env)  # one app: one shared `SharedWork`
     reads: list[str] = []
     renders: list[str] = []
     read, render = interaction_store.get_with_run, conversations.render_block

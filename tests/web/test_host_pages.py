@@ -35,6 +35,7 @@ from webui.host.service import HostService
 from webui.store.models import AuditEvent
 from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
+from webui.web.state import app_state
 
 SERVER = FIXTURES / "host_server.py"
 HX = {"HX-Request": "true"}
@@ -59,7 +60,7 @@ class Host:
 
     @property
     def service(self) -> HostService:
-        return self.client.app.state.host  # type: ignore[attr-defined]
+        return app_state(self.client.app).host
 
 
 def write_root(root: Path, servers: dict[str, Any], config: str) -> None:
@@ -821,11 +822,11 @@ def test_the_live_feed_pushes_host_requests_to_their_owner_only(
     conv = create(host, csrf, "live", selection="defaults")
     connect(host, csrf, conv)
     app = host.client.app  # type: ignore[attr-defined]
-    ann = app.state.ui_auth.resolve(host.client.cookies.get(COOKIE_NAME))
+    ann = app_state(app).ui_auth.resolve(host.client.cookies.get(COOKIE_NAME))
     assert isinstance(ann, UiUser)
     other = UiUser(ann.account_id + 100, "bo", False, "s", "c", frozenset())
-    services = app.state.services
-    feed = Feed(services.engine, app.state.templates.env, lambda: {"mcp-test-stdio": "Test_Stdio"})
+    services = app_state(app).services
+    feed = Feed(services.engine, app_state(app).templates.env, lambda: {"mcp-test-stdio": "Test_Stdio"})
     finished = anyio.Event()
 
     def bo_login() -> UiUser | None:

@@ -45,6 +45,7 @@ from webui.store import interactions as interaction_store
 from webui.web import conversations
 from webui.web.conversation_views import build_cards
 from webui.web.conversations import Feed, conversation_stream
+from webui.web.state import app_state
 
 BOB = ("bob", "bob-password-1")
 
@@ -151,10 +152,10 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
     # bob's live stream: his snapshot has none of ann's requests, and a new one is not pushed
     monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.05)
     app = host.client.app  # type: ignore[attr-defined]
-    bob_user = app.state.ui_auth.resolve(host.client.cookies.get(COOKIE_NAME))
+    bob_user = app_state(app).ui_auth.resolve(host.client.cookies.get(COOKIE_NAME))
     assert isinstance(bob_user, UiUser) and not bob_user.is_admin
-    services = app.state.services
-    feed = Feed(services.engine, app.state.templates.env, lambda: {"mcp-test-stdio": "Test_Stdio"})
+    services = app_state(app).services
+    feed = Feed(services.engine, app_state(app).templates.env, lambda: {"mcp-test-stdio": "Test_Stdio"})
     finished = anyio.Event()
 
     def bob_login() -> UiUser | None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.web.conftest import INTERACTIVE, USER, Web, rendered
 from webui.admin import create_key
+from webui.web.state import app_state
 
 pytestmark = pytest.mark.shares_app
 MODERN = "2026-07-28"
@@ -89,7 +90,7 @@ def _sse_or_json(text: str) -> dict[str, Any]:
 
 
 def test_a_client_that_cannot_answer_is_sent_to_the_question_in_the_inbox(web: Web) -> None:
-    services = web.client.app.state.services  # type: ignore[attr-defined]
+    services = app_state(web.client.app).services
     raw, _ = create_key(services.engine, user=USER[0], projects=None, scopes=None, name="inbox-hint")
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,

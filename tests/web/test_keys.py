@@ -22,6 +22,7 @@ from tests.web.conftest import (
 from webui.admin import create_key
 from webui.auth.keys import AuthError
 from webui.store import accounts as account_store
+from webui.web.state import app_state
 
 RAW_KEY = re.compile(r"shk_[0-9a-f]{12}_[A-Za-z0-9_-]+")
 
@@ -74,7 +75,7 @@ def test_a_created_key_is_shown_once_and_works(web: Web, hx: dict[str, str]) -> 
     assert [(k.id, k.name) for k in rendered(again).context["keys"]] == [(key.id, "laptop")]
     assert key.id in listed and "laptop" in listed
     assert (key.name, key.scopes, key.projects) == ("laptop", ["runs.create", "runs.read"], [HELLO])
-    principal = web.client.app.state.authenticator.authenticate(raw)  # type: ignore[attr-defined]
+    principal = app_state(web.client.app).authenticator.authenticate(raw)
     assert principal.actor == "user:ann" and principal.projects == frozenset({HELLO})
     [event] = audit(web, "key.created")[-1:]
     assert (event.actor, event.source, event.outcome) == ("user:ann", "ui", "ok")
@@ -142,7 +143,7 @@ def test_revoking_a_key_stops_it_at_once(web: Web, hx: dict[str, str]) -> None:
     [key] = ann_keys(web)
     assert key.revoked_at is not None
     with pytest.raises(AuthError, match="revoked"):
-        web.client.app.state.authenticator.authenticate(raw)  # type: ignore[attr-defined]
+        app_state(web.client.app).authenticator.authenticate(raw)
     [event] = audit(web, "key.revoked")
     assert (event.actor, event.source, event.details) == ("user:ann", "ui", {"keyId": key.id})
 

@@ -19,6 +19,7 @@ from tests.knowledge.files import docx, pdf
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, audit, engine, running
 from webui.admin import create_key
 from webui.settings import Settings
+from webui.web.state import app_state
 
 ADMIN_KEY = secrets.token_urlsafe(32)
 BASE = f"/api/workflows/{HELLO}/knowledge"
@@ -489,7 +490,7 @@ def test_an_accounts_searches_and_exports_past_its_read_slots_are_429_with_retry
     """Searches and exports are heavy reads: an account running as many as it may is refused
     the next one at once (another account is not); a slot given back is taken again."""
     add(kb, admin(), id="tea", text="How to brew tea.")
-    reads = kb.client.app.state.services.knowledge.reads  # type: ignore[attr-defined]
+    reads = app_state(kb.client.app).services.knowledge.reads
     held = [reads.take("admin") for _ in range(reads.limit)]  # the admin key's account: "admin"
     search = kb.client.post(f"{BASE}/search", json={"query": "tea"}, headers=admin())
     export = kb.client.get(f"{BASE}/export", headers=admin())

@@ -11,12 +11,13 @@ import pytest
 from tests.knowledge.files import pdf
 from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, rendered
 from webui.knowledge.model import Actor
+from webui.web.state import app_state
 
 ACTOR = Actor(actor="test", source="cli")
 
 
 def kb(web: Web) -> Any:
-    return web.client.app.state.services.knowledge  # type: ignore[attr-defined]
+    return app_state(web.client.app).services.knowledge
 
 
 def url(project: str = HELLO, tail: str = "") -> str:

@@ -36,6 +36,7 @@ from tests.web.conftest import Web
 from webui.mcp.openapi import MCP_PATH, METHODS_TAG, method_path, method_paths
 from webui.mcp.operations import served_methods
 from webui.mcp.server import build_server
+from webui.web.state import app_state
 
 pytestmark = pytest.mark.shares_app
 
@@ -69,7 +70,7 @@ def _document(web: Web) -> dict[str, Any]:
 
 def _served(web: Web) -> Server[Any]:
     """The lowlevel server the app's lifespan built (build_server) and serves."""
-    server = web.client.app.state.gateway.manager.app  # type: ignore[attr-defined]
+    server = app_state(web.client.app).gateway.manager.app
     assert isinstance(server, Server)
     return server
 

@@ -23,6 +23,7 @@ from webui.mcp.catalog import Catalog
 from webui.projects.registry import ProjectRegistry
 from webui.store import accounts as account_store
 from webui.web import mcp_page
+from webui.web.state import app_state
 from webui.workflows.targets import parse_target
 
 RICH = "c0ffee00-1111-4222-8333-444455556666"
@@ -53,7 +54,7 @@ def mcp(web: Web, project: str, target: str | None = "latest", **headers: str) -
 
 
 def registry(web: Web) -> ProjectRegistry:
-    return web.client.app.state.registry  # type: ignore[attr-defined]
+    return app_state(web.client.app).registry
 
 
 RICH_PARAMS = [
@@ -556,7 +557,7 @@ def test_a_slow_call_answers_running_then_the_follow_up_get_brings_the_outcome(
 
 def test_the_page_never_contains_a_stored_key_or_key_hash(dead_endpoint: Web) -> None:
     web = dead_endpoint
-    engine = web.client.app.state.services.engine  # type: ignore[attr-defined]
+    engine = app_state(web.client.app).services.engine
     raw_keys = [
         create_key(engine, user=USER[0], projects=None, scopes=None, name="laptop")[0],
         create_key(engine, user=USER[0], projects=[HELLO], scopes=["runs.read"], name="ro")[0],
@@ -565,7 +566,7 @@ def test_the_page_never_contains_a_stored_key_or_key_hash(dead_endpoint: Web) ->
     csrf = web.login(*USER)
     pages = [try_it(web, HELLO, "greet", {"t1-name": "Ada"}, csrf=csrf).text]  # creates the try-it key
     pages.append(try_it(web, HELLO, "greet", {"t1-name": "Ada"}, htmx=False, csrf=csrf).text)
-    held = web.client.app.state.try_it._keys  # type: ignore[attr-defined]
+    held = app_state(web.client.app).try_it._keys
     raw_keys += [raw for _, raw in held.values()]
     assert len(raw_keys) == 4
     for target in ("draft", "latest", "1.0.0"):

@@ -20,6 +20,7 @@ from webui.store import accounts as account_store
 from webui.store import runs as run_store
 from webui.store.models import Run
 from webui.web.runs_pages import PAGE_SIZE
+from webui.web.state import app_state
 from webui.workflows.project import load_project
 
 HX = {"HX-Request": "true"}
@@ -38,7 +39,7 @@ def start_run(
     project = load_project(folder)
     ep = project.entrypoint(entrypoint)
     assert ep is not None
-    services = web.client.app.state.services  # type: ignore[attr-defined]
+    services = app_state(web.client.app).services
     # The run is the account's its actor names (as when started with that account's key).
     account = account_store.get_account(services.engine, name=actor.removeprefix("user:"))
 
@@ -68,7 +69,7 @@ def start_run(
 
 def insert_run(web: Web, run_id: str, project_id: str, *, created_at: datetime, **fields: Any) -> None:
     """A stored run without a worker, for listing and paging."""
-    engine = web.client.app.state.services.engine  # type: ignore[attr-defined]
+    engine = app_state(web.client.app).services.engine
     values: dict[str, Any] = {"entrypoint_id": "greet", "entrypoint_title": "Greet", "status": "success"}
     values.update(fields)
     run_store.create_run(engine, run=Run(id=run_id, project_id=project_id, created_at=created_at, **values))
@@ -273,7 +274,7 @@ def test_a_waiting_run_shows_its_pending_question_and_a_link_to_its_inbox_card(
 
 
 def test_a_child_run_and_its_parent_link_to_each_other(web: Web, hx: dict[str, str]) -> None:
-    engine = web.client.app.state.services.engine  # type: ignore[attr-defined]
+    engine = app_state(web.client.app).services.engine
     now = datetime.now(UTC)
     insert_run(web, "20260101-parent", HELLO, created_at=now, status="waiting_for_child")
     insert_run(web, "20260101-child<", HELLO, created_at=now, parent_run_id="20260101-parent")

@@ -10,6 +10,7 @@ protocol era and the statuses the gateway and the SDK answer it with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -413,16 +414,10 @@ def method_paths(server: Server[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return paths, components
 
 
-def _served_server(app: FastAPI) -> Server[Any] | None:
-    gateway = getattr(app.state, "gateway", None)
-    manager = getattr(gateway, "manager", None)
-    server = getattr(manager, "app", None)
-    return server if isinstance(server, Server) else None
-
-
-def add_mcp_operations(app: FastAPI) -> None:
-    """`/openapi.json` with the MCP endpoint and, once the lifespan has built the server,
-    one operation per method it serves (before that, the endpoint alone, not kept)."""
+def add_mcp_operations(app: FastAPI, served: Callable[[], Server[Any] | None]) -> None:
+    """`/openapi.json` with the MCP endpoint and, once the lifespan has built the server
+    (`served()`, None before), one operation per method it serves (before that, the
+    endpoint alone, not kept)."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -432,7 +427,7 @@ def add_mcp_operations(app: FastAPI) -> None:
             schema["paths"][MCP_PATH] = mcp_path_item()
             components = schema.setdefault("components", {})
             components.setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
-            server = _served_server(app)
+            server = served()
             if server is None:
                 return schema
             paths, mcp_components = method_paths(server)

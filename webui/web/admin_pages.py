@@ -12,13 +12,13 @@ from fastapi.responses import RedirectResponse, Response
 
 from webui import admin
 from webui.account_rules import InvalidAccount
-from webui.auth.ui import UiUser
+from webui.auth.ui import UiAuth, UiUser
 from webui.errors import NotFound
 from webui.services import Services
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
 from webui.store.models import Account, ProjectRecord
-from webui.web.deps import AdminDep, ServicesDep
+from webui.web.deps import AdminDep, ServicesDep, UiAuthDep
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(prefix="/admin", tags=["admin pages"])
@@ -117,7 +117,13 @@ def create_user(
 
 
 def _set_disabled(
-    request: Request, account: Account, admin_user: UiUser, services: Services, *, disabled: bool
+    request: Request,
+    account: Account,
+    admin_user: UiUser,
+    services: Services,
+    ui_auth: UiAuth,
+    *,
+    disabled: bool,
 ) -> Response:
     assert account.id is not None
     if disabled and account.id == admin_user.account_id:
@@ -132,7 +138,7 @@ def _set_disabled(
         audit=services.audit,
     )
     if disabled:
-        request.app.state.ui_auth.end_all(account.id)  # a re-enabled account logs in afresh
+        ui_auth.end_all(account.id)  # a re-enabled account logs in afresh
     state = "disabled" if disabled else "enabled"
     return _done(
         request,
@@ -143,16 +149,16 @@ def _set_disabled(
 
 @router.post("/users/{account_id}/disable", summary="Disable a user (logins and API keys stop working)")
 def disable_user(
-    request: Request, account: AccountDep, admin_user: AdminDep, services: ServicesDep
+    request: Request, account: AccountDep, admin_user: AdminDep, services: ServicesDep, ui_auth: UiAuthDep
 ) -> Response:
-    return _set_disabled(request, account, admin_user, services, disabled=True)
+    return _set_disabled(request, account, admin_user, services, ui_auth, disabled=True)
 
 
 @router.post("/users/{account_id}/enable", summary="Enable a disabled user")
 def enable_user(
-    request: Request, account: AccountDep, admin_user: AdminDep, services: ServicesDep
+    request: Request, account: AccountDep, admin_user: AdminDep, services: ServicesDep, ui_auth: UiAuthDep
 ) -> Response:
-    return _set_disabled(request, account, admin_user, services, disabled=False)
+    return _set_disabled(request, account, admin_user, services, ui_auth, disabled=False)
 
 
 @router.post("/users/{account_id}/projects", summary="Set a user's project permissions")

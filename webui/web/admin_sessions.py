@@ -23,7 +23,7 @@ from webui.services import Services
 from webui.store import projects as project_store
 from webui.store import sessions as session_store
 from webui.store.models import McpSession, as_utc
-from webui.web.deps import AdminDep, ServicesDep
+from webui.web.deps import AdminDep, GatewayDep, ServicesDep
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(prefix="/admin", tags=["admin pages"])
@@ -77,12 +77,12 @@ def _open_sessions(engine: Engine) -> tuple[list[McpSession], dict[str, str]]:
 async def _panel(
     request: Request,
     services: Services,
+    gateway: McpGateway,
     *,
     notice: str | None = None,
     error: str | None = None,
     status_code: int = 200,
 ) -> Response:
-    gateway: McpGateway = request.app.state.gateway
     rows, names = await run_db(_open_sessions, services.engine)
     return page(
         request,
@@ -94,22 +94,31 @@ async def _panel(
 
 
 @router.get("/sessions", summary="Live MCP sessions")
-async def sessions_page(request: Request, admin_user: AdminDep, services: ServicesDep) -> Response:
-    return await _panel(request, services)
+async def sessions_page(
+    request: Request, admin_user: AdminDep, services: ServicesDep, gateway: GatewayDep
+) -> Response:
+    return await _panel(request, services, gateway)
 
 
 @router.post("/sessions/{session_id}/terminate", summary="End an MCP session, its calls and their runs")
 async def terminate_session(
-    request: Request, session_id: SessionIdPath, admin_user: AdminDep, services: ServicesDep
+    request: Request,
+    session_id: SessionIdPath,
+    admin_user: AdminDep,
+    services: ServicesDep,
+    gateway: GatewayDep,
 ) -> Response:
     row = await run_db(session_store.get_session, services.engine, session_id=session_id)
     if row is None:
-        return await _panel(request, services, error=f"MCP session {session_id} not found.", status_code=404)
+        return await _panel(
+            request, services, gateway, error=f"MCP session {session_id} not found.", status_code=404
+        )
     if row.closed_at is not None:
         when = as_utc(row.closed_at).strftime("%Y-%m-%d %H:%M:%S UTC")
         return await _panel(
             request,
             services,
+            gateway,
             error=f"MCP session {session_id} already ended ({row.close_reason or 'closed'}, {when}).",
             status_code=409,
         )
@@ -124,4 +133,4 @@ async def terminate_session(
     )
     if not is_htmx(request):
         return RedirectResponse("/admin/sessions", status_code=303)
-    return await _panel(request, services, notice=f"MCP session {session_id} terminated.")
+    return await _panel(request, services, gateway, notice=f"MCP session {session_id} terminated.")

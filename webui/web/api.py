@@ -34,6 +34,7 @@ from webui.web.json_body import ApiBody, RawBody, StrictBody
 from webui.web.policies import API_KEY, API_KEY_OR_SESSION
 from webui.web.runs_pages import RunRedaction, readable_run, shown_event, shown_run
 from webui.web.security import check_csrf
+from webui.web.state import Kept, app_state
 from webui.web.streams import HeldStream
 
 # Every route takes an API key sent in Authorization; the browser's file picker and a run
@@ -183,8 +184,8 @@ def run_json(
 @router.get(
     "/whoami",
     summary="Who the Bearer key is: checks a key without doing anything with it",
-    dependencies=[API_KEY],
     response_model=WhoAmIAnswer,
+    dependencies=[API_KEY],
     responses={401: {"description": "No key, or one the server does not accept"}},
 )
 def whoami(principal: PrincipalDep) -> dict[str, Any]:
@@ -202,9 +203,9 @@ def whoami(principal: PrincipalDep) -> dict[str, Any]:
 @router.get(
     "/runs/{run_id}",
     summary="A run's status, output or error, and any pending interaction",
-    dependencies=[API_KEY],
     response_model=RunAnswer,
     response_model_exclude_unset=True,
+    dependencies=[API_KEY],
 )
 def get_run(run_id: str, principal: PrincipalDep, services: ServicesDep) -> dict[str, Any]:
     run = readable_run(services.engine, run_id, principal)
@@ -240,13 +241,12 @@ def created_file(
     return row, RunRedaction.of(services, party, run).result.text(row.name)
 
 
+DOWNLOAD_SLOTS = Kept(lambda state: DownloadSlots(state.settings.max_downloads_per_account))
+
+
 def download_slots(request: Request) -> DownloadSlots:
     """The process's per-account cap on downloads under way (made at first use)."""
-    state = request.app.state
-    slots = getattr(state, "download_slots", None)
-    if slots is None:
-        slots = state.download_slots = DownloadSlots(state.settings.max_downloads_per_account)
-    return slots
+    return DOWNLOAD_SLOTS.of(app_state(request.app))
 
 
 def open_stored(path: str) -> BinaryIO | None:
@@ -376,8 +376,8 @@ class AnswerBody(ApiBody):
 @router.post(
     "/interactions/{interaction_id}/answer",
     summary="Answer a pending interaction of your own run (resumes it)",
-    dependencies=[API_KEY],
     response_model=AnsweredAnswer,
+    dependencies=[API_KEY],
     responses={
         403: {"description": "The server admin key, for an account's question, without `override`"},
         404: {"description": "Unknown, or not yours: another account's questions are not shown"},

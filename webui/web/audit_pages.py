@@ -43,7 +43,8 @@ from webui.store import audit as audit_store
 from webui.store import projects as project_store
 from webui.store.audit import AuditFilter, AuditRow, Cursor
 from webui.store.models import as_utc
-from webui.web.deps import AdminDep, ServicesDep
+from webui.web.deps import AdminDep, ServicesDep, StateDep, UiAuthDep
+from webui.web.state import AppState, Kept
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(prefix="/admin/audit", tags=["admin"])
@@ -370,14 +371,16 @@ class TailFeed:
         return list(zip(rows, self._render(rows), strict=True))
 
 
-def get_tail_feed(request: Request) -> TailFeed:
-    """The app's feed, made on first use (it holds no resources to tear down)."""
-    state = request.app.state
-    feed: TailFeed | None = getattr(state, "audit_tail_feed", None)
-    if feed is None:
-        engine, env = state.services.engine, state.templates.env
-        feed = state.audit_tail_feed = TailFeed(engine, lambda rows: render_rows(env, engine, rows))
-    return feed
+def _new_tail_feed(state: AppState) -> TailFeed:
+    engine, env = state.services.engine, state.templates.env
+    return TailFeed(engine, lambda rows: render_rows(env, engine, rows))
+
+
+TAIL_FEED = Kept(_new_tail_feed)  # the app's feed, made on first use (it holds nothing to tear down)
+
+
+def get_tail_feed(state: StateDep) -> TailFeed:
+    return TAIL_FEED.of(state)
 
 
 async def _next_wake(sub: Subscription) -> tuple[bool, float, int | None]:
@@ -431,6 +434,8 @@ def audit_tail(
     request: Request,
     _admin: AdminDep,
     services: ServicesDep,
+    ui_auth: UiAuthDep,
+    feed: Annotated[TailFeed, Depends(get_tail_feed)],
     form: FilterDep,
     after: Annotated[int | None, Query(ge=0, description="Only events with a higher id")] = None,
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
@@ -441,12 +446,12 @@ def audit_tail(
     cookie = request.cookies.get(COOKIE_NAME)
 
     def still_admin() -> bool:
-        user = request.app.state.ui_auth.resolve(cookie)
+        user = ui_auth.resolve(cookie)
         return user is not None and user.is_admin
 
     events = tail_events(
         hub=services.hub,
-        feed=get_tail_feed(request),
+        feed=feed,
         filters=form.filters,
         after=after,
         still_allowed=still_admin,

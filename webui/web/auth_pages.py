@@ -9,11 +9,9 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from webui.audit.events import AuditName
-from webui.auth.throttle import AuthThrottle
 from webui.auth.ui import COOKIE_NAME
 from webui.blocking import run_db, run_hash
-from webui.edge.refusals import RefusalAudit
-from webui.web.deps import ServicesDep, UserDep, get_ui_user
+from webui.web.deps import AuthThrottleDep, RefusalsDep, ServicesDep, UiAuthDep, UserDep, get_ui_user
 from webui.web.policies import PUBLIC
 from webui.web.security import check_csrf
 from webui.web.templating import page
@@ -54,18 +52,19 @@ def login_form(request: Request, next: str | None = None) -> Response:
 async def login(
     request: Request,
     services: ServicesDep,
+    throttle: AuthThrottleDep,
+    refusals: RefusalsDep,
+    ui_auth: UiAuthDep,
     username: Annotated[str, Form(max_length=64)],
     password: Annotated[str, Form(max_length=1024)],
     csrf_token: Annotated[str, Form()],
     next: Annotated[str, Form()] = "/projects",
 ) -> Response:
     check_csrf(request.cookies.get(LOGIN_CSRF_COOKIE, ""), csrf_token)
-    throttle: AuthThrottle = request.app.state.auth_throttle
     client = request.client.host if request.client else None
     address = client or "unknown"
     wait = throttle.login_retry_after(username, address)
     if wait is not None:  # refused before the password is even hashed
-        refusals: RefusalAudit = request.app.state.refusals
         await refusals.record(
             request.scope,
             AuditName.AUTH_THROTTLED,
@@ -82,7 +81,7 @@ async def login(
         )
         response.headers["Retry-After"] = str(wait)
         return response
-    result = await run_hash(request.app.state.ui_auth.login, username, password)
+    result = await run_hash(ui_auth.login, username, password)
     if result is None:
         throttle.login_failed(username, address)
     else:
@@ -112,8 +111,8 @@ async def login(
 
 
 @router.post("/logout", summary="Log out")
-def logout(request: Request, user: UserDep, services: ServicesDep) -> Response:
-    request.app.state.ui_auth.logout(user.session_id)
+def logout(request: Request, user: UserDep, services: ServicesDep, ui_auth: UiAuthDep) -> Response:
+    ui_auth.logout(user.session_id)
     services.audit.record_alone(
         services.engine, AuditName.UI_LOGOUT, actor=user.actor, outcome="ok", source="ui"
     )

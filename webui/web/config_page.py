@@ -41,8 +41,9 @@ from webui.errors import (
 from webui.parse_threads import run_parse
 from webui.store import accounts as account_store
 from webui.web.configs_api import Caller, export_download, resolve_place, secrets_need_post, who
-from webui.web.deps import UserDep
+from webui.web.deps import ConfigsDep, UserDep
 from webui.web.json_body import parse_json
+from webui.web.state import app_state
 from webui.web.templating import is_htmx, page
 from webui.workflows.configuration import ConfigField
 
@@ -193,9 +194,10 @@ def _load(
 ) -> dict[str, Any]:
     caller = Caller.of_user(user)
     place = resolve_place(request, caller, project_id, account)
-    services = request.app.state.services
+    state = app_state(request.app)
+    services = state.services
     views = services.configs.list(place)
-    record = request.app.state.registry.record(project_id)
+    record = state.registry.record(project_id)
     accounts = (
         [a.name for a in account_store.list_accounts(services.engine) if not a.disabled]
         if user.is_admin
@@ -298,7 +300,7 @@ def _revision(form: FormData) -> int:
 
 @router.post("/projects/{project_id}/config/save", summary="Save one configuration's values")
 async def save_config(
-    request: Request, project_id: str, user: UserDep, account: str | None = None
+    request: Request, project_id: str, user: UserDep, configs: ConfigsDep, account: str | None = None
 ) -> Response:
     form = await request.form()
     name = _text(form, "name")
@@ -306,16 +308,14 @@ async def save_config(
     caller = Caller.of_user(user)
     place = await run_db(resolve_place, request, caller, project_id, account)
     try:
-        stored = await run_db(request.app.state.services.configs.show, place, name)
+        stored = await run_db(configs.show, place, name)
     except ConfigurationNotFound as exc:
         outcome = Outcome(error=f"{exc.message}: it was renamed or deleted meanwhile; nothing was saved")
         return await _render(request, user, project_id, account, outcome, status_code=409)
     values, unset, shown = parse_values(place.fields, form, stored)
 
     def action(place: ConfigPlace, by: Who) -> None:
-        request.app.state.services.configs.set(
-            place, name, revision=revision, values=values, unset=unset, who=by
-        )
+        configs.set(place, name, revision=revision, values=values, unset=unset, who=by)
 
     def on_error(exc: SteamharnessError) -> Outcome:
         message = exc.message
@@ -344,14 +344,18 @@ async def save_config(
     return await _act(request, user, project_id, account, action, notice=f"Saved {name}.", on_error=on_error)
 
 
-@router.post("/projects/{project_id}/config/create", summary="Create a configuration (or copy one)")
+@router.post(
+    "/projects/{project_id}/config/create",
+    name="config_create",
+    summary="Create a configuration (or copy one)",
+)
 async def create_config(
-    request: Request, project_id: str, user: UserDep, account: str | None = None
+    request: Request, project_id: str, user: UserDep, configs: ConfigsDep, account: str | None = None
 ) -> Response:
     form = await request.form()
     name = _text(form, "name")
     copy_of = _text(form, "copy_of") or None
-    service = request.app.state.services.configs
+    service = configs
 
     def action(place: ConfigPlace, by: Who) -> None:
         service.create(place, name, {}, by, copy_of=copy_of)
@@ -363,13 +367,13 @@ async def create_config(
     return await _act(request, user, project_id, account, action, notice=notice, on_error=on_error)
 
 
-@router.post("/projects/{project_id}/config/rename", summary="Rename a configuration")
+@router.post("/projects/{project_id}/config/rename", name="config_rename", summary="Rename a configuration")
 async def rename_config(
-    request: Request, project_id: str, user: UserDep, account: str | None = None
+    request: Request, project_id: str, user: UserDep, configs: ConfigsDep, account: str | None = None
 ) -> Response:
     form = await request.form()
     name, new_name, revision = _text(form, "name"), _text(form, "new_name"), _revision(form)
-    service = request.app.state.services.configs
+    service = configs
 
     def action(place: ConfigPlace, by: Who) -> None:
         service.rename(place, name, new_name, revision=revision, who=by)
@@ -379,13 +383,13 @@ async def rename_config(
     )
 
 
-@router.post("/projects/{project_id}/config/delete", summary="Delete a configuration")
+@router.post("/projects/{project_id}/config/delete", name="config_delete", summary="Delete a configuration")
 async def delete_config(
-    request: Request, project_id: str, user: UserDep, account: str | None = None
+    request: Request, project_id: str, user: UserDep, configs: ConfigsDep, account: str | None = None
 ) -> Response:
     form = await request.form()
     name, revision = _text(form, "name"), _revision(form)
-    service = request.app.state.services.configs
+    service = configs
 
     def action(place: ConfigPlace, by: Who) -> None:
         service.delete(place, name, revision=revision, who=by)
@@ -393,13 +397,17 @@ async def delete_config(
     return await _act_on_card(request, user, project_id, account, name, action, notice=f"Deleted {name}.")
 
 
-@router.post("/projects/{project_id}/config/activate", summary="Make a configuration the active one")
+@router.post(
+    "/projects/{project_id}/config/activate",
+    name="config_activate",
+    summary="Make a configuration the active one",
+)
 async def activate_config(
-    request: Request, project_id: str, user: UserDep, account: str | None = None
+    request: Request, project_id: str, user: UserDep, configs: ConfigsDep, account: str | None = None
 ) -> Response:
     form = await request.form()
     name = _text(form, "name")
-    service = request.app.state.services.configs
+    service = configs
 
     def action(place: ConfigPlace, by: Who) -> None:
         service.activate(place, name, by)
@@ -448,7 +456,7 @@ async def _export(
 
 @router.post("/projects/{project_id}/config/import", summary="Import an exported configurations document")
 async def import_config(
-    request: Request, project_id: str, user: UserDep, account: str | None = None
+    request: Request, project_id: str, user: UserDep, configs: ConfigsDep, account: str | None = None
 ) -> Response:
     form = await request.form()
     upload = form.get("file")
@@ -458,7 +466,7 @@ async def import_config(
         raw = await upload.read() if isinstance(upload, UploadFile) else b""
     finally:
         await form.close()
-    service = request.app.state.services.configs
+    service = configs
     # Parsed before the database work (off the event loop when large); a file that is not
     # JSON is refused once the caller may use the place, as every other refusal.
     doc: Any = None

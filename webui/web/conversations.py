@@ -42,11 +42,11 @@ import dataclasses
 import secrets
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote_from_bytes
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 from jinja2 import Environment
 from jinja2_fragments import render_block
@@ -58,8 +58,10 @@ from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.blocking import run_db
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer, NotFound, SteamharnessError
 from webui.events import Event, EventHub
+from webui.host.service import HostService
 from webui.interactions.owner import Party
 from webui.interactions.service import ACTIONS
+from webui.services import Services
 from webui.store import runs as run_store
 from webui.store.interactions import InteractionWithRun
 from webui.web import forms
@@ -79,9 +81,10 @@ from webui.web.conversation_views import (
     submitted_values,
     visible_item,
 )
-from webui.web.deps import ServicesDep, UserDep
+from webui.web.deps import HostDep, ServicesDep, StateDep, UserDep
 from webui.web.policies import PUBLIC
 from webui.web.runs_pages import run_hider, shown_run
+from webui.web.state import Kept
 from webui.web.streams import SharedWork, StreamSlots
 from webui.web.templating import is_htmx, page
 
@@ -106,13 +109,10 @@ SEND_TIMEOUT_SECONDS = 30.0
 OVERRIDE_VALUES = frozenset({"true", "on", "1"})
 
 
-def server_names_of(request: Request) -> ServerNames:
+def server_names_of(host: HostService) -> ServerNames:
     """Display names of the configured MCP servers ({} while the configuration is broken)."""
-    host = getattr(request.app.state, "host", None)
 
     def names() -> Mapping[str, str]:
-        if host is None:
-            return {}
         try:
             return {sid: server.name for sid, server in host.config().servers.items()}
         except SteamharnessError:
@@ -121,17 +121,22 @@ def server_names_of(request: Request) -> ServerNames:
     return names
 
 
+def _server_names(host: HostDep) -> ServerNames:
+    return server_names_of(host)
+
+
+ServerNamesDep = Annotated[ServerNames, Depends(_server_names)]
+
+
 # --------------------------------------------------------------------------- pages
 
 
 @router.get(INBOX, summary="Your inbox: pending interactions you may answer (live)")
-def inbox(request: Request, user: UserDep, services: ServicesDep) -> Response:
+def inbox(request: Request, user: UserDep, services: ServicesDep, names: ServerNamesDep) -> Response:
     # htmx gets the feed alone, except when restoring history, which needs the whole page;
     # caches keep the answers apart.
     restoring = request.headers.get("hx-history-restore-request") == "true"
-    context = {
-        "cards": pending_cards(services.engine, user, server_names_of(request), run_hider(services, user))
-    }
+    context = {"cards": pending_cards(services.engine, user, names, run_hider(services, user))}
     response = page(request, PAGE, context, block=None if restoring else "feed")
     response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
     return response
@@ -147,23 +152,30 @@ def timeline_fragment(run_id: str, request: Request, user: UserDep, services: Se
     return page(request, TIMELINE, {"timeline": timeline})
 
 
-def _card_response(request: Request, engine: Engine, user: UiUser, card: Card, status: int) -> Response:
+def _card_response(
+    request: Request, services: Services, names: ServerNames, user: UiUser, card: Card, status: int
+) -> Response:
     if is_htmx(request):
         return page(request, PAGE, {"card": card, "refresh": True}, block="card", status_code=status)
     # Without htmx, the whole page, with this card (and its errors) in place.
-    names = server_names_of(request)
-    hide = run_hider(request.app.state.services, user)
-    cards = [c for c in pending_cards(engine, user, names, hide) if c.interaction.id != card.interaction.id]
+    hide = run_hider(services, user)
+    cards = [
+        c
+        for c in pending_cards(services.engine, user, names, hide)
+        if c.interaction.id != card.interaction.id
+    ]
     return page(request, PAGE, {"cards": [card, *cards]}, status_code=status)
 
 
-def _settled_response(request: Request, engine: Engine, user: UiUser, card: Card) -> Response:
+def _settled_response(
+    request: Request, services: Services, names: ServerNames, user: UiUser, card: Card
+) -> Response:
     """An answer to a question that is no longer open: say so beside its final state."""
     if card.interaction.status == "answered":
         card.problem = "This question was already answered; your answer was not used."
-        return _card_response(request, engine, user, card, InteractionConflict.status)
+        return _card_response(request, services, names, user, card, InteractionConflict.status)
     card.problem = "This question can no longer be answered."
-    return _card_response(request, engine, user, card, InteractionClosed.status)
+    return _card_response(request, services, names, user, card, InteractionClosed.status)
 
 
 def _fresh_card(
@@ -173,32 +185,33 @@ def _fresh_card(
 
 
 @router.post("/interactions/{interaction_id}/answer", summary="Answer an interaction from the browser")
-async def answer(interaction_id: str, request: Request, user: UserDep, services: ServicesDep) -> Response:
+async def answer(
+    interaction_id: str, request: Request, user: UserDep, services: ServicesDep, names: ServerNamesDep
+) -> Response:
     engine = services.engine
-    names = server_names_of(request)
     item = await run_db(visible_item, engine, user, interaction_id)
     card = (await run_db(build_cards, engine, [item], names, user, run_hider(services, user)))[0]
     form = await request.form()
     action = str(form.get("action") or "")
     if action not in ACTIONS:
         card.problem = "Choose one of the buttons: accept, decline or cancel."
-        return await run_db(_card_response, request, engine, user, card, 422)
+        return await run_db(_card_response, request, services, names, user, card, 422)
     override = str(form.get("override") or "") in OVERRIDE_VALUES
     if not card.owned and not override:
         card.problem = (
             f"This question belongs to {card.owner_label}. Tick “Answer as administrator” "
             "to answer it anyway; the override is recorded in the audit log."
         )
-        return await run_db(_card_response, request, engine, user, card, 422)
+        return await run_db(_card_response, request, services, names, user, card, 422)
     content: dict[str, Any] | None = None
     if action == "accept":
         content, errors = forms.parse(item.interaction.requested_schema, form, prefix=card.prefix)
         if errors:
             if not card.pending:
-                return await run_db(_settled_response, request, engine, user, card)
+                return await run_db(_settled_response, request, services, names, user, card)
             card.values, card.errors = submitted_values(card, form, content, errors), errors
             card.problem = "Some answers need attention."
-            return await run_db(_card_response, request, engine, user, card, 422)
+            return await run_db(_card_response, request, services, names, user, card, 422)
     try:
         await services.interactions.answer(
             interaction_id,
@@ -210,17 +223,17 @@ async def answer(interaction_id: str, request: Request, user: UserDep, services:
         )
     except InvalidAnswer as exc:
         if not card.pending:
-            return await run_db(_settled_response, request, engine, user, card)
+            return await run_db(_settled_response, request, services, names, user, card)
         card.values = content or {}
         card.errors = await field_problems(
             item.interaction.requested_schema, content or {}, account=user.account_id
         )
         card.problem = "Some answers need attention." if card.errors else exc.message
-        return await run_db(_card_response, request, engine, user, card, exc.status)
+        return await run_db(_card_response, request, services, names, user, card, exc.status)
     except (InteractionConflict, InteractionClosed) as exc:
         fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
         fresh.problem = exc.message
-        return await run_db(_card_response, request, engine, user, fresh, exc.status)
+        return await run_db(_card_response, request, services, names, user, fresh, exc.status)
     if not is_htmx(request):
         return RedirectResponse(INBOX, status_code=303)
     fresh = await run_db(_fresh_card, engine, user, interaction_id, names, run_hider(services, user))
@@ -424,18 +437,17 @@ async def _events_for(
 
 
 @router.get(INBOX_EVENTS, summary="Live updates of the inbox (SSE)")
-def inbox_events(request: Request, user: UserDep, services: ServicesDep) -> Response:
-    state = request.app.state
-    feed = Feed(
-        services.engine, state.templates.env, server_names_of(request), shared_work(request), services
-    )
+def inbox_events(
+    request: Request, user: UserDep, services: ServicesDep, names: ServerNamesDep, state: StateDep
+) -> Response:
+    feed = Feed(services.engine, state.templates.env, names, INBOX_WORK.of(state), services)
     cookie = request.cookies.get(COOKIE_NAME)
     ui_auth = state.ui_auth
 
     def recheck() -> UiUser | None:
         return ui_auth.resolve(cookie)
 
-    release = stream_slots(request).take(user.account_id)  # over the cap: 429, nothing held
+    release = INBOX_SLOTS.of(state).take(user.account_id)  # over the cap: 429, nothing held
     return HeldStream(
         conversation_stream(feed, services.hub, user, recheck),
         release,
@@ -465,19 +477,6 @@ class HeldStream(EventSourceResponse):
                 await self._content.aclose()
 
 
-def stream_slots(request: Request) -> StreamSlots:
-    """The process's per-account cap on inbox streams (made at first use)."""
-    state = request.app.state
-    slots = getattr(state, "conversation_stream_slots", None)
-    if slots is None:
-        slots = state.conversation_stream_slots = StreamSlots(state.settings.max_sse_streams_per_account)
-    return slots
-
-
-def shared_work(request: Request) -> SharedWork:
-    """What the process's inbox streams compute once per event."""
-    state = request.app.state
-    work = getattr(state, "conversation_shared_work", None)
-    if work is None:
-        work = state.conversation_shared_work = SharedWork()
-    return work
+# The process's per-account cap on inbox streams, and what they compute once per event.
+INBOX_SLOTS = Kept(lambda state: StreamSlots(state.settings.max_sse_streams_per_account))
+INBOX_WORK = Kept(lambda state: SharedWork())

@@ -1,17 +1,31 @@
-"""Annotated dependency aliases for routers."""
+"""Annotated dependency aliases for routers.
+
+Handlers reach what the app holds only through these: one dependency per service, each
+read from the app's typed state (`webui.web.state.app_state`), never `request.app.state`."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Depends, Request
+from jinja2_fragments.fastapi import Jinja2Blocks
 
-from webui.auth.keys import Forbidden, Principal
-from webui.auth.ui import COOKIE_NAME, UiUser
+from webui.auth.keys import Authenticator, Forbidden, Principal
+from webui.auth.throttle import AuthThrottle
+from webui.auth.ui import COOKIE_NAME, UiAuth, UiUser
 from webui.blocking import run_db
+from webui.configs.service import ConfigService
+from webui.edge.refusals import RefusalAudit
+from webui.host.service import HostService
+from webui.knowledge.service import KnowledgeService
+from webui.mcp.http import McpGateway
 from webui.projects.registry import ProjectRegistry
 from webui.services import Services
+from webui.settings import Settings
+from webui.tryit.service import TryIt
+from webui.web.host_calls import HostCalls
 from webui.web.security import check_csrf
+from webui.web.state import AppState, app_state
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -20,12 +34,64 @@ class LoginRequired(Exception):
     """No (valid) browser session: pages redirect to /login."""
 
 
+def get_state(request: Request) -> AppState:
+    return app_state(request.app)
+
+
 def get_services(request: Request) -> Services:
-    return request.app.state.services
+    return app_state(request.app).services
 
 
 def get_registry(request: Request) -> ProjectRegistry:
-    return request.app.state.registry
+    return app_state(request.app).registry
+
+
+def get_settings(request: Request) -> Settings:
+    return app_state(request.app).settings
+
+
+def get_configs(request: Request) -> ConfigService:
+    return app_state(request.app).services.configs
+
+
+def get_knowledge(request: Request) -> KnowledgeService:
+    return app_state(request.app).services.knowledge
+
+
+def get_templates(request: Request) -> Jinja2Blocks:
+    return app_state(request.app).templates
+
+
+def get_ui_auth(request: Request) -> UiAuth:
+    return app_state(request.app).ui_auth
+
+
+def get_authenticator(request: Request) -> Authenticator:
+    return app_state(request.app).authenticator
+
+
+def get_auth_throttle(request: Request) -> AuthThrottle:
+    return app_state(request.app).auth_throttle
+
+
+def get_refusals(request: Request) -> RefusalAudit:
+    return app_state(request.app).refusals
+
+
+def get_gateway(request: Request) -> McpGateway:
+    return app_state(request.app).gateway
+
+
+def get_host(request: Request) -> HostService:
+    return app_state(request.app).host
+
+
+def get_host_calls(request: Request) -> HostCalls:
+    return app_state(request.app).host_calls
+
+
+def get_try_it(request: Request) -> TryIt:
+    return app_state(request.app).try_it
 
 
 def get_principal(request: Request) -> Principal:
@@ -35,12 +101,12 @@ def get_principal(request: Request) -> Principal:
     principal = getattr(request.state, "principal", None)
     if isinstance(principal, Principal):
         return principal
-    return request.app.state.authenticator.from_header(request.headers.getlist("authorization"))
+    return get_authenticator(request).from_header(request.headers.getlist("authorization"))
 
 
 def get_ui_user(request: Request) -> UiUser | None:
     if not hasattr(request.state, "user"):
-        request.state.user = request.app.state.ui_auth.resolve(request.cookies.get(COOKIE_NAME))
+        request.state.user = get_ui_auth(request).resolve(request.cookies.get(COOKIE_NAME))
     return request.state.user
 
 
@@ -73,8 +139,21 @@ async def require_admin(user: Annotated[UiUser, Depends(require_user)]) -> UiUse
     return user
 
 
+StateDep = Annotated[AppState, Depends(get_state)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 RegistryDep = Annotated[ProjectRegistry, Depends(get_registry)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+ConfigsDep = Annotated[ConfigService, Depends(get_configs)]
+KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge)]
+TemplatesDep = Annotated[Jinja2Blocks, Depends(get_templates)]
+UiAuthDep = Annotated[UiAuth, Depends(get_ui_auth)]
+AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
+AuthThrottleDep = Annotated[AuthThrottle, Depends(get_auth_throttle)]
+RefusalsDep = Annotated[RefusalAudit, Depends(get_refusals)]
+GatewayDep = Annotated[McpGateway, Depends(get_gateway)]
+HostDep = Annotated[HostService, Depends(get_host)]
+HostCallsDep = Annotated[HostCalls, Depends(get_host_calls)]
+TryItDep = Annotated[TryIt, Depends(get_try_it)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 UserDep = Annotated[UiUser, Depends(require_user)]
 AdminDep = Annotated[UiUser, Depends(require_admin)]

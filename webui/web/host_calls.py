@@ -3,7 +3,7 @@
 A call may wait minutes for a person (a server's form or URL request, answered in
 /inbox), so the page starts it here and answers at once: `HostCalls` connects the
 server, then calls the tool through HostService (which records and audits the call), in
-the background-call registry (webui.web.background) the app's lifespan owns. A `Launch`
+the background-call registry (webui.background) the app's lifespan owns. A `Launch`
 is what the page shows of a call until the service has its row; its group is the
 conversation, whose long-poll wakes at each change of one of its calls.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio
 
+from webui.background import BackgroundCall, BackgroundCalls
 from webui.errors import SteamharnessError
 from webui.host.service import HostService
 from webui.store.models import HostCall, utcnow
-from webui.web.background import BackgroundCall, BackgroundCalls
 
 log = logging.getLogger(__name__)
 

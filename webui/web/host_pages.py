@@ -53,6 +53,7 @@ from webui.web.host_views import (
     shown_path,
     source_files,
 )
+from webui.web.state import app_state
 from webui.web.templating import is_htmx, page
 
 SERVERS_PAGE = "host/servers.html"
@@ -76,11 +77,11 @@ router = APIRouter(tags=["pages"])
 
 
 def host_of(request: Request) -> HostService:
-    return request.app.state.host
+    return app_state(request.app).host
 
 
 def calls_of(request: Request) -> HostCalls:
-    return request.app.state.host_calls
+    return app_state(request.app).host_calls
 
 
 def activity(request: Request, conv: HostConversation) -> Activity:
@@ -101,7 +102,7 @@ async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:
 
 async def wait_for_change(request: Request, conv: HostConversation, since: str) -> Activity:
     """The conversation's activity once it differs from `since`, or after POLL_WAIT."""
-    hub: EventHub = request.app.state.services.hub
+    hub: EventHub = app_state(request.app).services.hub
     calls = calls_of(request)
     with hub.subscribe("interactions") as sub, anyio.move_on_after(POLL_WAIT):
         while True:

@@ -33,7 +33,8 @@ from webui.events import EventHub
 from webui.insights import view
 from webui.store import projects as project_store
 from webui.web.conversations import HeldStream
-from webui.web.deps import ServicesDep, UserDep
+from webui.web.deps import ServicesDep, StateDep, UserDep
+from webui.web.state import AppState, Kept
 from webui.web.streams import StreamSlots
 from webui.web.templating import page
 
@@ -89,13 +90,12 @@ def _names(services: Any) -> dict[str, str]:
     return {p.id: p.name for p in project_store.list_projects(services.engine)}
 
 
-def _model(services: Any, state: Any, scope: Scope) -> view.Insights:
+def _model(state: AppState, scope: Scope) -> view.Insights:
     """`state`: the app's (its MCP gateway counts the sessions the pool figures show)."""
+    services = state.services
     held = None
     if scope.admin:
-        gateway = getattr(state, "gateway", None)
-        sessions = gateway.sessions.by_protocol_version() if gateway is not None else None
-        held = services.runs.held(sessions=sessions)
+        held = services.runs.held(sessions=state.gateway.sessions.by_protocol_version())
     return view.build(
         services.engine,
         scope.window,
@@ -111,13 +111,14 @@ def insights_page(
     request: Request,
     user: UserDep,
     services: ServicesDep,
+    state: StateDep,
     window: Annotated[WindowName, Query()] = "hour",
     project: Annotated[str, Query(max_length=100)] = "",
 ) -> Response:
     scope = scope_of(user, window, project)
     projects = [p for p in project_store.list_projects(services.engine) if user.may_use(p.id)]
     context = {
-        "insights": _model(services, request.app.state, scope),
+        "insights": _model(state, scope),
         "scope": scope,
         "projects": projects,
         "windows": view.WINDOWS,
@@ -161,32 +162,28 @@ class InsightsFeed:
             self._flights.pop(key, None)
 
 
-def _feed(request: Request, services: Any) -> InsightsFeed:
-    return feed_of(request.app.state, services)
+def _new_feed(state: AppState) -> InsightsFeed:
+    env = state.templates.env
+
+    def render(scope: Scope) -> str:
+        return render_block(env, TEMPLATE, BODY, {"insights": _model(state, scope), "scope": scope})
+
+    return InsightsFeed(render)
 
 
-def feed_of(state: Any, services: Any) -> InsightsFeed:
-    """The app's feed (made at first use; it holds no resources to tear down)."""
-    feed: InsightsFeed | None = getattr(state, "insights_feed", None)
-    if feed is None:
-        env = state.templates.env
-
-        def render(scope: Scope) -> str:
-            return render_block(
-                env, TEMPLATE, BODY, {"insights": _model(services, state, scope), "scope": scope}
-            )
-
-        feed = state.insights_feed = InsightsFeed(render)
-    return feed
+# The app's feed and its per-account cap on streams (made at first use; they hold nothing
+# to tear down).
+FEED = Kept(_new_feed)
+SLOTS = Kept(
+    lambda state: StreamSlots(
+        state.settings.max_sse_streams_per_account, what="insights streams", close="Insights"
+    )
+)
 
 
-def _slots(request: Request) -> StreamSlots:
-    state = request.app.state
-    slots: StreamSlots | None = getattr(state, "insights_stream_slots", None)
-    if slots is None:
-        limit = state.settings.max_sse_streams_per_account
-        slots = state.insights_stream_slots = StreamSlots(limit, what="insights streams", close="Insights")
-    return slots
+def feed_of(state: AppState) -> InsightsFeed:
+    """The app's feed."""
+    return FEED.of(state)
 
 
 def _wakes_us(event: Any, scope: Scope) -> bool:
@@ -242,19 +239,20 @@ def insights_events(
     request: Request,
     user: UserDep,
     services: ServicesDep,
+    state: StateDep,
     window: Annotated[WindowName, Query()] = "hour",
     project: Annotated[str, Query(max_length=100)] = "",
 ) -> Response:
     scope = scope_of(user, window, project)
     cookie = request.cookies.get(COOKIE_NAME)
-    ui_auth = request.app.state.ui_auth
+    ui_auth = state.ui_auth
 
     def recheck() -> UiUser | None:
         return ui_auth.resolve(cookie)
 
-    release = _slots(request).take(user.account_id)  # over the cap: 429, nothing held
+    release = SLOTS.of(state).take(user.account_id)  # over the cap: 429, nothing held
     return HeldStream(
-        insights_stream(_feed(request, services), services.hub, user, scope, recheck),
+        insights_stream(FEED.of(state), services.hub, user, scope, recheck),
         release,
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT_SECONDS,

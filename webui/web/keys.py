@@ -21,7 +21,7 @@ from webui.services import Services
 from webui.store import accounts as account_store
 from webui.store import projects as project_store
 from webui.store.models import ApiKey
-from webui.web.deps import RegistryDep, ServicesDep, UserDep
+from webui.web.deps import RegistryDep, ServicesDep, SettingsDep, UserDep
 from webui.web.templating import is_htmx, page
 
 router = APIRouter(tags=["pages"])
@@ -91,6 +91,7 @@ def create_key(
     user: UserDep,
     services: ServicesDep,
     registry: RegistryDep,
+    settings: SettingsDep,
     name: Annotated[str, Form()] = "",
     scopes: Annotated[list[str] | None, Form()] = None,
     projects: Annotated[list[str] | None, Form()] = None,
@@ -129,7 +130,7 @@ def create_key(
             actor=user.actor,
             source="ui",
             audit=services.audit,
-            max_keys=request.app.state.settings.max_keys_per_account,
+            max_keys=settings.max_keys_per_account,
         )
     except TooManyKeys as exc:
         values = {"name": name, "scopes": chosen_scopes, "projects": chosen_projects}

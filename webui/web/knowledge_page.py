@@ -41,11 +41,12 @@ from webui.knowledge.embeddings import EmbeddingsFailed
 from webui.knowledge.gates import EmbeddingsThrottled, TooManyReads
 from webui.knowledge.model import check_name
 from webui.parse_threads import run_parse
-from webui.web.deps import LoginRequired, RegistryDep, get_ui_user, require_user
+from webui.web.deps import KnowledgeDep, LoginRequired, RegistryDep, get_ui_user, require_user
 from webui.web.json_body import parse_json
 from webui.web.knowledge_access import KNOWLEDGE_JSON, request_actor
 from webui.web.mcp_page import Visible, VisibleDep, visible_record
 from webui.web.policies import Policy, declared
+from webui.web.state import app_state
 from webui.web.templating import page
 
 router = APIRouter(tags=["pages"])
@@ -106,7 +107,7 @@ def _load(
     results: list[FileResult] | None = None,
 ) -> dict[str, Any]:
     """The page's context; `found`: the search for `q`, made before (`_search`)."""
-    service = request.app.state.services.knowledge
+    service = app_state(request.app).services.knowledge
     project_id = project.record.id
     collections = service.collections(project_id)
     listing: dict[str, Any] = {"documents": [], "next": None}
@@ -147,7 +148,7 @@ async def _search(request: Request, project: Any, q: str | None, collection: str
     """The page's search (`found`, or the reason it has none: `search_error`)."""
     if not q:
         return {}
-    service = request.app.state.services.knowledge
+    service = app_state(request.app).services.knowledge
     try:
         found = await service.search_async(
             project.record.id, q, account=project.user.actor, collection=collection or None
@@ -184,8 +185,9 @@ async def knowledge_page(
 
 
 @router.get("/projects/{project_id}/knowledge/documents/{doc_id}", summary="One knowledge-base document")
-async def knowledge_document(request: Request, project: VisibleDep, doc_id: str) -> Response:
-    service = request.app.state.services.knowledge
+async def knowledge_document(
+    request: Request, project: VisibleDep, doc_id: str, service: KnowledgeDep
+) -> Response:
     doc = await run_db(service.get, project.record.id, doc_id)
     if doc is None:
         raise NotFound(f"document {doc_id!r} not found")
@@ -238,7 +240,7 @@ def _wants_json(request: Request) -> bool:
 
 
 def _file_limit(request: Request) -> int:
-    return request.app.state.services.knowledge.limits.max_file_bytes  # STEAMHARNESS_MAX_FILE_BYTES
+    return app_state(request.app).services.knowledge.limits.max_file_bytes  # STEAMHARNESS_MAX_FILE_BYTES
 
 
 # The session and the role are checked by `uploader`, before a byte of the body is read.
@@ -247,7 +249,9 @@ def _file_limit(request: Request) -> int:
     summary="Upload documents into a collection",
     dependencies=[declared(Policy.ADMIN)],
 )
-async def upload(request: Request, project: Annotated[Visible, Depends(uploader)]) -> Response:
+async def upload(
+    request: Request, project: Annotated[Visible, Depends(uploader)], service: KnowledgeDep
+) -> Response:
     project_id = project.record.id
     limit = _file_limit(request)
     # The guard bounds the whole body (webui.edge.guard: LARGE_BODY_PATH); each file is bounded here.
@@ -262,7 +266,6 @@ async def upload(request: Request, project: Annotated[Visible, Depends(uploader)
             for f in form.getlist("files")
             if isinstance(f, UploadFile) and f.filename
         ]
-    service = request.app.state.services.knowledge
     actor = request_actor(request, project.user.actor, "ui")
     problem = None
     metadata: Any = None
@@ -333,10 +336,9 @@ async def _write(
 
 
 @router.post("/projects/{project_id}/knowledge/remove", summary="Remove a knowledge-base document")
-async def remove_document(request: Request, project: VisibleDep) -> Response:
+async def remove_document(request: Request, project: VisibleDep, service: KnowledgeDep) -> Response:
     _admin(project.user)
     [doc_id] = await _fields(request, "id")
-    service = request.app.state.services.knowledge
     actor = request_actor(request, project.user.actor, "ui")
 
     def action() -> None:
@@ -347,10 +349,9 @@ async def remove_document(request: Request, project: VisibleDep) -> Response:
 
 
 @router.post("/projects/{project_id}/knowledge/collections", summary="Create a knowledge-base collection")
-async def create_collection(request: Request, project: VisibleDep) -> Response:
+async def create_collection(request: Request, project: VisibleDep, service: KnowledgeDep) -> Response:
     _admin(project.user)
     name, language = await _fields(request, "name", "language")
-    service = request.app.state.services.knowledge
     actor = request_actor(request, project.user.actor, "ui")
     return await _write(
         request,
@@ -363,10 +364,9 @@ async def create_collection(request: Request, project: VisibleDep) -> Response:
 @router.post(
     "/projects/{project_id}/knowledge/collections/remove", summary="Remove a knowledge-base collection"
 )
-async def remove_collection(request: Request, project: VisibleDep) -> Response:
+async def remove_collection(request: Request, project: VisibleDep, service: KnowledgeDep) -> Response:
     _admin(project.user)
     [name] = await _fields(request, "name")
-    service = request.app.state.services.knowledge
     actor = request_actor(request, project.user.actor, "ui")
     return await _write(
         request,

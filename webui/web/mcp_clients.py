@@ -11,6 +11,8 @@ from typing import Any
 
 from fastapi import Request
 
+from webui.settings import Settings
+
 KEY_PLACEHOLDER = "<YOUR_API_KEY>"
 HEADER_TEMPLATE = f"Authorization: Bearer {KEY_PLACEHOLDER}"
 VSCODE_INPUT = "workflow-api-key"
@@ -31,12 +33,13 @@ def endpoint_url(request: Request, project_id: str, target: str, config: str | N
 WILDCARD_BINDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
 
-def own_endpoint_url(request: Request, project_id: str, target: str, config: str | None = None) -> str:
+def own_endpoint_url(
+    request: Request, settings: Settings, project_id: str, target: str, config: str | None = None
+) -> str:
     """Where Try it reaches the project's endpoint: the configured internal URL, else the
     listening socket this request arrived on; never a host the request names (its Host
     header is the client's to choose). A server bound to every interface is reached over
     loopback, whichever interface the page came through."""
-    settings = request.app.state.settings
     if settings.internal_url:
         base = settings.internal_url
     else:

@@ -21,13 +21,13 @@ from fastapi.responses import RedirectResponse, Response
 
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
-from webui.configs.service import ConfigService
 from webui.errors import NotFound, ProjectError
 from webui.mcp.binding import chosen_config
 from webui.projects.registry import ProjectRegistry, Resolved
 from webui.store.models import ProjectRecord
+from webui.tryit.service import TryCall
 from webui.web import forms
-from webui.web.deps import RegistryDep, UserDep
+from webui.web.deps import RegistryDep, SettingsDep, TryItDep, UserDep
 from webui.web.mcp_clients import (
     HEADER_TEMPLATE,
     client_configs,
@@ -38,8 +38,8 @@ from webui.web.mcp_clients import (
     try_url,
 )
 from webui.web.mcp_views import catalog_view, config_use, target_choices
+from webui.web.state import app_state
 from webui.web.templating import is_htmx, page
-from webui.web.try_it import TryCall, TryIt
 from webui.workflows.client_limits import name_problems, short_server_name
 from webui.workflows.targets import Target, parse_target
 
@@ -102,7 +102,7 @@ def _render(
     user, registry, record = project.user, project.registry, project.record
     resolved, problem = _resolve(registry, record.id, target)
     url = endpoint_url(request, record.id, target.label, config)
-    configs: ConfigService = request.app.state.services.configs
+    configs = app_state(request.app).services.configs
     # Only administrators see the server's folder; everyone else gets a placeholder for
     # their own copy of the project (the server's paths are not theirs to use).
     folder = record.root if user.is_admin else f"/path/to/{record.name}"
@@ -151,7 +151,12 @@ def mcp_page(
 
 @router.post("/projects/{project_id}/mcp/try", summary="Try a tool through the MCP endpoint")
 async def try_tool(
-    request: Request, project: VisibleDep, target: str | None = None, config: str | None = None
+    request: Request,
+    project: VisibleDep,
+    try_it: TryItDep,
+    settings: SettingsDep,
+    target: str | None = None,
+    config: str | None = None,
 ) -> Response:
     user, registry, record = project.user, project.registry, project.record
     project_id = record.id
@@ -166,10 +171,9 @@ async def try_tool(
     values, errors = forms.parse(tool.schema, form, prefix=tool.prefix)
     state = TryState(tool=tool.name, values=values, errors=errors)
     if not errors:
-        try_it: TryIt = request.app.state.try_it
         state.call = await try_it.start(
             user,
-            url=own_endpoint_url(request, project_id, chosen.label, picked),
+            url=own_endpoint_url(request, settings, project_id, chosen.label, picked),
             target=chosen.label,
             resolved=resolved,
             tool=tool.name,
@@ -196,8 +200,7 @@ async def try_tool(
 
 
 @router.get("/projects/{project_id}/mcp/try/{call_id}", summary="The outcome of a Try it call")
-async def try_outcome(request: Request, call_id: str, project: VisibleDep) -> Response:
-    try_it: TryIt = request.app.state.try_it
+async def try_outcome(request: Request, call_id: str, project: VisibleDep, try_it: TryItDep) -> Response:
     call = try_it.get(call_id, project.user, project.record.id)
     await try_it.calls.wait_finished(call, POLL_WAIT)
     await try_it.find_run(call)

@@ -22,6 +22,7 @@ from webui.auth.throttle import AuthThrottle
 from webui.edge.refusals import RefusalAudit, client_address
 from webui.observability.metrics import METRICS
 from webui.settings import Settings
+from webui.web.deps import AuthThrottleDep, RefusalsDep, SettingsDep
 
 router = APIRouter()
 
@@ -38,8 +39,7 @@ def _refusal(status: int, code: str, message: str, headers: dict[str, str] | Non
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
-async def _throttled(request: Request, throttle: AuthThrottle, wait: int) -> Response:
-    refusals: RefusalAudit = request.app.state.refusals
+async def _throttled(request: Request, throttle: AuthThrottle, refusals: RefusalAudit, wait: int) -> Response:
     await refusals.record(request.scope, AuditName.AUTH_THROTTLED, outcome="429", credential="metrics")
     await throttle.hold(wait)
     message = f"too many failed credentials from this address; retry in {wait} seconds"
@@ -47,8 +47,9 @@ async def _throttled(request: Request, throttle: AuthThrottle, wait: int) -> Res
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
-    settings: Settings = request.app.state.settings
+async def metrics(
+    request: Request, settings: SettingsDep, throttle: AuthThrottleDep, refusals: RefusalsDep
+) -> Response:
     if not settings.metrics_enabled:
         return _refusal(404, "not_found", "metrics are off (STEAMHARNESS_METRICS_ENABLED=false)")
     tokens = _tokens(settings)
@@ -63,11 +64,9 @@ async def metrics(request: Request) -> Response:
     if not ok:
         # Only failures meet the throttle: a scraper with the token is never held back by
         # strangers sending bad ones from its address (a NAT, a proxy).
-        throttle: AuthThrottle = request.app.state.auth_throttle
         wait = throttle.bearer_failed(client_address(request.scope))
         if wait is not None:
-            return await _throttled(request, throttle, wait)
-        refusals: RefusalAudit = request.app.state.refusals
+            return await _throttled(request, throttle, refusals, wait)
         await refusals.record(request.scope, AuditName.AUTH_FAILED, outcome="401", credential="metrics")
         return _refusal(
             401,

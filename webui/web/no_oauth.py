@@ -25,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from webui.auth.challenge import no_oauth_error
 from webui.mcp.binding import base_url
+from webui.web.state import app_state
 
 WELL_KNOWN = (
     "/.well-known/oauth-protected-resource",
@@ -36,7 +37,7 @@ ENDPOINTS = ("/register", "/authorize", "/token")
 
 async def no_oauth(scope: Scope, receive: Receive, send: Send) -> None:
     """A pure ASGI endpoint: every method, no body read."""
-    error = no_oauth_error(scope["app"].state.settings.public_url or base_url(scope))
+    error = no_oauth_error(app_state(scope["app"]).settings.public_url or base_url(scope))
     # OAuth's error shape (RFC 6749 section 5.2), which the SDKs parse and print.
     body = json.dumps({"error": error.code, "error_description": error.message}).encode()
     headers = [

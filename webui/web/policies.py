@@ -44,6 +44,7 @@ from webui.edge.errors import Refusal
 from webui.edge.refusals import client_address, key_throttled
 from webui.mcp.binding import base_url
 from webui.web.deps import require_admin, require_user
+from webui.web.state import app_state
 
 
 class Policy(enum.StrEnum):
@@ -61,7 +62,7 @@ async def api_key(request: Request) -> Principal:
     principal = getattr(request.state, "principal", None)
     if isinstance(principal, Principal):
         return principal
-    state = request.app.state
+    state = app_state(request.app)
     try:
         principal = await run_db(state.authenticator.from_header, request.headers.getlist("authorization"))
     except AuthError as exc:

@@ -30,6 +30,7 @@ from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import ProjectProblems, SteamharnessError
 from webui.projects.registry import DraftChanged, ProjectRegistry
+from webui.services import Services
 from webui.store import projects as project_store
 from webui.store.models import ProjectRecord
 from webui.web import project_views as views
@@ -137,14 +138,15 @@ async def publish_preview(
 
 
 @router.post("/projects/{project_id}/publish", summary="Publish the draft as a new version")
-async def publish(request: Request, project_id: str, user: UserDep, registry: RegistryDep) -> Response:
+async def publish(
+    request: Request, project_id: str, user: UserDep, registry: RegistryDep, services: ServicesDep
+) -> Response:
     record = await run_db(visible_record, registry, user, project_id)
     _admin(user)
     form = await request.form()
     version = str(form.get("version") or "").strip()
     reviewed = str(form.get("revision") or "")
     render = functools.partial(_render, request, user, registry, record)
-    services = request.app.state.services
     try:
         # The registry checks the revision of its own copy of the draft: comparing a fresh
         # preview here first would prove nothing about what is then copied. That copy is what
@@ -180,12 +182,10 @@ async def publish(request: Request, project_id: str, user: UserDep, registry: Re
 
 
 async def _set_online(
-    request: Request, project_id: str, version: str, user: UiUser, online: bool
+    project_id: str, version: str, user: UiUser, online: bool, registry: ProjectRegistry, services: Services
 ) -> Response:
-    registry: ProjectRegistry = request.app.state.registry
     await run_db(visible_record, registry, user, project_id)
     _admin(user)
-    services = request.app.state.services
     await run_db(
         functools.partial(
             registry.set_online,
@@ -201,10 +201,14 @@ async def _set_online(
 
 
 @router.post("/projects/{project_id}/versions/{version}/online", summary="Bring a version online")
-async def version_online(request: Request, project_id: str, version: str, user: UserDep) -> Response:
-    return await _set_online(request, project_id, version, user, True)
+async def version_online(
+    project_id: str, version: str, user: UserDep, registry: RegistryDep, services: ServicesDep
+) -> Response:
+    return await _set_online(project_id, version, user, True, registry, services)
 
 
 @router.post("/projects/{project_id}/versions/{version}/offline", summary="Take a version offline")
-async def version_offline(request: Request, project_id: str, version: str, user: UserDep) -> Response:
-    return await _set_online(request, project_id, version, user, False)
+async def version_offline(
+    project_id: str, version: str, user: UserDep, registry: RegistryDep, services: ServicesDep
+) -> Response:
+    return await _set_online(project_id, version, user, False, registry, services)

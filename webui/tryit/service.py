@@ -1,5 +1,7 @@
 """Try it: the MCP page's tool calls, made as an MCP client of the app's own endpoint.
 
+The service only: the page's routes (webui/web/mcp_page.py) start calls and show them.
+
 Each call uses a server-side key of the logged-in user. That raw key lives in this
 process's memory only (never in a page, a log or the audit) and is revoked when the app
 shuts down. The client declares no elicitation, so a run that asks a question ends the call
@@ -27,14 +29,13 @@ from sqlalchemy.engine import Engine
 from webui import admin, strict_json
 from webui.audit.log import AuditLog
 from webui.auth.ui import UiUser
+from webui.background import BackgroundCall, BackgroundCalls
 from webui.blocking import run_db
 from webui.errors import NotFound
 from webui.parse_threads import run_parse
 from webui.projects.registry import Resolved
 from webui.store import accounts as account_store
 from webui.store import runs as run_store
-from webui.web.background import BackgroundCall, BackgroundCalls
-from webui.web.mcp_clients import call_url, pretty_json
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,8 @@ class Outcome:
         return value if isinstance(value, dict) else {}
 
     @property
-    def payload_json(self) -> str:
-        return pretty_json(self.payload)
-
-    @property
-    def output_json(self) -> str:
-        return pretty_json((self.payload or {}).get("output"))
+    def output(self) -> Any:
+        return (self.payload or {}).get("output")
 
 
 @dataclass(kw_only=True)
@@ -79,10 +76,6 @@ class TryCall(BackgroundCall):
     session_id: str | None = None
     run_id: str | None = None
     outcome: Outcome | None = None
-
-    @property
-    def url(self) -> str:
-        return call_url(self.project_id, self.id)
 
     def settle(self, outcome: Outcome) -> None:
         """Record the outcome (the registry marks the call finished when its work returns)."""

@@ -1,4 +1,4 @@
-"""The background-call registry (webui.web.background): calls outlive the request that
+"""The background-call registry (webui.background): calls outlive the request that
 started them, finished ones are kept for a while and pruned by age and count, waiters wake
 at a change and never wait past their bound. Real anyio; a fake clock stands in for time."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from webui.web.background import BackgroundCall, BackgroundCalls
+from webui.background import BackgroundCall, BackgroundCalls
 
 pytestmark = pytest.mark.anyio
 
