@@ -62,7 +62,8 @@ from sqlmodel import Session  # noqa: E402
 from webui.audit.log import AuditLog  # noqa: E402
 from webui.knowledge import text as kt  # noqa: E402
 from webui.knowledge.model import Actor, Limits, parse_filter  # noqa: E402
-from webui.knowledge.service import RANKED_CANDIDATES, KnowledgeService, NewDocument  # noqa: E402
+from webui.knowledge.search import RANKED_CANDIDATES  # noqa: E402
+from webui.knowledge.service import KnowledgeService, NewDocument  # noqa: E402
 from webui.store import knowledge as ks  # noqa: E402
 from webui.store.db import make_engine, sqlite_url  # noqa: E402
 

@@ -16,7 +16,8 @@ from sqlmodel import Session
 from tests.knowledge.conftest import ADMIN, audit_events
 from webui.audit.log import AuditLog
 from webui.errors import KnowledgeFull, KnowledgeRefused, NotFound
-from webui.knowledge import service as service_module
+from webui.knowledge import export as export_module
+from webui.knowledge import removal as removal_module
 from webui.knowledge.embeddings import Embedder
 from webui.knowledge.model import Limits
 from webui.knowledge.service import KnowledgeService
@@ -63,15 +64,15 @@ def fill(kb: KnowledgeService) -> None:
 def test_a_collection_is_removed_a_bounded_batch_a_transaction(
     kb: KnowledgeService, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_module, "REMOVE_CHUNKS", 3)
+    monkeypatch.setattr(removal_module, "REMOVE_CHUNKS", 3)
     fill(kb)
     before = tables(engine)
-    collection_id, documents = kb.begin_removal("p", "gone", actor=ADMIN)
+    collection_id, documents = kb.removals.begin_removal("p", "gone", actor=ADMIN)
     assert documents == 5
     steps = 0
     while True:
         chunks = rows(engine, "knowledge_chunks")
-        done = kb.remove_step("p", collection_id)
+        done = kb.removals.remove_step("p", collection_id)
         steps += 1
         assert chunks - rows(engine, "knowledge_chunks") <= 3  # each step: at most REMOVE_CHUNKS
         if done:
@@ -92,10 +93,10 @@ def test_a_collection_is_removed_a_bounded_batch_a_transaction(
 def test_a_half_removed_collection_is_hidden_from_every_read_and_write(
     kb: KnowledgeService, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_module, "REMOVE_CHUNKS", 3)
+    monkeypatch.setattr(removal_module, "REMOVE_CHUNKS", 3)
     fill(kb)
-    collection_id, _ = kb.begin_removal("p", "gone", actor=ADMIN)
-    assert not kb.remove_step("p", collection_id)  # a crash here leaves a half
+    collection_id, _ = kb.removals.begin_removal("p", "gone", actor=ADMIN)
+    assert not kb.removals.remove_step("p", collection_id)  # a crash here leaves a half
     assert rows(engine, "knowledge_documents") > 1  # some of gone's are left
     assert [c["name"] for c in kb.collections("p")] == ["kept"]
     with pytest.raises(NotFound):
@@ -129,7 +130,7 @@ def test_a_half_removed_collection_is_hidden_from_every_read_and_write(
 
 def test_a_removal_cut_short_is_finished_at_the_next_start(kb: KnowledgeService, engine: Engine) -> None:
     fill(kb)
-    kb.begin_removal("p", "gone", actor=ADMIN)
+    kb.removals.begin_removal("p", "gone", actor=ADMIN)
     again = KnowledgeService(engine, audit=AuditLog(), audit_engine=engine)  # a new process
 
     async def start() -> None:
@@ -144,7 +145,7 @@ def test_a_removal_cut_short_is_finished_at_the_next_start(kb: KnowledgeService,
 def test_a_removal_from_the_server_goes_on_in_steps_and_once(
     kb: KnowledgeService, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_module, "REMOVE_CHUNKS", 4)
+    monkeypatch.setattr(removal_module, "REMOVE_CHUNKS", 4)
     fill(kb)
 
     async def remove() -> list[dict[str, Any]]:
@@ -167,12 +168,12 @@ def test_a_removal_from_the_server_goes_on_in_steps_and_once(
 def test_a_large_document_loses_its_chunks_a_slice_a_step(
     kb: KnowledgeService, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_module, "REMOVE_CHUNKS", 2)
+    monkeypatch.setattr(removal_module, "REMOVE_CHUNKS", 2)
     kb.add("p", "big", actor=ADMIN, doc_id="b", text="many chunks of words. " * 400)
     chunks = rows(engine, "knowledge_chunks")
     assert chunks > 6
-    collection_id, _ = kb.begin_removal("p", "big", actor=ADMIN)
-    assert not kb.remove_step("p", collection_id)
+    collection_id, _ = kb.removals.begin_removal("p", "big", actor=ADMIN)
+    assert not kb.removals.remove_step("p", collection_id)
     assert rows(engine, "knowledge_chunks") == chunks - 2 and rows(engine, "knowledge_documents") == 1
     kb.remove_collection("p", "big", actor=ADMIN)
     assert tables(engine) == dict.fromkeys(tables(engine), 0)
@@ -188,7 +189,7 @@ def test_an_export_is_read_a_bounded_batch_a_transaction(
     assert [line.get("name") or line.get("id") for line in whole] == [
         "a", "a0", "a1", "a2", "b", "b0", "b1", "b2", "c", "c0", "c1", "c2",
     ]  # fmt: skip
-    monkeypatch.setattr(service_module, "EXPORT_BATCH_DOCUMENTS", 2)
+    monkeypatch.setattr(export_module, "EXPORT_BATCH_DOCUMENTS", 2)
     batches = []
     cursor = None
     while True:
@@ -198,7 +199,7 @@ def test_an_export_is_read_a_bounded_batch_a_transaction(
             break
     assert all(sum(line["type"] == "document" for line in batch) <= 2 for batch in batches)
     assert [line for batch in batches for line in batch] == whole
-    monkeypatch.setattr(service_module, "EXPORT_BATCH_BYTES", 1)  # at least one document a batch
+    monkeypatch.setattr(export_module, "EXPORT_BATCH_BYTES", 1)  # at least one document a batch
     assert list(kb.export("p")) == whole
     assert [line.get("id") for line in kb.export("p", "b")] == [None, "b0", "b1", "b2"]
     assert kb.export_counts("p") == {"collections": 3, "documents": 9}

@@ -363,7 +363,7 @@ def test_removing_a_collection_again_finishes_a_removal_cut_short(
     ok(kb(data, "add", project, "manuals", str(docs)))
     engine = make_engine(sqlite_url(data / "steamharness.sqlite3"))
     try:  # a removal marked, then stopped (a crash) before its batches ran
-        KnowledgeService(engine, audit=AuditLog(), audit_engine=engine).begin_removal(
+        KnowledgeService(engine, audit=AuditLog(), audit_engine=engine).removals.begin_removal(
             PROJECT, "manuals", actor=Actor("cli", "cli")
         )
     finally:

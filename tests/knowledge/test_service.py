@@ -375,7 +375,7 @@ def test_an_import_line_without_its_names_is_refused_not_guessed(
 def test_a_word_in_more_chunks_than_are_ranked_is_ranked_among_the_newest_and_says_so(
     kb: KnowledgeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("webui.knowledge.service.RANKED_CANDIDATES", 3)
+    monkeypatch.setattr("webui.knowledge.search.RANKED_CANDIDATES", 3)
     kb.add("p", "docs", actor=ADMIN, doc_id="old-best", text="common common common rare")
     for i in range(5):
         kb.add("p", "docs", actor=ADMIN, doc_id=f"new{i}", text=f"common filler words number {i}")
