@@ -379,7 +379,7 @@ class CallBridge:
         def describe() -> str | None:
             last = stream.message if stream is not None else None
             state = self.runs.live_state(run_id)
-            return describe_wait(state, title=ep.title, last_message=last, base_url=b.base_url)
+            return describe_wait(state, title=ep.title or ep.id, last_message=last, base_url=b.base_url)
 
         try:
             async with (

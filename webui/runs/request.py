@@ -82,7 +82,7 @@ class RunRequest:
             project_id=self.project.id,
             project_version=self.project_version,
             entrypoint_id=self.entrypoint.id,
-            entrypoint_title=self.entrypoint.title,
+            entrypoint_title=self.entrypoint.title or self.entrypoint.id,
             source=self.source,
             transport=self.transport,
             actor=self.actor,
