@@ -152,7 +152,8 @@ def test_a_calls_trace_continues_from_its_meta_into_the_runs_spans(
         "SELECT details FROM audit_events WHERE run_id = :r AND event = 'run.created'", r=run_id
     )
     details = json.loads(audit["details"]) if isinstance(audit["details"], str) else audit["details"]
-    assert details == {"traceId": trace_id, "spanId": run["id"]}
+    # The call that started the run is in the same row (one audit row per fact).
+    assert details == {"traceId": trace_id, "spanId": run["id"], "call": "tools/call"}
 
 
 def test_a_traceparent_header_continues_too_and_a_question_has_its_span(

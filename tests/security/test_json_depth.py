@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 import pytest
 from fastapi.params import File, Form
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 
 from tests.configs.project import SETTINGS_PROJECT, write_settings_project
 from tests.e2e.server import LiveServer, make_server
@@ -99,11 +99,13 @@ async def route(request):
 
 def test_no_route_has_a_body_parameter_fastapi_parses_as_json(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path))
+    # Every route, those of included routers too (app.routes holds only the top level's).
+    routes = [ctx for ctx in iter_route_contexts(app.routes) if isinstance(ctx.original_route, APIRoute)]
+    assert len(routes) > 50, "the walk found the app's routes"
     parsed_by_fastapi = [
-        f"{sorted(route.methods or ())} {route.path}: {param.name}"
-        for route in app.routes
-        if isinstance(route, APIRoute)
-        for param in route.dependant.body_params
+        f"{sorted(ctx.methods or ())} {ctx.path}: {param.name}"
+        for ctx in routes
+        for param in ctx.dependant.body_params
         if not isinstance(param.field_info, (Form, File))
     ]
     assert parsed_by_fastapi == []
