@@ -91,7 +91,7 @@ from webui.web import (
 from webui.web.deps import LoginRequired
 from webui.web.host_calls import HostCalls, host_calls
 from webui.web.json_body import add_body_schemas
-from webui.web.policies import API_KEY_OR_SESSION, PUBLIC, Policy, declare, declared
+from webui.web.policies import API_KEY_OR_SESSION, PUBLIC, Policy, UnmatchedApi, declare, declared
 from webui.web.state import AppState, app_state, publish, running_state
 from webui.web.templating import STATIC_DIR, make_templates, page
 
@@ -357,6 +357,8 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
         page=lambda request, context, status: page(request, "error.html", context, status_code=status),
         origin=lambda scope: settings.public_url or base_url(scope),
     )
+    # Inside the guard: /api paths no route matches answer only a valid API key.
+    app.add_middleware(UnmatchedApi, routes=app.router.routes, errors=errors)
     app.add_middleware(
         RequestGuard,
         security=transport_security,

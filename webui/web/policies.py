@@ -21,6 +21,11 @@ with several, the strictest decides):
 - `OWN_TOKEN`: the route checks a credential of its own (`/metrics`: the metrics token).
 - `PUBLIC`: anyone (the login form, redirects, the API reference, `/healthz`, static files).
 
+A request under /api that matches no route (an unknown path, another method, a trailing
+slash the router would redirect) must carry a valid API key as `API_KEY` says
+(`UnmatchedApi`, before the router answers 404, 405 or the redirect): strangers cannot map
+the API, and each such refusal counts toward the throttle.
+
 A route whose own dependency checks the session before its body (the knowledge page's
 upload) declares it with `declared(Policy.ADMIN)`; a route that is no FastAPI route (the
 MCP endpoint, mounts) with `declare`.
@@ -34,13 +39,14 @@ from typing import Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from webui.audit.events import AuditName
 from webui.auth.challenge import bearer_challenge
 from webui.auth.keys import AuthError, Principal
 from webui.blocking import run_db
-from webui.edge.errors import Refusal
+from webui.edge.errors import ErrorRenderer, Refusal
 from webui.edge.refusals import client_address, key_throttled
 from webui.mcp.binding import base_url
 from webui.web.deps import require_admin, require_user
@@ -82,6 +88,30 @@ async def api_key_if_sent(request: Request) -> None:
     resolves the browser session itself."""
     if "authorization" in request.headers:
         await api_key(request)
+
+
+class UnmatchedApi:
+    """ASGI middleware inside the guard: a request under /api that no route matches fully is
+    answered by the router (404, 405, a redirect) only when it carries a valid API key; else
+    it is refused as `api_key` refuses (401 with the challenge, 429 past the throttle)."""
+
+    def __init__(self, app: ASGIApp, *, routes: list[BaseRoute], errors: ErrorRenderer) -> None:
+        self.app = app
+        self.routes = routes
+        self.errors = errors
+
+    def _matched(self, scope: Scope) -> bool:
+        return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/api/") and not self._matched(scope):
+            request = Request(scope)
+            try:
+                await api_key(request)
+            except Refusal as exc:
+                await self.errors.refusal(request, exc)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def public() -> None:
