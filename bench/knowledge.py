@@ -22,7 +22,7 @@ mix. Query kinds, interleaved round-robin (each kind's own seeded queries):
 - collection: a word of rank 20-200 in one of the 5 collections
 
 Each query is `KnowledgeService.search(..., limit=10)` (text mode: no embedding endpoint),
-wall time per call; "store" is the same query's `webui.store.knowledge.search` alone (the SQL
+wall time per call; "store" is the same query's `webui.store.knowledge_search.search` alone (the SQL
 and its rows, without the service's collection lookups, query parsing and snippets), timed on
 the same query right after. p50 and p99 are nearest rank (`_common.percentile`).
 
@@ -65,6 +65,7 @@ from webui.knowledge.model import Actor, Limits, parse_filter  # noqa: E402
 from webui.knowledge.search import RANKED_CANDIDATES  # noqa: E402
 from webui.knowledge.service import KnowledgeService, NewDocument  # noqa: E402
 from webui.store import knowledge as ks  # noqa: E402
+from webui.store import knowledge_search as ksearch  # noqa: E402
 from webui.store.db import make_engine, sqlite_url  # noqa: E402
 
 SEED = 20261203
@@ -605,10 +606,12 @@ def store_search(kb: KnowledgeService, q: Query) -> int:
             ids = [row.id]
         parsed = kt.parse_query(q.text, kt.DEFAULT_LANGUAGE)
         filters = parse_filter(q.filter)
-        floor = ks.candidate_floor(
+        floor = ksearch.candidate_floor(
             s, PROJECT, parsed, collection_ids=ids, filters=filters, cap=RANKED_CANDIDATES
         )
-        return len(ks.search(s, PROJECT, parsed, collection_ids=ids, filters=filters, limit=10, floor=floor))
+        return len(
+            ksearch.search(s, PROJECT, parsed, collection_ids=ids, filters=filters, limit=10, floor=floor)
+        )
 
 
 def run_queries(kb: KnowledgeService, mix: dict[str, list[Query]], step: Step, warmup: int) -> None:

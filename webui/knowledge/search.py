@@ -14,6 +14,7 @@ from webui.errors import KnowledgeRefused, NotFound
 from webui.knowledge import text as kt
 from webui.knowledge.model import MAX_SEARCH_LIMIT, check_limit, check_name, parse_filter
 from webui.store import knowledge as ks
+from webui.store import knowledge_search as ksearch
 
 VECTOR_SCAN_CAP = 50_000  # chunks a vector search compares at most
 # A query matching more chunks than this (a word in most of them) is ranked among the newest
@@ -83,28 +84,28 @@ def search_embedded(
             }
         except kt.QueryRefused as exc:
             raise KnowledgeRefused(str(exc)) from None
-        text_hits: list[ks.Match] = []
+        text_hits: list[ksearch.Match] = []
         approximate = False
         if searched and used != "vector":  # no collection: nothing to search in
             pool = size if used == "text" else max(size * 3, 30)
             for lang, q in parsed.items():
                 chosen = by_language.get(lang)
-                floor = ks.candidate_floor(
+                floor = ksearch.candidate_floor(
                     s, project_id, q, collection_ids=chosen, filters=filters, cap=RANKED_CANDIDATES
                 )
                 approximate = approximate or floor is not None
-                text_hits += ks.search(
+                text_hits += ksearch.search(
                     s, project_id, q, collection_ids=chosen, filters=filters, limit=pool, floor=floor
                 )
             text_hits.sort(key=lambda m: (-m.score, m.chunk_id))
-        vector_hits: list[ks.Match] = []
+        vector_hits: list[ksearch.Match] = []
         if searched and vector is not None and used in ("vector", "hybrid"):
             vector_hits = _vector_search(s, project_id, vector, ids, filters, max(size * 3, 30))
     hits = _fuse(text_hits, vector_hits, size) if used == "hybrid" else (text_hits or vector_hits)[:size]
     return {"mode": used, "approximate": approximate, "hits": [_hit(m, parsed) for m in hits]}
 
 
-def _hit(m: ks.Match, parsed: dict[str, kt.Query]) -> dict[str, Any]:
+def _hit(m: ksearch.Match, parsed: dict[str, kt.Query]) -> dict[str, Any]:
     q = parsed.get(m.language)
     cut = kt.snippet(m.body, q.stems if q else frozenset(), m.language)
     return {
@@ -121,7 +122,7 @@ def _hit(m: ks.Match, parsed: dict[str, kt.Query]) -> dict[str, Any]:
 
 def _vector_search(
     s: Session, project_id: str, wanted: list[float], ids: list[int] | None, filters: Any, pool: int
-) -> list[ks.Match]:
+) -> list[ksearch.Match]:
     """The chunks nearest to the query's embedding (`wanted`) by cosine, compared in
     batches (at most VECTOR_SCAN_CAP chunks; memory stays one batch)."""
     import numpy as np
@@ -132,7 +133,7 @@ def _vector_search(
         return []
     target /= norm
     best: list[tuple[float, int]] = []
-    rows = ks.vectors(s, project_id, collection_ids=ids, filters=filters, cap=VECTOR_SCAN_CAP)
+    rows = ksearch.vectors(s, project_id, collection_ids=ids, filters=filters, cap=VECTOR_SCAN_CAP)
     for at in range(0, len(rows), 2048):
         batch = [(c, b) for c, b in rows[at : at + 2048] if len(b) == 4 * len(target)]
         if not batch:
@@ -144,14 +145,14 @@ def _vector_search(
         best += [(float(v), c) for v, (c, _) in zip(scores.tolist(), batch, strict=True)]
         best.sort(key=lambda x: (-x[0], x[1]))
         del best[pool:]
-    found = ks.matches_by_chunk(s, [c for _, c in best])
+    found = ksearch.matches_by_chunk(s, [c for _, c in best])
     return [replace(found[c], score=v) for v, c in best if c in found]
 
 
-def _fuse(text_hits: list[ks.Match], vector_hits: list[ks.Match], size: int) -> list[ks.Match]:
+def _fuse(text_hits: list[ksearch.Match], vector_hits: list[ksearch.Match], size: int) -> list[ksearch.Match]:
     """Reciprocal rank fusion of the two rankings (ties by chunk id)."""
     scores: dict[int, float] = {}
-    by_id: dict[int, ks.Match] = {}
+    by_id: dict[int, ksearch.Match] = {}
     for ranking in (text_hits, vector_hits):
         for rank, m in enumerate(ranking, start=1):
             scores[m.chunk_id] = scores.get(m.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
