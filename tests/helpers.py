@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from jinja2_fragments.fastapi import Jinja2Blocks
 
+from webui.app import create_app
 from webui.runs.request import RunRequest
 from webui.runs.types import RunUpdate
 from webui.services import Services
+from webui.settings import Settings
+from webui.web.templating import make_templates
 from webui.workflows.project import Project
 
 # The bound on a test's waits for another process: to start, to answer, to make the write the
@@ -65,6 +70,12 @@ async def next_update(svc: Services, run_id: str, kinds: tuple[str, ...] = ("fin
                 update = await updates.get()
                 if update.kind in kinds:
                     return update
+
+
+def page_templates(data_dir: Path) -> Jinja2Blocks:
+    """The templates of an app built on `data_dir` (never started, nothing written there):
+    their `url(...)` names that app's routes."""
+    return make_templates(create_app(Settings(data_dir=data_dir)).router)
 
 
 async def run_to_end(

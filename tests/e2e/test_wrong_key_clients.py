@@ -35,6 +35,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.shared.exceptions import MCPError
+from pydantic import AnyUrl
 
 from tests.e2e.server import HELLO, LiveServer, free_port, running_server
 from tests.node_client import NODE_DIR
@@ -142,7 +143,9 @@ async def test_the_python_sdk_client_with_oauth_is_told_the_server_takes_api_key
 
     provider = OAuthClientProvider(
         endpoint(server),
-        OAuthClientMetadata(redirect_uris=["http://127.0.0.1:1/callback"], client_name="wrong-key-test"),
+        OAuthClientMetadata(
+            redirect_uris=[AnyUrl("http://127.0.0.1:1/callback")], client_name="wrong-key-test"
+        ),
         MemoryStorage(),
         no_browser,
         no_callback,

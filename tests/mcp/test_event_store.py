@@ -199,9 +199,9 @@ async def test_a_held_call_ends_without_a_follower_and_lives_on_with_one() -> No
     async def collect(event: EventMessage) -> None:
         got.append(event.message)
 
+    held: list[bool] = []
     with anyio.fail_after(WAIT):
         async with anyio.create_task_group() as tg:
-            held: list[bool] = []
 
             async def hold() -> None:
                 held.append(await store.hold_call("s", "1"))

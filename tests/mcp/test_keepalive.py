@@ -10,6 +10,7 @@ import pytest
 from webui.mcp.keepalive import ProgressStream, describe_wait, keeping_alive
 from webui.runs.types import LiveState
 from webui.store.models import Interaction
+from webui.store.statuses import RunStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -88,27 +89,27 @@ def _question() -> Interaction:
     ("state", "base", "expected"),
     [
         (None, None, None),
-        (LiveState("queued", None, ()), None, "queued: Sleep waits for a free worker"),
-        (LiveState("running", None, ()), None, "running Sleep"),
+        (LiveState(RunStatus.QUEUED, None, ()), None, "queued: Sleep waits for a free worker"),
+        (LiveState(RunStatus.RUNNING, None, ()), None, "running Sleep"),
         (
-            LiveState("waiting_for_input", _question(), ()),
+            LiveState(RunStatus.WAITING_FOR_INPUT, _question(), ()),
             None,
             "waiting for input: Your name? — answer it in your MCP client",
         ),
         (
-            LiveState("waiting_for_input", _question(), ()),
+            LiveState(RunStatus.WAITING_FOR_INPUT, _question(), ()),
             "http://127.0.0.1:8000",
             "waiting for input: Your name? — answer it in your MCP client or at "
             "http://127.0.0.1:8000/inbox#interaction-ia-1",
         ),
         (
-            LiveState("waiting_for_child", None, ("child-1",)),
+            LiveState(RunStatus.WAITING_FOR_CHILD, None, ("child-1",)),
             None,
             "waiting for the related run child-1 to finish",
         ),
         # A child's question reaches the parent: the person answers it, wherever it was asked.
         (
-            LiveState("waiting_for_child", _question(), ("child-1",)),
+            LiveState(RunStatus.WAITING_FOR_CHILD, _question(), ("child-1",)),
             None,
             "waiting for input: Your name? — answer it in your MCP client",
         ),
@@ -121,6 +122,6 @@ def test_the_keep_alive_message_says_what_the_run_waits_for_and_where_to_answer(
 
 
 def test_a_running_step_names_the_workflows_last_progress_message() -> None:
-    state = LiveState("running", None, ())
+    state = LiveState(RunStatus.RUNNING, None, ())
     message = describe_wait(state, title="Sleep", last_message="worker=12", base_url=None)
     assert message == "running Sleep: worker=12"

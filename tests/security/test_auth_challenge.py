@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import event
 
 from tests import prepared
@@ -78,7 +79,7 @@ def admin_key() -> str:
 
 
 def _client(data: Path, admin_key: str, **settings: Any) -> TestClient:
-    app = create_app(Settings(data_dir=data, server_admin_key=admin_key, **settings))
+    app = create_app(Settings(data_dir=data, server_admin_key=SecretStr(admin_key), **settings))
     return TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
 
 

@@ -26,6 +26,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import SecretStr
 
 from tests import prepared
 from tests.web.conftest import HELLO, INTERACTIVE, Web, audit, prepare, rendered, services
@@ -123,7 +124,7 @@ def add_file(
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
-    config = Settings(data_dir=prepare(tmp_path / "data").data_dir, server_admin_key=ADMIN_KEY)
+    config = Settings(data_dir=prepare(tmp_path / "data").data_dir, server_admin_key=SecretStr(ADMIN_KEY))
     with TestClient(create_app(config), base_url="http://127.0.0.1") as client:
         web = Web(client, config)
         engine = services(web).engine

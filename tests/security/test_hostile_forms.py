@@ -39,8 +39,8 @@ from tests.browser.conftest import Console, browser, checked, context, page, pla
 from tests.conftest import FIXTURES
 from tests.e2e.server import LiveServer, running_server
 from tests.fixtures.hostile_server import ATTACK_NAME, HOSTILE
+from tests.helpers import page_templates
 from webui.web import forms
-from webui.web.templating import make_templates
 
 ADMIN_NAME = "hana"
 ADMIN_PASSWORD = "hostile-forms-pw-1"
@@ -220,7 +220,9 @@ SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @pytest.mark.parametrize("kind", ["string", "boolean", "integer", "multiselect", "select"])
-def test_the_form_macro_keeps_a_hostile_name_as_escaped_text_with_derived_ids(kind: str) -> None:
+def test_the_form_macro_keeps_a_hostile_name_as_escaped_text_with_derived_ids(
+    kind: str, tmp_path: Path
+) -> None:
     prop: dict[str, Any] = {"type": kind, "description": "help", "title": HOSTILE}
     if kind == "multiselect":
         prop = {"type": "array", "items": {"enum": ["a", HOSTILE]}, "description": "help"}
@@ -228,7 +230,7 @@ def test_the_form_macro_keeps_a_hostile_name_as_escaped_text_with_derived_ids(ki
         prop = {"type": "string", "enum": ["a", HOSTILE], "description": "help"}
     schema = {"type": "object", "properties": {HOSTILE: prop}, "required": [HOSTILE]}
     fields = forms.fields(schema)
-    env = make_templates().env
+    env = page_templates(tmp_path / "data").env
     macro = env.get_template("macros/forms.html").module.schema_fields  # type: ignore[attr-defined]
     html = str(macro(fields, {}, {HOSTILE: "bad " + HOSTILE}, "ia_1-"))
     parser = Elements()

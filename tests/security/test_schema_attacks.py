@@ -20,6 +20,7 @@ from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
 from tests.fixtures.hostile_server import HOSTILE
+from tests.helpers import page_templates
 from tests.workflows.test_project import load_error, minimal_package, write_project
 from webui.errors import ProjectError
 from webui.mcp.catalog import Catalog
@@ -27,7 +28,6 @@ from webui.validation import NO_RETRIEVAL, SchemaUnusable, field_errors, problem
 from webui.web import forms
 from webui.web.mcp_clients import pretty_json
 from webui.web.mcp_views import ToolView
-from webui.web.templating import make_templates
 from webui.workflows.json_schema import check_ask_schema, check_input_schema
 from webui.workflows.project import load_project
 
@@ -194,9 +194,9 @@ HOSTILE_SCHEMA: dict[str, Any] = {
 INJECTED = 'hx-post="/admin/users"'
 
 
-def test_hostile_titles_in_a_question_form_are_escaped_text() -> None:
+def test_hostile_titles_in_a_question_form_are_escaped_text(tmp_path: Path) -> None:
     schema = check_ask_schema(HOSTILE_SCHEMA, "q")
-    env = make_templates().env
+    env = page_templates(tmp_path / "data").env
     macro = env.get_template("macros/forms.html").module.schema_fields  # type: ignore[attr-defined]
     html = str(macro(forms.fields(schema), {}, {"a": HOSTILE}, "ia_1-"))
     assert INJECTED not in html
@@ -222,7 +222,7 @@ def test_hostile_titles_on_the_mcp_page_are_escaped_json_text(tmp_path: Path) ->
         fields=forms.fields(dict(tool.input_schema)),
         own_schema=True,
     )
-    env = make_templates().env
+    env = page_templates(tmp_path / "data").env
     html = env.get_template("projects/_tool.html").render(
         t=view,
         try_state=None,

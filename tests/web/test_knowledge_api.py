@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from pydantic import SecretStr
 
 from tests import prepared
 from tests.knowledge.files import docx, pdf
@@ -29,7 +30,7 @@ BASE = f"/api/workflows/{HELLO}/knowledge"
 def kb(tmp_path: Path) -> Iterator[Web]:
     """The page tests' app (an admin, `ann` granted hello and interactive) with a server admin key."""
     data = prepared.copy_prepared("web", tmp_path / "data")
-    with running(Settings(data_dir=data, server_admin_key=ADMIN_KEY)) as web:
+    with running(Settings(data_dir=data, server_admin_key=SecretStr(ADMIN_KEY))) as web:
         yield web
 
 

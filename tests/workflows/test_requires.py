@@ -11,11 +11,12 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from jinja2_fragments.fastapi import Jinja2Blocks
 
+from tests.helpers import page_templates
 from webui.errors import ProjectError
 from webui.mcp.capabilities import capability_error, missing_capabilities
 from webui.web.mcp_views import ToolView
-from webui.web.templating import make_templates
 from webui.workflows.project import CLIENT_CAPABILITIES, load_project, structure_report
 
 PROJECT_ID = "11111111-1111-4111-8111-111111111111"
@@ -143,15 +144,20 @@ def test_the_error_names_each_missing_capability_as_an_object(tmp_path: Path) ->
 # --------------------------------------------------------------------------- the MCP page
 
 
-def _rendered(view: ToolView) -> str:
-    template = make_templates().env.get_template("projects/_tool.html")
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Jinja2Blocks:
+    return page_templates(tmp_path_factory.mktemp("templates"))
+
+
+def _rendered(templates: Jinja2Blocks, view: ToolView) -> str:
+    template = templates.env.get_template("projects/_tool.html")
     page = SimpleNamespace(label="draft")
     user = SimpleNamespace(csrf_token="token")
     record = SimpleNamespace(id=PROJECT_ID)
     return template.render(t=view, try_state=None, target=page, user=user, record=record, request=None)
 
 
-def test_the_mcp_page_shows_what_a_tool_requires_next_to_it_escaped() -> None:
+def test_the_mcp_page_shows_what_a_tool_requires_next_to_it_escaped(templates: Jinja2Blocks) -> None:
     view = ToolView(
         dom="t1",
         name="ask",
@@ -163,10 +169,10 @@ def test_the_mcp_page_shows_what_a_tool_requires_next_to_it_escaped() -> None:
         fields=[],
         requires=("sampling", "<script>x</script>"),
     )
-    html = _rendered(view)
+    html = _rendered(templates, view)
     assert "Requires a client that declares: <code>sampling</code>" in html
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
-    plain = _rendered(ToolView(**{**view.__dict__, "requires": ()}))
+    plain = _rendered(templates, ToolView(**{**view.__dict__, "requires": ()}))
     assert "Requires a client" not in plain
 
 
@@ -178,7 +184,9 @@ def test_the_mcp_page_shows_what_a_tool_requires_next_to_it_escaped() -> None:
         ("optional", "declares the tasks extension and the run neither ends nor asks first"),
     ],
 )
-def test_the_mcp_page_says_when_a_tools_call_becomes_a_task(task: str, said: str) -> None:
+def test_the_mcp_page_says_when_a_tools_call_becomes_a_task(
+    templates: Jinja2Blocks, task: str, said: str
+) -> None:
     view = ToolView(
         dom="t1",
         name="t",
@@ -190,4 +198,4 @@ def test_the_mcp_page_says_when_a_tools_call_becomes_a_task(task: str, said: str
         fields=[],
         task=task,
     )
-    assert said in _rendered(view)
+    assert said in _rendered(templates, view)

@@ -7,7 +7,8 @@ def test_sampling(ctx):
         result = ctx.sample(ctx.params["prompt"], max_tokens=100)
     except RuntimeError as exc:  # ClientRequestRefused: no sampling from this client
         ctx.fail("sampling_unavailable", str(exc))
-    return f"LLM response: {result['content'].get('text', '')}"
+    else:
+        return f"LLM response: {result['content'].get('text', '')}"
 
 
 def test_input_required_result_sampling(ctx):
