@@ -187,8 +187,8 @@ def test_a_member_sees_other_accounts_waiting_questions_counted_never_their_titl
 def test_the_stream_renders_each_members_questions_for_her_alone(shared: Web) -> None:
     """The stream's bodies are shared between viewers of one scope: bob's, rendered first,
     is never what ann's stream sends (and the reverse)."""
-    ann = UiUser(account_id(shared, USER[0]), USER[0], False, 1, "c", frozenset({HELLO}))
-    bob = UiUser(account_id(shared, BOB[0]), BOB[0], False, 2, "c", frozenset({HELLO}))
+    ann = UiUser(account_id(shared, USER[0]), USER[0], False, "1", "c", frozenset({HELLO}))
+    bob = UiUser(account_id(shared, BOB[0]), BOB[0], False, "2", "c", frozenset({HELLO}))
     assert shared.client.portal is not None
     [bobs] = shared.client.portal.call(_bodies, shared, scope_of(bob, "hour", ""), bob, 1)
     [anns] = shared.client.portal.call(_bodies, shared, scope_of(ann, "hour", ""), ann, 1)
@@ -214,7 +214,7 @@ async def _bodies(app: Web, scope: Scope, user: UiUser, count: int) -> list[str]
 @pytest.mark.parametrize("evil", HOSTILE[:3])
 def test_hostile_titles_are_escaped_in_the_streams_bodies(app: Web, evil: str) -> None:
     ended(app, HELLO, "evil", evil)
-    user = UiUser(1, ADMIN[0], True, 1, "csrf", None)
+    user = UiUser(1, ADMIN[0], True, "1", "csrf", None)
     scope = scope_of(user, "hour", "")
     assert app.client.portal is not None
     [body] = app.client.portal.call(_bodies, app, scope, user, 1)
@@ -252,7 +252,7 @@ def test_a_flood_of_events_costs_one_read_per_settle_interval(monkeypatch: pytes
         return f"<div>{len(reads)}</div>"
 
     monkeypatch.setattr(insights_page, "SETTLE_SECONDS", 0.2)
-    user = UiUser(1, "ann", False, 1, "c", frozenset({HELLO}))
+    user = UiUser(1, "ann", False, "1", "c", frozenset({HELLO}))
     scope = scope_of(user, "hour", "")
 
     async def main(events: int) -> list[str]:
@@ -282,7 +282,7 @@ def test_a_flood_of_events_costs_one_read_per_settle_interval(monkeypatch: pytes
 def test_events_of_other_projects_do_not_wake_a_members_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[int] = []
     monkeypatch.setattr(insights_page, "REFRESH_SECONDS", 30.0)
-    user = UiUser(1, "ann", False, 1, "c", frozenset({HELLO}))
+    user = UiUser(1, "ann", False, "1", "c", frozenset({HELLO}))
     scope = scope_of(user, "hour", "")
 
     async def main() -> bool:
@@ -311,8 +311,8 @@ def test_a_stream_ends_when_its_login_ends_and_follows_lost_projects(monkeypatch
     monkeypatch.setattr(insights_page, "RECHECK_LOGIN_SECONDS", 0.0)
     monkeypatch.setattr(insights_page, "REFRESH_SECONDS", 0.1)
     seen: list[frozenset[str] | None] = []
-    user = UiUser(1, "ann", False, 1, "c", frozenset({HELLO, LEDGER}))
-    answers: list[UiUser | None] = [UiUser(1, "ann", False, 1, "c", frozenset({HELLO})), None]
+    user = UiUser(1, "ann", False, "1", "c", frozenset({HELLO, LEDGER}))
+    answers: list[UiUser | None] = [UiUser(1, "ann", False, "1", "c", frozenset({HELLO})), None]
 
     def render(scope: Scope) -> str:
         seen.append(scope.project_ids)

@@ -43,6 +43,7 @@ from webui.admin import grant_projects
 from webui.app import create_app
 from webui.auth.ui import UiUser
 from webui.runs.request import RunRequest
+from webui.runs.types import RunUpdate
 from webui.store.models import AuditEvent
 from webui.web.conversations import Feed, conversation_stream
 from webui.web.state import app_state
@@ -170,6 +171,7 @@ def test_bob_gets_404_for_alices_question_on_every_page_and_alice_answers_it_to_
     html = card(web.client.get("/inbox").text, iid)
     assert "Where to?" in html and 'data-owner="other"' not in html and "Answer as administrator" not in html
     ids = [iid]
+    update: RunUpdate | None = None
     for content in TRIP_ANSWERS:
         current = ids[-1]
         form = {"action": "accept", **{f"{current}-{k}": str(v) for k, v in content.items()}}
@@ -180,7 +182,7 @@ def test_bob_gets_404_for_alices_question_on_every_page_and_alice_answers_it_to_
         if update.kind == "waiting":
             assert update.interaction is not None
             ids.append(update.interaction.id)
-    assert update.kind == "final" and update.status == "success"
+    assert update is not None and update.kind == "final" and update.status == "success"
     assert update.output["traveller"] == "alice" and update.output["destination"] == "Rome"
     assert update.output["room"] == "double" and update.output["booked"] is True
     assert all(e.details and e.details["override"] is False for e in answered_events(web, run_id))
@@ -479,7 +481,9 @@ async def test_a_sealed_2026_request_state_of_alice_cannot_answer_her_question_w
         asked = await client.session.call_tool("plan_trip", args, allow_input_required=True)
     assert isinstance(asked, types.InputRequiredResult) and asked.request_state
     (iid,) = (asked.input_requests or {}).keys()
-    stolen = {iid: types.ElicitResult(action="accept", content={"destination": "Bobville", "nights": 1})}
+    stolen: types.InputResponses = {
+        iid: types.ElicitResult(action="accept", content={"destination": "Bobville", "nights": 1})
+    }
 
     async with sdk_client(url, bob_key, "auto", never) as client:
         with pytest.raises(MCPError) as refused:
@@ -489,7 +493,7 @@ async def test_a_sealed_2026_request_state_of_alice_cannot_answer_her_question_w
     assert refused.value.code == -32602
     assert next(r for r in rows(live, "interactions") if r["id"] == iid)["status"] == "pending"
 
-    mine = {iid: types.ElicitResult(action="accept", content=TRIP_ANSWERS[0])}
+    mine: types.InputResponses = {iid: types.ElicitResult(action="accept", content=TRIP_ANSWERS[0])}
     async with sdk_client(url, alice_key, "auto", never) as client:
         again = await client.session.call_tool(
             "plan_trip",

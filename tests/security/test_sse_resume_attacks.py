@@ -46,7 +46,9 @@ async def _call(server: LiveServer, key: str, sid: str, project: str, tool: str,
 async def _resume(
     server: LiveServer, key: str, sid: str | None, last: str | bytes, project: str = HELLO
 ) -> tuple[int, str]:
-    h: dict[str, str | bytes] = {**headers(key, sid), "Last-Event-ID": last}
+    # As bytes, as httpx would send them: the garbage ids include bytes that are no ASCII.
+    h = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers(key, sid).items()]
+    h.append((b"Last-Event-ID", last if isinstance(last, bytes) else last.encode("ascii")))
     async with (
         httpx2.AsyncClient(timeout=WAIT) as http,
         http.stream("GET", server.mcp_url(project), headers=h) as r,

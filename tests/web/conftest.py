@@ -56,13 +56,12 @@ class Rendered(NamedTuple):
 def rendered(response: httpx2.Response) -> Rendered:
     """The template, block and context of a TestClient response rendered from a template."""
     info = response.extensions.get("http.response.debug")
-    template = info.get("template") if isinstance(info, dict) else None
-    if template is None:
+    if not isinstance(info, dict) or info.get("template") is None:
         raise AssertionError(
             f"{response.request.method} {response.request.url} -> {response.status_code}"
             f" ({response.headers.get('content-type')}) was not rendered from a template in this process"
         )
-    return Rendered(template.name, info.get("block"), info["context"])
+    return Rendered(info["template"].name, info.get("block"), info["context"])
 
 
 @dataclass

@@ -12,7 +12,7 @@ import html
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ def write_root(root: Path, servers: dict[str, Any], config: str) -> None:
     (root / "config.yaml").write_text(config, encoding="utf-8")
 
 
-def start(tmp_path: Path, *, expiry: float = 300.0, root: Path | None = None) -> Iterator[Host]:
+def start(tmp_path: Path, *, expiry: float = 300.0, root: Path | None = None) -> Generator[Host, None, None]:
     if root is None:
         root = tmp_path / "root"
         write_root(

@@ -127,7 +127,8 @@ def test_the_documented_example_loads_with_every_field_normalized(tmp_path: Path
     assert by_name["prompt"] == Param(
         name="prompt", type="string", required=True, description="What to check"
     )
-    assert by_name["limit"] == Param(name="limit", type="number", default=3, has_default=True)
+    assert by_name["limit"] == Param(name="limit", type="number", default=3)
+    assert by_name["limit"].has_default
     assert by_name["strict"] == Param(name="strict", type="boolean")
     assert by_name["mode"].options == (Option("fast", "Fast"), Option("thorough", None))
     assert by_name["tags"].multiple is True
