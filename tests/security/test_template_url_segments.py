@@ -33,7 +33,6 @@ def test_a_hostile_value_stays_one_segment_that_is_no_dot_segment(url: object, v
     assert_one_segment(url, value)
 
 
-@pytest.mark.xfail(strict=True, reason="url() leaves `\\` and the dot segments `.`/`..` as they are")
 @pytest.mark.parametrize("value", HOLES)
 def test_a_backslash_or_dot_value_stays_one_segment_that_is_no_dot_segment(url: object, value: str) -> None:
     assert_one_segment(url, value)

@@ -38,7 +38,8 @@ HTMX_SSE = "vendor/htmx-ext-sse-2.2.4.min.js"
 def route_paths(router: Router) -> Callable[..., str]:
     """`url(name, **params)` for the templates: the path of the route called `name` (a
     route's name is its endpoint's, unless it is given one), each param one segment:
-    `/ ? # %`, spaces, controls and non-ASCII percent-encoded, so a value (stored data,
+    `/ \\ ? # %`, spaces, controls and non-ASCII percent-encoded (a value `.` or
+    `..` its dots twice), so a value (stored data,
     perhaps hostile, perhaps empty) can never add a segment, a query or a fragment; the
     rest is left as it is and escaped as HTML by the template, as a value written into a
     path was. An unknown name, or params other than the route's, fail loudly
@@ -52,14 +53,24 @@ def route_paths(router: Router) -> Callable[..., str]:
         if path is None:
             path = formats[key] = str(router.url_path_for(name, **{k: _mark(k) for k in params}))
         for k, value in params.items():
-            path = path.replace(_mark(k), quote(str(value), safe=SEGMENT_SAFE))
+            path = path.replace(_mark(k), segment(value))
         return path
 
     return url
 
 
-# Printable ASCII a path segment may hold as it is (beside letters, digits and `_.-~`).
-SEGMENT_SAFE = "!$&'()*+,;=:@<>\"[]{}|\\^`"
+# Printable ASCII a path segment may hold as it is (beside letters, digits and `_.-~`); not
+# `\`, which a browser reads as `/` in an http URL.
+SEGMENT_SAFE = "!$&'()*+,;=:@<>\"[]{}|^`"
+# A value a browser would resolve as a dot segment (`%2e` too): its dots encoded twice, so the
+# link names no other page (the route gets `%2E`, which no id is).
+DOT_SEGMENTS = {".": "%252E", "..": "%252E%252E"}
+
+
+def segment(value: Any) -> str:
+    """`value` as one path segment of a link, whatever it holds."""
+    text = str(value)
+    return DOT_SEGMENTS.get(text) or quote(text, safe=SEGMENT_SAFE)
 
 
 def _mark(param: str) -> str:
