@@ -157,6 +157,12 @@ def audit(web: Web, event: str) -> list[AuditEvent]:
         return list(s.exec(select(AuditEvent).where(AuditEvent.event == event).order_by(col(AuditEvent.id))))
 
 
+def details(event: AuditEvent) -> dict[str, Any]:
+    """The details of an audit row the test expects to have some."""
+    assert event.details is not None, event
+    return event.details
+
+
 def services(web: Web) -> Any:
     return app_state(web.client.app).services
 

@@ -24,6 +24,7 @@ from sqlmodel import Session
 
 from tests.e2e.server import running_server
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
+from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
 from webui.events import EventHub
 from webui.store import audit as audit_store
@@ -266,14 +267,14 @@ def test_details_are_compact_escaped_json(admin: Web) -> None:
 def test_the_replica_that_recorded_an_event_is_shown_and_exported(admin: Web) -> None:
     engine = engine_of(admin)
     with Session(engine) as s:
-        AuditLog(replica_id="rep_00112233aabbccdd").record(s, "replica.test", actor="user:ann")
-        AuditLog().record(s, "replica.test", actor="user:bob")
+        AuditLog(replica_id="rep_00112233aabbccdd").record(s, AuditName.KNOWLEDGE_IMPORTED, actor="user:ann")
+        AuditLog().record(s, AuditName.KNOWLEDGE_IMPORTED, actor="user:bob")
         s.commit()
-    r = admin.client.get("/admin/audit?event=replica.test")
+    r = admin.client.get("/admin/audit?event=knowledge.imported")
     assert r.text.count("rep_00112233aabbccdd") == 1
     lines = [
         json.loads(line)
-        for line in admin.client.get("/admin/audit/export.jsonl?event=replica.test").text.splitlines()
+        for line in admin.client.get("/admin/audit/export.jsonl?event=knowledge.imported").text.splitlines()
     ]
     assert {rec["actor"]: rec["replica_id"] for rec in lines} == {
         "user:ann": "rep_00112233aabbccdd",
@@ -394,6 +395,7 @@ async def test_the_tail_wakes_on_a_hub_event_and_unsubscribes_when_closed(
     async def consume() -> None:
         received.append(await anext(events))
 
+    new_id: int | None = None
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
@@ -401,6 +403,7 @@ async def test_the_tail_wakes_on_a_hub_event_and_unsubscribes_when_closed(
             assert hub.subscriber_count == 1
             (new_id,) = seed(store, [{"event": "new"}])
             hub.publish(audit_pages.TOPIC, "recorded", id=new_id)
+    assert new_id is not None
     (event,) = received
     assert (event.event, event.id, event.data) == ("audit-row", str(new_id), f"<tr>{new_id} new</tr>")
     await events.aclose()

@@ -15,7 +15,18 @@ from fastapi.testclient import TestClient
 
 from tests import prepared
 from tests.configs.project import FIELDS, SETTINGS_PROJECT, write_settings_project
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, USER, Web, audit, prepare, rendered, services
+from tests.web.conftest import (
+    ADMIN,
+    HELLO,
+    INTERACTIVE,
+    USER,
+    Web,
+    audit,
+    details,
+    prepare,
+    rendered,
+    services,
+)
 from webui.admin import grant_projects
 from webui.app import create_app
 from webui.configs.model import ConfigPlace, Who
@@ -285,7 +296,7 @@ def test_export_downloads_and_import_uploads(cweb: tuple[Web, Path], hx: dict[st
     assert SECRET not in plain.text and plain.json()["secretsIncluded"] is False
     full = web.client.post(f"{PAGE}/export", data={"csrf_token": csrf, "secrets": "on"})
     assert full.status_code == 200 and SECRET in full.text
-    assert [e.details["with_secrets"] for e in audit(web, "config.exported")] == [False, True]
+    assert [details(e)["with_secrets"] for e in audit(web, "config.exported")] == [False, True]
 
     doc = full.json()
     doc["configurations"].append({"name": "imported", "values": {"threshold": 1}})
@@ -329,7 +340,7 @@ def test_admins_pick_an_account_and_others_cannot(cweb: tuple[Web, Path]) -> Non
     r = post(web, f"{PAGE}/save?account={USER[0]}", form, {})
     assert r.status_code == 303 and r.headers["location"] == f"{PAGE}?account={USER[0]}"
     row = audit(web, "config.updated")[-1]
-    assert row.actor == f"user:{ADMIN[0]}" and row.details["scope"] == f"account {USER[0]}"
+    assert row.actor == f"user:{ADMIN[0]}" and details(row)["scope"] == f"account {USER[0]}"
 
 
 def test_who_may_open_the_page(cweb: tuple[Web, Path]) -> None:

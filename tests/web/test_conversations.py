@@ -503,6 +503,7 @@ def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen
         }
         theirs = conversation_stream(feed, svc.hub, bo, bo_login)
         cards: dict[str, str] = {}
+        run_id: str | None = None
         try:
             with anyio.fail_after(WAIT):
                 for stream in [*streams.values(), theirs]:
@@ -531,6 +532,7 @@ def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen
                     ).run_id
                 finished.set()
                 bo_events = [e.event async for e in theirs]
+                assert run_id is not None
                 await svc.runs.cancel(run_id)
         finally:
             for stream in [*streams.values(), theirs]:

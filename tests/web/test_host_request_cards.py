@@ -19,7 +19,7 @@ import pytest
 from sse_starlette import ServerSentEvent
 
 from tests import prepared
-from tests.web.conftest import ADMIN, USER, account_id, audit, engine
+from tests.web.conftest import ADMIN, USER, account_id, audit, details, engine
 from tests.web.test_host_pages import (
     FINISHED,
     FOLLOW_SECONDS,
@@ -84,8 +84,8 @@ def test_a_request_card_names_the_conversation_the_server_and_the_tool_call(host
     [request] = activity_of(fragment).requests
     assert request.call is not None and (request.call.id, request.call.tool) == (row.id, "book")
     assert f'during <a href="#call-{row.id}">book <code>{row.id}</code></a>' in fragment.text
-    [requested] = [e for e in audit(host.web, "interaction.requested") if e.details["interactionId"] == iid]
-    assert (requested.details["conversationId"], requested.details["callId"]) == (conv, row.id)
+    [requested] = [e for e in audit(host.web, "interaction.requested") if details(e)["interactionId"] == iid]
+    assert (details(requested)["conversationId"], details(requested)["callId"]) == (conv, row.id)
 
     assert answer(host, csrf, iid, {"action": "decline"}).status_code == 200
     follow(host, conv, lambda a: finished_call(a, "book"))
@@ -145,7 +145,7 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
     assert r.status_code == 404, r.text
     # nothing changed: still pending, nothing answered, the call still waits
     assert status_of(host, iid) == "pending"
-    assert not [e for e in audit(host.web, "interaction.answered") if e.details["interactionId"] == iid]
+    assert not [e for e in audit(host.web, "interaction.answered") if details(e)["interactionId"] == iid]
     [row] = host.service.calls(conv)
     assert row.status == "running"
 
@@ -163,6 +163,7 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
 
     async def scenario() -> tuple[list[ServerSentEvent], str]:
         theirs = conversation_stream(feed, services.hub, bob_user, bob_login)
+        second: str | None = None
         try:
             with anyio.fail_after(FOLLOW_SECONDS):
                 events = [await anext(theirs)]
@@ -173,6 +174,8 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
                             if event.kind == "pending":
                                 second = str(event.data["interactionId"])
                                 break
+                        else:
+                            raise AssertionError("the hub's subscription ended before a request came")
                         await services.interactions.answer(
                             second, action="cancel", actor="user:ann", channel="browser"
                         )
@@ -180,6 +183,7 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
                 events += [e async for e in theirs]
         finally:
             await theirs.aclose()
+        assert second is not None
         return events, second
 
     assert host.client.portal is not None
@@ -210,10 +214,10 @@ def test_another_account_sees_and_answers_none_of_a_conversations_requests(
     assert "Answer sent to Test_Stdio: declined in the browser by user:root as administrator" in r.text
     fragment = follow(host, conv, lambda a: all(c.status in FINISHED for c in a.calls))
     assert sorted(t["action"] for t in result_texts(fragment)) == ["cancel", "decline"]
-    [answered] = [e for e in audit(host.web, "interaction.answered") if e.details["interactionId"] == iid]
+    [answered] = [e for e in audit(host.web, "interaction.answered") if details(e)["interactionId"] == iid]
     assert answered.actor == "user:root" and answered.outcome == "decline"
-    assert answered.details["override"] is True
-    assert answered.details["ownerAccountId"] == account_id(host.web, USER[0])
+    assert details(answered)["override"] is True
+    assert details(answered)["ownerAccountId"] == account_id(host.web, USER[0])
     host.web.logout()
 
     # and ann, the owner, sees who answered for her

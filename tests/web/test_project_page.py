@@ -200,9 +200,8 @@ def test_no_grant_is_404_and_plain_users_may_not_change_versions(pweb: tuple[Web
     ):
         r = web.client.request(method, path, data={"csrf_token": token} if method == "POST" else None)
         assert r.status_code == 403 and "administrators" in r.text, (method, path)
-    assert (
-        project_store.get_version(services(web).engine, project_id=COPY, version="1.0.0").status == "online"
-    )  # type: ignore[union-attr]
+    version = project_store.get_version(services(web).engine, project_id=COPY, version="1.0.0")
+    assert version is not None and version.status == "online"
 
 
 def test_a_write_without_csrf_is_refused(pweb: tuple[Web, Path]) -> None:

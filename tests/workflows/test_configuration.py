@@ -9,6 +9,7 @@ import pytest
 
 from webui.errors import ProjectError
 from webui.workflows.configuration import (
+    ConfigField,
     fields_digest,
     load_config_fields,
     parse_config_fields,
@@ -19,7 +20,7 @@ from webui.workflows.project import load_project
 PROJECT = "5f0c8a52-3a55-4f7b-9d0e-0a1b2c3d4e5f"
 
 
-def parse(fields: object) -> object:
+def parse(fields: object) -> tuple[ConfigField, ...]:
     return parse_config_fields({"configuration": {"fields": fields}}, "package.json")
 
 

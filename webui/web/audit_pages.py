@@ -22,7 +22,7 @@ import io
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -405,7 +405,7 @@ async def tail_events(
     filters: AuditFilter,
     after: int | None,
     still_allowed: Callable[[], bool],
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     """The tail's SSE events; `still_allowed` (run in a worker thread now and then)
     re-checks the login, so a logout, a disabled account or a lost admin role ends it."""
     with hub.subscribe(TOPIC) as sub:
