@@ -14,12 +14,12 @@ from webui.errors import InvalidArguments, SteamharnessError
 from webui.runs.control import ChildControl
 from webui.runs.live import LiveRun
 from webui.runs.messages import reply
-from webui.runs.pool import Worker
 from webui.runs.questions import forget_ended_child_question
 from webui.runs.related import MAX_CHILD_DEPTH
 from webui.runs.request import RunRequest
 from webui.runs.store_calls import resolve_related
 from webui.runs.types import RunLimits, RunRefused, RunStatus
+from webui.runs.worker_conn import Worker
 from webui.store import runs as run_store
 from webui.workflows.project import Project
 from webui.workflows.related import RelatedProjectError

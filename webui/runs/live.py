@@ -24,9 +24,9 @@ from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN, Span
 
-from webui.runs.pool import Worker
 from webui.runs.request import RunRequest
 from webui.runs.types import DEFAULT_TIMEOUT_SECONDS, RunStatus, RunUpdate
+from webui.runs.worker_conn import Worker
 from webui.store.models import Interaction
 
 # What a run ended with: its status and the detail (`output` on success, else the error).

@@ -23,8 +23,8 @@ from webui.files.store import FileStore, output_view, worker_view
 from webui.knowledge.model import Actor
 from webui.knowledge.service import KnowledgeService, Runner
 from webui.runs.live import LiveRun
-from webui.runs.pool import Worker
 from webui.runs.related import RelatedTarget
+from webui.runs.worker_conn import Worker
 from webui.store import kv as kv_store
 from webui.store import runs as run_store
 from webui.store.models import KVEntry, PersistentValue

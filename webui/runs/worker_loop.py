@@ -28,10 +28,11 @@ from webui.runs.messages import (
     cut_note,
     reply,
 )
-from webui.runs.pool import Worker, WorkerPool, WorkerProtocolError
+from webui.runs.pool import WorkerPool
 from webui.runs.questions import RunQuestions
 from webui.runs.store_calls import StoreCalls
 from webui.runs.types import EXIT_WAIT_SECONDS, LogLine, RunStatus, RunUpdate
+from webui.runs.worker_conn import Worker, WorkerProtocolError
 from webui.store.models import utcnow
 from webui.workflows.project import CLIENT_CAPABILITIES
 
