@@ -6,7 +6,7 @@ What holds, whoever wrote the schema (a project at load, an external MCP server 
 - Regular expressions run on RE2 (`google-re2`), whose time is linear in the text: `pattern`,
   `patternProperties` (and `additionalProperties` beside them), the `regex` format (a value
   is a regex when RE2 compiles it) and the `uri`/`uri-reference` formats. JSON Schema's
-  patterns are ECMA-262: `\\uXXXX`, `\\u{X}`, `\\cX`, `\\s`/`\\S` (in a class too), `.` (no
+  patterns are ECMA-262: `\\uHHHH`, `\\u{X}`, `\\cX`, `\\s`/`\\S` (in a class too), `.` (no
   line terminator) and `(?<name>` are translated; a construction RE2 cannot run (a lookaround,
   a backreference) or would read otherwise (`(?i)`, `\\A`, `[[:alpha:]]`) makes the schema unusable
   (`SchemaUnusable`, naming where), and so does any pattern RE2 refuses or one longer than

@@ -55,7 +55,7 @@ _RE2_ONLY_ESCAPES: Final = "AzCQE"
 
 def _ecma_to_re2(pattern: str) -> str:
     """An ECMA-262 pattern in RE2's syntax, or ValueError naming what RE2 cannot run or
-    would read otherwise. One pass: escapes rewritten (`\\uXXXX`, `\\u{X}`, `\\cX`, `\\0`;
+    would read otherwise. One pass: escapes rewritten (`\\uHHHH`, `\\u{X}`, `\\cX`, `\\0`;
     `\\s` and `\\S` as ECMA's white space, in a class or not), `.` as any character but a line
     terminator, `(?<name>` as `(?P<name>`; RE2's own syntax (`(?i)` and other flags, `\\A`,
     `\\z`, `[[:alpha:]]`) refused."""
