@@ -30,6 +30,7 @@ from webui.workflows.package_json import (
     is_number,
     json_type,
     listed,
+    one_of,
     parse_id,
     problem,
     quote,
@@ -73,12 +74,7 @@ class ConfigField:
     """Unique."""
     type: Annotated[
         str,
-        check(
-            lambda v: v in FIELD_TYPES,
-            lambda v: f"unknown field type {quote(v)} (expected one of: {', '.join(FIELD_TYPES)})",
-            {"enum": list(FIELD_TYPES)},
-            required=f"(expected one of: {', '.join(FIELD_TYPES)})",
-        ),
+        one_of("field type", FIELD_TYPES),
     ] = ABSENT
     """`date` is `YYYY-MM-DD`; a `secret` is write-only once stored (encrypted at rest)."""
     required: Flag = False

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Protocol, TypeVar
@@ -188,6 +188,17 @@ def check(
 ) -> Check:
     """See `Check`."""
     return Check(test, message, schema, required, null)
+
+
+def one_of(kind: str, choices: Sequence[str]) -> Check:
+    """A value that must be one of `choices`: "unknown {kind} 'x' (expected one of: a, b)"."""
+    listed = ", ".join(choices)
+    return check(
+        lambda v: v in choices,
+        lambda v: f"unknown {kind} {quote(v)} (expected one of: {listed})",
+        {"enum": list(choices)},
+        required=f"(expected one of: {listed})",
+    )
 
 
 def _absent_is(default: Any) -> Callable[[Any], Any]:

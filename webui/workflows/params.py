@@ -36,6 +36,7 @@ from webui.workflows.package_json import (
     is_number,
     json_type,
     listed,
+    one_of,
     problem,
     quote,
     unique_names,
@@ -104,9 +105,6 @@ def _header_ok(value: Any) -> bool:
     return isinstance(value, str) and HEADER_NAME_RE.fullmatch(value) is not None
 
 
-_TYPES = ", ".join(PARAM_TYPES)
-
-
 @dataclass(
     frozen=True,
     config=described(
@@ -135,12 +133,7 @@ class Param:
     entrypoint."""
     type: Annotated[
         str,
-        check(
-            lambda v: v in PARAM_TYPES,
-            lambda v: f"unknown param type {quote(v)} (expected one of: {_TYPES})",
-            {"enum": list(PARAM_TYPES)},
-            required=f"(expected one of: {_TYPES})",
-        ),
+        one_of("param type", PARAM_TYPES),
     ] = ABSENT
     """`positional` is a string shown first; `checkboxes` a list of strings from its options; `file` a
     managed file (`{"id": "wf_…"}` over HTTP, an absolute path over stdio). An `integer`'s default and
