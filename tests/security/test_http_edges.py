@@ -15,6 +15,7 @@ import re
 import select
 import socket
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from webui.app import create_app
 from webui.auth import ui as ui_auth
 from webui.auth.throttle import FailureCounter
 from webui.edge.access_log import Redactor
+from webui.edge.connections import LINGER_BYTES
 from webui.edge.refusals import RefusalAudit
 from webui.settings import Settings
 from webui.web.mcp_clients import own_endpoint_url
@@ -296,6 +298,62 @@ def test_an_unauthenticated_api_request_is_refused_before_its_body_is_read(edge:
         assert reply.status == 401 and reply.json()["error"]["code"] == "unauthorized"
         assert reply.headers["www-authenticate"].startswith("Bearer")
         assert reply.headers["connection"] == "close" and closed_by_server(sock)
+
+
+def refused_before_the_body(edge: LiveServer, sock: socket.socket, length: int) -> Reply:
+    """Sends a head whose body the server refuses to read (a foreign Host: 421) and reads the
+    refusal up to the server's end of stream."""
+    head = request_head(edge, "POST", "/api/runs/nope", fresh_address(), Content_Length=str(length))
+    sock.sendall(head.replace(f"Host: 127.0.0.1:{edge.port}".encode(), b"Host: evil.example"))
+    reply = read_reply(sock)
+    assert reply.status == 421 and reply.headers["connection"] == "close", reply
+    assert closed_by_server(sock)  # the server's half of the connection has ended
+    return reply
+
+
+def test_a_refusal_is_not_destroyed_by_a_reset_when_the_client_sends_its_body_anyway(
+    edge: LiveServer,
+) -> None:
+    # Most clients send the whole body before reading. A server that closed at once with the
+    # body unread would answer it with a reset, which can destroy the refusal before the
+    # client reads it: it half-closes and reads and drops the body instead.
+    body = b"x" * 200_000
+    with connect(edge) as sock:
+        refused_before_the_body(edge, sock, len(body))
+        sock.sendall(body)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(WAIT)
+        assert sock.recv(1) == b""  # an orderly end, not ConnectionResetError
+
+
+def test_a_lingering_connection_is_closed_past_its_byte_and_time_bounds(edge: LiveServer) -> None:
+    piece = b"x" * (64 * 1024)
+    with connect(edge) as sock:
+        refused_before_the_body(edge, sock, 1 << 30)
+        sent = 0
+        with contextlib.suppress(OSError):
+            while sent < 64 * LINGER_BYTES:  # far more than the loopback buffers hold
+                sock.sendall(piece)
+                sent += len(piece)
+        assert sent < 64 * LINGER_BYTES, "the server read and dropped the body without bound"
+    with connect(edge) as sock:
+        refused_before_the_body(edge, sock, 1 << 30)
+        # A client that sends a byte now and then and never ends its stream: the bytes stay
+        # far below the byte bound, so only the time bound can close the connection.
+        assert eventually_refused(sock, within=CLOSE_WAIT), "the lingering connection was never closed"
+
+
+def eventually_refused(sock: socket.socket, within: float) -> bool:
+    """Trickles one byte every 0.2 s (bounded) until the server's end of the connection is
+    gone: a byte sent to a closed connection is answered with a reset, and the next send fails."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            sock.sendall(b"x")
+        except OSError:
+            return True
+        select.select([], [], [], 0.2)  # the client's pace
+    return False
 
 
 def test_a_declared_body_over_the_cap_is_413_before_any_of_it_is_read(edge: LiveServer) -> None:

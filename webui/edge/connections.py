@@ -15,6 +15,13 @@
   such an unread body outgrow `max_body_bytes` (framing included) once its response is
   complete: a chunked body has no end announced, and one sent just above the minimum rate
   would otherwise never fall behind, holding its connection for ever.
+- A lingering close (`Lingering`): a response that closes its connection while the
+  request's body is still on the way (a refusal before the body is read: 421, 401, 413…)
+  half-closes the connection and reads and drops what the client still sends, for up to
+  `LINGER_SECONDS` or `LINGER_BYTES`, before closing it. Closing at once with unread bytes
+  makes the kernel answer with a reset, which can destroy the response before the client
+  has read it: a client that sends its whole body before reading, as most do, would see
+  "connection reset by peer" instead of the refusal.
 - Connections for `/healthz`: `max_connections` bounds everything else; `/healthz`
   requests are served on up to `HEALTH_RESERVE` connections more (uvicorn's own
   `limit_concurrency`, which `serve` sets to the sum), so a load balancer's probe still
@@ -26,11 +33,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import h11
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+# How long, and how many bytes, a connection closed after its response keeps reading (and
+# dropping) a request body still on the way before it is closed for good.
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1024 * 1024
 
 # Connections beyond max_connections that may serve only /healthz.
 HEALTH_RESERVE = 16
@@ -57,6 +69,52 @@ class BodyPace:
         )
 
 
+class Lingering:
+    """The transport as uvicorn's request cycle sees it. Its `close`, while the request's
+    body is still on the way, half-closes the connection (the response and a FIN go out)
+    and keeps reading: `EdgeH11Protocol.data_received` drops what arrives, and the
+    connection is closed at the client's end of stream, past `LINGER_BYTES`, or after
+    `LINGER_SECONDS`, whichever comes first. Everything else goes to the real transport."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: EdgeH11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.lingering = False
+        self.dropped = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing():
+            return
+        if self._protocol.conn.their_state is not h11.SEND_BODY:
+            self._transport.close()
+            return
+        self.lingering = True
+        if self._transport.can_write_eof():
+            self._transport.write_eof()  # after what is buffered: the response, then a FIN
+        self._timer = self._protocol.loop.call_later(LINGER_SECONDS, self.abort_linger)
+
+    def drop(self, data: bytes) -> None:
+        self.dropped += len(data)
+        if self.dropped > LINGER_BYTES:
+            self.abort_linger()
+
+    def abort_linger(self) -> None:
+        self.stop()
+        self._transport.close()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 class EdgeH11Protocol(H11Protocol):
     header_timeout: float = 10.0
     body_pace: BodyPace = BodyPace(timeout=30.0, min_rate=1024)
@@ -74,9 +132,15 @@ class EdgeH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._raw_transport = transport
+        self._lingering = Lingering(transport, self)
+        self.transport = cast(asyncio.Transport, self._lingering)
         self._watch_headers()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering.lingering:
+            self._lingering.drop(data)
+            return
         if self.conn.their_state is h11.SEND_BODY:
             self._body_bytes += len(data)  # framing included: near enough for a pace
         super().data_received(data)
@@ -106,7 +170,14 @@ class EdgeH11Protocol(H11Protocol):
         self._watch_headers()
         self._watch_body()
 
+    def eof_received(self) -> None:
+        if self._lingering.lingering:
+            self._lingering.abort_linger()  # the client sent all it had: close now
+            return
+        super().eof_received()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lingering.stop()
         self._stop_header_timer()
         self._stop_body_timer()
         super().connection_lost(exc)
@@ -179,9 +250,11 @@ class EdgeH11Protocol(H11Protocol):
             self._body_overdue = True
 
     def _close(self, why: str) -> None:
-        if not self.transport.is_closing():
+        """Closes at once (no lingering): the client is too slow or sends too much."""
+        if not self._raw_transport.is_closing():
             self.logger.info(why)
-            self.transport.close()
+            self._lingering.stop()
+            self._raw_transport.close()
 
 
 def edge_protocol(
