@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import Engine
 
+from webui.store import run_limits
 from webui.store import runs as run_store
 from webui.store.db import make_engine
 from webui.store.models import Run
@@ -37,7 +38,7 @@ def create(
     max_queued: int | None,
     free_slots: int | None = None,
 ) -> bool:
-    refused = run_store.create_run_within_limits(
+    refused = run_limits.create_run_within_limits(
         engine, run=new_run(run_id), max_running=max_running, max_queued=max_queued, free_slots=free_slots
     )
     return refused is None
@@ -63,11 +64,11 @@ def test_racing_inserts_never_exceed_the_limits(engine: Engine) -> None:
 
 def test_a_refusal_names_the_counts_and_other_projects_do_not_count(engine: Engine) -> None:
     assert create(engine, "a1", max_running=1, max_queued=0)
-    assert run_store.admit_queued(engine, run_id="a1", project_id=PROJECT, max_running=1)
-    refused = run_store.create_run_within_limits(engine, run=new_run("a2"), max_running=1, max_queued=0)
+    assert run_limits.admit_queued(engine, run_id="a1", project_id=PROJECT, max_running=1)
+    refused = run_limits.create_run_within_limits(engine, run=new_run("a2"), max_running=1, max_queued=0)
     assert refused == (1, 0)
     assert run_store.get_run(engine, run_id="a2") is None  # nothing created
-    other = run_store.create_run_within_limits(
+    other = run_limits.create_run_within_limits(
         engine, run=new_run("b1", "p-other"), max_running=1, max_queued=0
     )
     assert other is None
@@ -76,11 +77,11 @@ def test_a_refusal_names_the_counts_and_other_projects_do_not_count(engine: Engi
 def test_admission_waits_for_a_free_slot_and_only_moves_queued_runs(engine: Engine) -> None:
     assert create(engine, "c1", max_running=1, max_queued=5)
     assert create(engine, "c2", max_running=1, max_queued=5)
-    assert run_store.admit_queued(engine, run_id="c1", project_id=PROJECT, max_running=1)
-    assert not run_store.admit_queued(engine, run_id="c2", project_id=PROJECT, max_running=1)
-    assert not run_store.admit_queued(engine, run_id="c1", project_id=PROJECT, max_running=5)  # not queued
+    assert run_limits.admit_queued(engine, run_id="c1", project_id=PROJECT, max_running=1)
+    assert not run_limits.admit_queued(engine, run_id="c2", project_id=PROJECT, max_running=1)
+    assert not run_limits.admit_queued(engine, run_id="c1", project_id=PROJECT, max_running=5)  # not queued
     # A run whose child holds its slot does not count.
-    assert run_store.admit_queued(engine, run_id="c2", project_id=PROJECT, max_running=1, exclude=["c1"])
+    assert run_limits.admit_queued(engine, run_id="c2", project_id=PROJECT, max_running=1, exclude=["c1"])
     run = run_store.get_run(engine, run_id="c2")
     assert run is not None and run.status == "running"
     run_store.update_run(engine, run_id="c1", status="success")
@@ -88,14 +89,14 @@ def test_admission_waits_for_a_free_slot_and_only_moves_queued_runs(engine: Engi
     # A run waiting for a person keeps its worker but gives its slot up.
     run_store.update_run(engine, run_id="c2", status="waiting_for_input")
     assert create(engine, "c4", max_running=1, max_queued=0)
-    assert run_store.admit_queued(engine, run_id="c4", project_id=PROJECT, max_running=1)
+    assert run_limits.admit_queued(engine, run_id="c4", project_id=PROJECT, max_running=1)
     # Resuming it takes a slot again, only once one is free.
     resumable = run_store.RESUMABLE_STATUSES
-    assert not run_store.admit_queued(
+    assert not run_limits.admit_queued(
         engine, run_id="c2", project_id=PROJECT, max_running=1, from_statuses=resumable
     )
     run_store.update_run(engine, run_id="c4", status="success")
-    assert run_store.admit_queued(
+    assert run_limits.admit_queued(
         engine, run_id="c2", project_id=PROJECT, max_running=1, from_statuses=resumable
     )
 

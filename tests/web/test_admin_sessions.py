@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from tests.web.conftest import ADMIN, HELLO, USER, Web, audit, engine, rendered
-from webui.mcp.http import client_info
+from webui.mcp.http_request import client_info
 from webui.store import sessions as session_store
 from webui.store.models import McpSession, utcnow
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs
@@ -31,8 +30,6 @@ import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.types import Message, Receive, Scope, Send
 
 from webui.audit.events import AuditName
@@ -55,6 +52,7 @@ from webui.mcp.binding import (
     request_headers,
 )
 from webui.mcp.event_store import BoundedEventStore, StreamOwner, stream_owner
+from webui.mcp.http_request import attach_trace_headers, client_info, is_json, request_id, whole_body
 from webui.mcp.replies import jsonrpc_errors, reply, retry_after
 from webui.mcp.sessions import HeldSessions
 from webui.parse_threads import run_parse
@@ -64,87 +62,6 @@ from webui.runs.service import RunService
 from webui.workflows.targets import BadTarget, Target, parse_target
 
 log = logging.getLogger(__name__)
-
-CLIENT_FIELD_MAX = 200
-
-
-TRACE_CONTEXT = TraceContextTextMapPropagator()
-
-
-def client_info(message: dict[str, Any] | None) -> tuple[str | None, str | None, str | None]:
-    """(client name, client version, protocol version) from an `initialize` request (the
-    POST's message, parsed and checked by `_forward`); Nones for what it does not say (or a
-    message that is not one)."""
-    if message is None or message.get("method") != "initialize":
-        return None, None, None
-    params = message.get("params")
-    params = params if isinstance(params, dict) else {}
-    info = params.get("clientInfo")
-    info = info if isinstance(info, dict) else {}
-
-    def text(value: Any) -> str | None:
-        return value[:CLIENT_FIELD_MAX] if isinstance(value, str) and value else None
-
-    return text(info.get("name")), text(info.get("version")), text(params.get("protocolVersion"))
-
-
-def _attach_trace_headers(scope: Scope) -> Token[otel_context.Context] | None:
-    """The trace context of the request's `traceparent` / `tracestate` headers made current
-    (a token to detach), or None when there is none (or tracing is off: nothing to continue)."""
-    carrier = {
-        name.decode("latin-1").lower(): value.decode("latin-1")
-        for name, value in scope.get("headers", [])
-        if name.lower() in (b"traceparent", b"tracestate")
-    }
-    if "traceparent" not in carrier:
-        return None
-    extracted = TRACE_CONTEXT.extract(carrier)
-    if not trace.get_current_span(extracted).get_span_context().is_valid:
-        return None
-    return otel_context.attach(extracted)
-
-
-def _is_json(scope: Scope) -> bool:
-    """A JSON body, by its Content-Type (anything else, the SDK refuses with 415)."""
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"content-type":
-            return value.split(b";")[0].strip().lower() == b"application/json"
-    return False
-
-
-async def _whole_body(receive: Receive) -> tuple[bytes | None, Receive]:
-    """The request's body (bounded by the guard's cap), and a `receive` that hands it to
-    the SDK again before passing on what follows (the disconnect). None: the client left."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None, receive
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
-
-
-def _request_id(message: dict[str, Any]) -> str | None:
-    """The id of the JSON-RPC request a POST carries (the SDK's stream id for it), as the
-    SDK spells it; None for a notification, a response or anything else."""
-    if "method" not in message:
-        return None
-    request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        return None
-    return str(request_id)
 
 
 class RefusalRecorder(Protocol):
@@ -481,8 +398,8 @@ class McpGateway:
                 completed = True
             await send(message)
 
-        if scope.get("method") == "POST" and _is_json(scope):
-            body, receive = await _whole_body(receive)
+        if scope.get("method") == "POST" and is_json(scope):
+            body, receive = await whole_body(receive)
             if body is None:
                 return None  # the client went away before its body arrived
             # Parsed and checked once, off the event loop when large (webui.parse_threads).
@@ -490,7 +407,7 @@ class McpGateway:
             if isinstance(message, envelope.Refusal):
                 await reply(tracking_send, 400, message.message, document=message.document())
                 return status
-            stream_id = _request_id(message)
+            stream_id = request_id(message)
             if on_message is not None:
                 on_message(message)
 
@@ -500,7 +417,7 @@ class McpGateway:
         left_token = client_left.set(left)
         # A W3C `traceparent` header continues the client's trace (a traceparent in the
         # request's `_meta` wins: the SDK's span reads it first).
-        trace_token = _attach_trace_headers(scope)
+        trace_token = attach_trace_headers(scope)
         counted = scope.get("method") != "GET"
         if counted:
             self._calls += 1

@@ -4,7 +4,7 @@ Only a `running` run holds a slot. A run waiting for a person or for its child r
 its worker process but gives its slot up (so waiting runs never starve running ones, nor a
 parent its own children); it takes a slot again, ahead of new runs, before it goes on.
 Free slots go first to the account holding the fewest, so one account's burst cannot keep
-every other account waiting. A project's queue limit is one rule (`run_store.queue_full`),
+every other account waiting. A project's queue limit is one rule (`run_limits.queue_full`),
 counted here on one process and in the database's admission across replicas.
 """
 
@@ -22,6 +22,7 @@ from webui.blocking import run_db
 from webui.runs.live import LiveRun
 from webui.runs.request import RunRequest
 from webui.runs.types import SHARED_POLL_SECONDS, RunRefused, RunStatus
+from webui.store import run_limits
 from webui.store import runs as run_store
 from webui.store.models import Run, utcnow
 
@@ -154,7 +155,7 @@ class Admission:
             raise RunRefused("run_gate_closed", "The project's run gate is closed; no new runs are accepted.")
         if limits.max_queued is not None and not self.shared:  # shared: counted as the run is inserted
             holding, queued = self.counts(request.project.id)
-            if run_store.queue_full(
+            if run_limits.queue_full(
                 holding=holding,
                 queued=queued,
                 max_running=limits.max_running,
@@ -248,7 +249,7 @@ class Admission:
                 await run_db(run_store.create_run, self.engine, run=run, audit=audit)
             else:
                 refused = await run_db(
-                    run_store.create_run_within_limits,
+                    run_limits.create_run_within_limits,
                     self.engine,
                     run=run,
                     max_running=req.limits.max_running,
@@ -287,7 +288,7 @@ class Admission:
                         return False
                     if counted_in_db:
                         admitted = await run_db(
-                            run_store.admit_queued,
+                            run_limits.admit_queued,
                             self.engine,
                             run_id=live.run_id,
                             project_id=req.project.id,

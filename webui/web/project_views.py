@@ -17,7 +17,8 @@ from sqlalchemy.engine import Engine
 from webui.blocking import run_db
 from webui.errors import ProjectError, SteamharnessError
 from webui.mcp.catalog import contract_changes
-from webui.projects.registry import DraftCopy, ProjectRegistry
+from webui.projects.drafts import DraftCopy
+from webui.projects.registry import ProjectRegistry
 from webui.store import projects as project_store
 from webui.store import runs as run_store
 from webui.store.models import ProjectRecord, Run

@@ -29,7 +29,8 @@ from webui.auth.keys import Forbidden
 from webui.auth.ui import UiUser
 from webui.blocking import run_db
 from webui.errors import ProjectProblems, SteamharnessError
-from webui.projects.registry import DraftChanged, ProjectRegistry
+from webui.projects.drafts import DraftChanged
+from webui.projects.registry import ProjectRegistry
 from webui.services import Services
 from webui.store import projects as project_store
 from webui.store.models import ProjectRecord
