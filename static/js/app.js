@@ -69,3 +69,20 @@ document.addEventListener("DOMContentLoaded", () => {
 document.addEventListener("htmx:load", (event) => startDateTimes(event.target));
 document.addEventListener("htmx:afterSettle", updateEmptyState);
 document.addEventListener("htmx:sseMessage", updateEmptyState);
+
+// A run's timeline in the inbox (conversations/_timeline.html) follows the run over SSE and,
+// once after an answer, is re-read by a GET. A run's end is its last event: a GET answered
+// while the run still ran but arriving after that event would show the ended run as running
+// for good, so a timeline marked finished (`data-finished`) is never replaced by one that is not.
+const pageParser = new DOMParser();
+
+function isFinishedTimeline(root) {
+  return root.querySelector("ol.timeline-steps[data-finished]") !== null;
+}
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target;
+  if (!target || !target.classList || !target.classList.contains("timeline") || !isFinishedTimeline(target)) return;
+  const incoming = pageParser.parseFromString(event.detail.serverResponse || "", "text/html");
+  if (!isFinishedTimeline(incoming)) event.detail.shouldSwap = false;
+});

@@ -458,6 +458,46 @@ def test_declining_the_first_question_ends_the_run_with_its_declined_result(
     env.runs["declined"] = run_id
 
 
+def test_a_timeline_read_before_the_runs_end_but_arriving_after_it_leaves_the_run_ended(
+    logged_in: Page, env: Env
+) -> None:
+    """An answered card re-reads its run's timeline once (a GET). Under load that GET can be
+    answered while the run still runs and arrive after the run's last SSE event (its end);
+    swapped in, it showed the ended run as running for good. Here such a late answer is
+    delivered on purpose: the timeline the run's end put there stays."""
+    page, base = logged_in, env.server.base_url
+    open_conversations(page, base)
+    with mcp_call(env, "plan_trip", {"traveller": "Cy"}) as call:
+        card, iid = shown_card(page, "Where to?")
+        run_id = card.get_attribute("data-run")
+        assert run_id
+        path = f"/runs/{run_id}/timeline"
+        before_end = page.request.get(f"{base}{path}")  # what that GET answers while the run waits
+        assert before_end.ok, before_end.status
+        stale = before_end.text()
+        assert 'data-run-status="waiting_for_input"' in stale, stale
+        card.get_by_role("button", name="Decline").click()
+        declined = answered(page, iid)
+        assert call.result()["runId"] == run_id
+    result = declined.locator(".timeline-result")
+    expect(result).to_have_attribute("data-run-status", "success", timeout=WAIT_MS)  # the end, over SSE
+    page.route(f"{base}{path}", lambda route: route.fulfill(status=200, content_type="text/html", body=stale))
+    delivered = page.evaluate(
+        """async ([path, target]) => {
+            let seen = false;
+            const note = () => { seen = true; };
+            document.body.addEventListener("htmx:beforeSwap", note, { once: true });
+            await htmx.ajax("GET", path, { target, swap: "innerHTML settle:0ms" });
+            return seen;
+        }""",
+        [path, f'[id="interaction-{iid}"] .timeline'],
+    )
+    assert delivered, "the late timeline never reached the page"
+    expect(result).to_have_attribute("data-run-status", "success")
+    expect(declined.locator(".timeline-result")).to_have_count(1)
+    assert_same_document(page)
+
+
 # --------------------------------------------------------------------------- audit
 
 
@@ -500,7 +540,7 @@ def test_the_audit_page_lists_those_runs_events_and_its_filters_narrow_the_table
     expect(page.get_by_role("heading", level=1)).to_have_text("Audit log")
     mark_document(page)
     rows = audit_rows(page)
-    # Unfiltered, the newest 50 events (one page): this module writes about 30 in all.
+    # Unfiltered, the newest 50 events (one page): this module writes about 40 in all.
     for run_id in runs.values():
         of_run = rows.filter(has=page.locator(f'a[href="/runs/{run_id}"]'))
         for event in ("run.created", "interaction.answered", "run.finished"):
