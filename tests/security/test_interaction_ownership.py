@@ -6,7 +6,7 @@ else gets 404. Administrators see them and answer them only through an explicit 
 which the `interaction.answered` audit event records.
 
 In-process through the page-test app (TestClient, the real run service and hub), and
-against a real `steamharness serve` on a loopback port."""
+against the real app (in this process) on a loopback port."""
 
 from __future__ import annotations
 
@@ -31,11 +31,12 @@ from sse_starlette import ServerSentEvent
 from tests import prepared
 from tests.conftest import EXAMPLES
 from tests.e2e.server import INTERACTIVE as LIVE_INTERACTIVE
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_conversation_sse import SseEvent, call_without_elicitation, tab, until
 from tests.e2e.test_conversation_sse import login as live_login
 from tests.e2e.test_http_mcp import sdk_client
 from tests.helpers import next_update
+from tests.support import in_process_server
 from tests.web.conftest import ADMIN, INTERACTIVE, Web, account_id, next_step, prepare, services, start_asking
 from tests.web.test_host_pages import Host, ask, connect, create
 from tests.web.test_host_pages import start as start_host
@@ -311,7 +312,7 @@ def test_a_host_request_in_alices_conversation_is_404_for_bob_and_needs_the_over
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     from webui.cli.common import cli_audit, open_store, server_settings
 
-    with running_server(tmp_path_factory.mktemp("ownership")) as server:
+    with in_process_server(tmp_path_factory.mktemp("ownership")) as server:
         # what `users create` and `users grant` write, written in this process
         engine, registry = open_store(server_settings(server.data_dir, server.database_url))
         try:

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from tests.support import in_process_server
 
 HOSTILE = str(uuid.uuid4())
 
@@ -133,7 +134,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("round-attacks")
-    with running_server(base) as live:
+    with in_process_server(base) as live:
         live.add_project(_project(base / "hostile"), HOSTILE)
         yield live
 

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, TORTURE, LiveServer, running_server
+from tests.e2e.server import HELLO, TORTURE, LiveServer
 from tests.e2e.test_sse_resumability import Event, events, headers, open_session
 from tests.helpers import WAIT
+from tests.support import in_process_server
 
 pytestmark = pytest.mark.anyio
 
@@ -20,7 +21,7 @@ MAX_EVENTS_PER_STREAM = 2
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(
+    with in_process_server(
         tmp_path_factory.mktemp("sse-attacks"),
         STEAMHARNESS_SSE_REPLAY_MAX_EVENTS_PER_STREAM=str(MAX_EVENTS_PER_STREAM),
     ) as live:

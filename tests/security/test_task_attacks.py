@@ -1,6 +1,6 @@
-"""Hostile use of MCP tasks (the tasks extension, 2026-07-28) against a real
-`steamharness serve` and the conformance fixture project: no key, a garbage or revoked
-key, another account's key, forged, oversized, unicode and mistyped task ids, a task id
+"""Hostile use of MCP tasks (the tasks extension, 2026-07-28) against the real HTTP app (in
+this process: `in_process_server`) and the conformance fixture project: no key, a garbage or
+revoked key, another account's key, forged, oversized, unicode and mistyped task ids, a task id
 used on another project's or target's endpoint, tasks/update with too many keys or a huge
 body, answers to another account's task, and cancel storms.
 
@@ -19,9 +19,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, LiveServer, key_id_of, running_server
+from tests.e2e.server import HELLO, LiveServer, key_id_of
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, MODERN, POLL, TASKS, Rpc, _run_id
 from tests.helpers import WAIT
+from tests.support import in_process_server
 
 UNKNOWN = {"code": -32602, "message": "Unknown task"}
 INVALID_PARAMS = -32602
@@ -29,7 +30,7 @@ INVALID_PARAMS = -32602
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("task-attacks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("task-attacks")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

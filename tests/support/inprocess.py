@@ -4,8 +4,11 @@ port from a thread of the test process, instead of a `steamharness serve` proces
 
 `InProcessServer` is a `LiveServer` (tests/e2e/server.py): the same data dir (a copy of the
 prepared one), the same operator writes (`create_key`, `publish`, …), the same `base_url` and
-`mcp_url`, so a test module moves by changing its fixture only. What it does not have is what
-belongs to the process: its log (`log()` is empty), its signals, its exit code, the `serve`
+`mcp_url`, so a test module moves by changing its fixture only. Its `log()` is what the
+server's loggers wrote at WARNING and above while it ran (errors and their tracebacks, as
+`serve` would print them; this process's own loggers write there too, which a test's
+`"Traceback" not in log()` wants). What it does not have is what belongs to the process:
+the log's INFO lines and JSON format, its signals, its exit code, the `serve`
 command's start-up checks and uvicorn protocol of its own (the edge's header and body pacing,
 `webui/edge/connections.py`). Tests of those keep a live server."""
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import signal
 import threading
@@ -35,6 +39,22 @@ from webui.shutdown import GracefulServer
 # The grace uvicorn gives open connections at stop (GracefulServer sets what is left of the
 # app's `shutdown_grace_seconds` at shutdown).
 STOP_GRACE = 5
+# The loggers whose records `log()` keeps: the root (every webui logger) and uvicorn's, which
+# does not propagate (an exception in the app is logged there).
+CAPTURED = ("", "uvicorn")
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # serve's
+
+
+class _Captured(logging.Handler):
+    """The formatted records of WARNING and above, kept in memory for `log()`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter(LOG_FORMAT))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
 
 
 class InProcessServer(LiveServer):
@@ -42,6 +62,7 @@ class InProcessServer(LiveServer):
 
     _thread: threading.Thread | None = None
     _uvicorn: uvicorn.Server | None = None
+    _captured: _Captured | None = None
 
     def server_settings(self) -> Settings:
         """The settings `serve` would read from `env`: each STEAMHARNESS_* variable given, by
@@ -74,11 +95,21 @@ class InProcessServer(LiveServer):
         server = GracefulServer(config, app=config.app, grace=settings.shutdown_grace_seconds)
         thread = threading.Thread(target=self._serve, args=(server,), name=f"server-{self.port}", daemon=True)
         self._uvicorn, self._thread = server, thread
+        self._captured = _Captured()
+        for name in CAPTURED:
+            logging.getLogger(name).addHandler(self._captured)
         thread.start()
         eventually(lambda: server.started or not thread.is_alive(), "the in-process server started")
         if not server.started:
             self._thread = self._uvicorn = None
+            self._release_log()
             raise AssertionError("the in-process server did not start (its error is logged above)")
+
+    def _release_log(self) -> None:
+        """Stop capturing (what was captured stays readable)."""
+        if self._captured is not None:
+            for name in CAPTURED:
+                logging.getLogger(name).removeHandler(self._captured)
 
     @staticmethod
     def _serve(server: uvicorn.Server) -> None:
@@ -94,13 +125,15 @@ class InProcessServer(LiveServer):
         server.should_exit = True
         thread.join(WAIT)
         assert not thread.is_alive(), "the in-process server did not stop"
+        self._release_log()
         # The drain released every sse-starlette stream through this process-wide flag; the
         # next server of this process (or a TestClient app) starts with it down again.
         AppStatus.should_exit = False
         return 0
 
     def log(self) -> str:
-        return ""
+        """What the server's loggers wrote at WARNING and above since it started (see the module)."""
+        return "\n".join(self._captured.lines) if self._captured else ""
 
 
 def make_in_process_server(tmp_path: Path, database_url: str | None = None, **env: str) -> InProcessServer:
