@@ -302,7 +302,13 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
             async with METRICS.holding(held), manager.run(), host.running(), anyio.create_task_group() as tg:
                 gateway.sessions.run_background(tg)
                 # The worker pool per minute, for the insights page (webui.insights.sampler).
-                tg.start_soon(PoolSampler(services.engine, replica_id=replica_id, held=held).run)
+                sampler = PoolSampler(
+                    services.engine,
+                    replica_id=replica_id,
+                    held=held,
+                    prune_every=settings.insights_prune_seconds,
+                )
+                tg.start_soon(sampler.run)
                 try:
                     async with page_calls(
                         services.engine, services.audit, host, max_keys=settings.max_keys_per_account

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -212,6 +212,22 @@ class Settings(BaseSettings):
     # project from exhausting memory or disk for everyone else.
     max_sessions_per_key: int = Field(default=32, ge=1)
     max_sessions_admin_key: int = Field(default=128, ge=1)
+    # How often an open inbox or insights stream re-checks its login: a logged-out session
+    # stops receiving, and changed project grants take effect without a reload.
+    stream_login_recheck_seconds: float = Field(default=30.0, gt=0)
+    # The admin audit page's live tail looks for new rows at least this often (events of
+    # this process wake it at once; another replica's rows are found by this look).
+    audit_tail_poll_seconds: float = Field(default=1.0, gt=0)
+    # The insights page's stream, after a run ends or a question changes, waits this long for
+    # the event's neighbours (one read for a burst).
+    insights_settle_seconds: float = Field(default=1.0, ge=0)
+    # The insights page's stream reads its figures again at least this often (the window slides).
+    insights_refresh_seconds: float = Field(default=15.0, gt=0)
+    # An insights body rendered this recently is reused by every stream that shows it.
+    insights_fresh_seconds: float = Field(default=1.0, ge=0)
+    # Each replica's per-minute pool samples (insights) past their keeping time are dropped
+    # this often.
+    insights_prune_seconds: float = Field(default=600.0, ge=0)
     # Live conversation-view streams (SSE, one per open tab) one account may hold in one
     # serve process; the next is refused with 429 until one closes.
     max_sse_streams_per_account: int = Field(default=8, ge=1)
@@ -335,3 +351,9 @@ class Settings(BaseSettings):
     @property
     def versions_dir(self) -> Path:
         return self.resolved_shared_dir / "versions"
+
+
+def setting_default(name: str) -> Any:
+    """The default of setting `name`: for a function the app calls with the setting's value,
+    when another caller (a test, a tool) leaves it out. One home for the value: the field."""
+    return Settings.model_fields[name].default

@@ -14,7 +14,6 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from webui.insights import sampler as sampler_module
 from webui.insights.sampler import PoolSampler
 from webui.observability.metrics import Held
 from webui.store import insights as insight_store
@@ -87,18 +86,16 @@ def test_an_unavailable_database_loses_the_sample_not_the_loop(
     assert "pool sample is lost" in caplog.text
 
 
-def test_the_loop_prunes_old_rows_and_writes_its_minute_when_cancelled(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_loop_prunes_old_rows_and_writes_its_minute_when_cancelled(engine: Engine) -> None:
     insight_store.add_pool_sample(
         engine, replica_id="old", start_s=T0 - 9 * 86_400, slots=1, busy=0, queued=0, waiting=0
     )
-    monkeypatch.setattr(sampler_module, "PRUNE_SECONDS", 0.0)
     s = PoolSampler(
         engine,
         replica_id="r1",
         held=lambda: Held(slots_total=3, slots_busy=1),
         every=0.01,
+        prune_every=0.0,
         clock=lambda: float(T0),
     )
 

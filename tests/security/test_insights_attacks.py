@@ -244,14 +244,13 @@ def test_odd_query_strings_are_refused(app: Web, query: str) -> None:
         assert r.status_code == 422, (path, query, r.status_code)
 
 
-def test_a_flood_of_events_costs_one_read_per_settle_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flood_of_events_costs_one_read_per_settle_interval() -> None:
     reads: list[Scope] = []
 
     def render(scope: Scope) -> str:
         reads.append(scope)
         return f"<div>{len(reads)}</div>"
 
-    monkeypatch.setattr(insights_page, "SETTLE_SECONDS", 0.2)
     user = UiUser(1, "ann", False, "1", "c", frozenset({HELLO}))
     scope = scope_of(user, "hour", "")
 
@@ -260,7 +259,7 @@ def test_a_flood_of_events_costs_one_read_per_settle_interval(monkeypatch: pytes
         await hub.start()
         feed = InsightsFeed(render)
         got: list[str] = []
-        gen = insights_stream(feed, hub, user, scope, lambda: user)
+        gen = insights_stream(feed, hub, user, scope, lambda: user, settle_seconds=0.2)
         try:
             got.append(str((await anext(gen)).data))
             for i in range(events):
@@ -279,9 +278,8 @@ def test_a_flood_of_events_costs_one_read_per_settle_interval(monkeypatch: pytes
     assert len(reads) == 3
 
 
-def test_events_of_other_projects_do_not_wake_a_members_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_events_of_other_projects_do_not_wake_a_members_stream() -> None:
     reads: list[int] = []
-    monkeypatch.setattr(insights_page, "REFRESH_SECONDS", 30.0)
     user = UiUser(1, "ann", False, "1", "c", frozenset({HELLO}))
     scope = scope_of(user, "hour", "")
 
@@ -289,7 +287,7 @@ def test_events_of_other_projects_do_not_wake_a_members_stream(monkeypatch: pyte
         hub = EventHub()
         await hub.start()
         feed = InsightsFeed(lambda s: (reads.append(1), f"<p>{len(reads)}</p>")[1])
-        gen = insights_stream(feed, hub, user, scope, lambda: user)
+        gen = insights_stream(feed, hub, user, scope, lambda: user, refresh_seconds=30.0)
         try:
             await anext(gen)
             for i in range(50):
@@ -307,9 +305,7 @@ def test_events_of_other_projects_do_not_wake_a_members_stream(monkeypatch: pyte
     assert reads == [1]
 
 
-def test_a_stream_ends_when_its_login_ends_and_follows_lost_projects(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(insights_page, "RECHECK_LOGIN_SECONDS", 0.0)
-    monkeypatch.setattr(insights_page, "REFRESH_SECONDS", 0.1)
+def test_a_stream_ends_when_its_login_ends_and_follows_lost_projects() -> None:
     seen: list[frozenset[str] | None] = []
     user = UiUser(1, "ann", False, "1", "c", frozenset({HELLO, LEDGER}))
     answers: list[UiUser | None] = [UiUser(1, "ann", False, "1", "c", frozenset({HELLO})), None]
@@ -324,7 +320,13 @@ def test_a_stream_ends_when_its_login_ends_and_follows_lost_projects(monkeypatch
         sent = 0
         try:
             async for _ in insights_stream(
-                InsightsFeed(render), hub, user, scope_of(user, "hour", ""), answers.pop
+                InsightsFeed(render, fresh_seconds=0.0),
+                hub,
+                user,
+                scope_of(user, "hour", ""),
+                answers.pop,
+                refresh_seconds=0.1,
+                recheck_seconds=0.0,  # at every refresh
             ):
                 sent += 1
                 if sent > 10:
@@ -334,7 +336,6 @@ def test_a_stream_ends_when_its_login_ends_and_follows_lost_projects(monkeypatch
         return sent
 
     answers.reverse()  # pop(): first the narrowed login, then none
-    monkeypatch.setattr(insights_page, "FRESH_SECONDS", 0.0)
     sent = asyncio.run(main())
     assert sent <= 3
     assert seen[0] == frozenset({HELLO, LEDGER})

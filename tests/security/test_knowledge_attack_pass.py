@@ -75,7 +75,6 @@ PDF = """
 import io, sys, zlib
 from webui.errors import KnowledgeRefused
 from webui.knowledge import extract as ex
-ex.MAX_PDF_SECONDS = 2.0
 
 def build(pages, reps):
     content = zlib.compress(b"BT /F1 12 Tf 10 10 Td (a) Tj ET\\n" * reps)
@@ -103,7 +102,7 @@ def build(pages, reps):
 data = build({pages}, {reps})
 assert len(data) < 100_000
 try:
-    ex.extract("bomb.pdf", data)
+    ex.extract("bomb.pdf", data, pdf_seconds=2.0)
 except KnowledgeRefused as exc:
     print(exc.message)
 """

@@ -19,7 +19,6 @@ from tests.security.test_interaction_ownership import add_people, begin, ui_user
 from tests.web.conftest import Web, prepare, services
 from webui.app import create_app
 from webui.auth.ui import UiUser
-from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
 from webui.web.state import app_state
 
@@ -35,17 +34,14 @@ def web(tmp_path: Path) -> Iterator[Web]:
         yield page
 
 
-def test_a_stream_stops_pushing_timelines_of_a_project_its_person_lost(
-    web: Web, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.5)
+def test_a_stream_stops_pushing_timelines_of_a_project_its_person_lost(web: Web) -> None:
     svc = services(web)
     feed = Feed(svc.engine, app_state(web.client.app).templates.env)
     alice = ui_user(web, "alice")
     now: list[UiUser] = [alice]
 
     async def scenario() -> tuple[str, list[ServerSentEvent]]:
-        stream = conversation_stream(feed, svc.hub, alice, lambda: now[0])
+        stream = conversation_stream(feed, svc.hub, alice, lambda: now[0], recheck_seconds=0.5)
         after: list[ServerSentEvent] = []
         try:
             with anyio.fail_after(WAIT):

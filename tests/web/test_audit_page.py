@@ -377,10 +377,7 @@ async def test_a_tail_that_is_far_behind_reads_the_newest_matching_rows(store: E
 
 
 @pytest.mark.anyio
-async def test_the_tail_wakes_on_a_hub_event_and_unsubscribes_when_closed(
-    store: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(audit_pages, "POLL_SECONDS", 600.0)  # only the hub can deliver in time
+async def test_the_tail_wakes_on_a_hub_event_and_unsubscribes_when_closed(store: Engine) -> None:
     hub = EventHub()
     after = seed(store, [{"event": "old"}])[-1]
     events = tail_events(
@@ -390,6 +387,7 @@ async def test_the_tail_wakes_on_a_hub_event_and_unsubscribes_when_closed(
         after=after,
         still_allowed=lambda: True,
     )
+        poll_seconds=600.0,  # only the hub can deliver in time
     received: list[Any] = []
 
     async def consume() -> None:

@@ -416,17 +416,16 @@ def ann(web: Web, projects: frozenset[str]) -> UiUser:
     return UiUser(account_id(web, USER[0]), "ann", False, "session", "csrf", projects)
 
 
-def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(
-    web: Web, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.01)
+def test_the_feed_ends_when_the_login_ends_and_follows_changed_grants(web: Web) -> None:
     _, iid = start_asking(web, TRIP, "plan_trip", {"traveller": "Bo"})
     svc = services(web)
     feed = Feed(svc.engine, app_state(web.client.app).templates.env)
     logins: list[UiUser | None] = [ann(web, frozenset({INTERACTIVE})), None]
 
     async def scenario() -> list[ServerSentEvent]:
-        stream = conversation_stream(feed, svc.hub, ann(web, frozenset()), lambda: logins.pop(0))
+        stream = conversation_stream(
+            feed, svc.hub, ann(web, frozenset()), lambda: logins.pop(0), recheck_seconds=0.01
+        )
         with anyio.fail_after(WAIT):
             events = [event async for event in stream]
         assert svc.hub.subscribers_of("runs") == 0
@@ -468,7 +467,6 @@ def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen
     are open when ann's run asks: one read of the question, one render per kind of viewer
     (hers; an administrator's, with the override), each tab's card with its own CSRF token,
     and none for bo."""
-    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.05)
     app = web.client.app  # type: ignore[attr-defined]
     svc = services(web)
     ann_id, root_id = account_id(web, USER[0]), account_id(web, ADMIN[0])
@@ -499,9 +497,10 @@ def test_a_new_question_is_read_and_rendered_once_for_many_open_streams_and_seen
 
     async def scenario() -> tuple[dict[str, str], list[str]]:
         streams = {
-            u.csrf_token: conversation_stream(feed, svc.hub, u, lambda u=u: u) for u in (*tabs, *admins)
+            u.csrf_token: conversation_stream(feed, svc.hub, u, lambda u=u: u, recheck_seconds=0.05)
+            for u in (*tabs, *admins)
         }
-        theirs = conversation_stream(feed, svc.hub, bo, bo_login)
+        theirs = conversation_stream(feed, svc.hub, bo, bo_login, recheck_seconds=0.05)
         cards: dict[str, str] = {}
         run_id: str | None = None
         try:

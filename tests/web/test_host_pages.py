@@ -33,7 +33,6 @@ from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.host.forms import tool_form_problem
 from webui.host.service import HostService
 from webui.store.models import AuditEvent
-from webui.web import conversations
 from webui.web.conversations import Feed, conversation_stream
 from webui.web.state import app_state
 
@@ -811,13 +810,10 @@ def test_pages_need_a_login_and_writes_need_the_csrf_token(host: Host) -> None:
     assert host.client.get("/host/conversations/conv_000000000000").status_code == 404
 
 
-def test_the_live_feed_pushes_host_requests_to_their_owner_only(
-    host: Host, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_live_feed_pushes_host_requests_to_their_owner_only(host: Host) -> None:
     """In-process: the inbox's stream against the app's hub and host service.
     Another account's stream is read after everything happened: it must end (its login
     check says logged out) having sent nothing but its snapshot."""
-    monkeypatch.setattr(conversations, "RECHECK_SECONDS", 0.05)
     csrf = host.web.login(*USER)
     conv = create(host, csrf, "live", selection="defaults")
     connect(host, csrf, conv)
@@ -833,8 +829,8 @@ def test_the_live_feed_pushes_host_requests_to_their_owner_only(
         return None if finished.is_set() else other
 
     async def scenario() -> tuple[list[ServerSentEvent], list[ServerSentEvent]]:
-        mine = conversation_stream(feed, services.hub, ann, lambda: ann)
-        theirs = conversation_stream(feed, services.hub, other, bo_login)
+        mine = conversation_stream(feed, services.hub, ann, lambda: ann, recheck_seconds=0.05)
+        theirs = conversation_stream(feed, services.hub, other, bo_login, recheck_seconds=0.05)
         seen: list[ServerSentEvent] = []
         try:
             with anyio.fail_after(FOLLOW_SECONDS):

@@ -2,7 +2,8 @@
 
 The sampler reads what the replica holds (`RunService.held`, the same source the metrics'
 gauges read) every `every` seconds, keeps the highest values of the minute, and writes the
-minute's row when the minute is over; now and then it drops rows past their keeping time.
+minute's row when the minute is over; every `prune_every` seconds it drops rows past their
+keeping time.
 A database that cannot take a row loses that minute's sample, never the loop."""
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from sqlalchemy.engine import Engine
 from webui.blocking import run_db
 from webui.observability.metrics import Held
 from webui.runs.outcomes import is_unavailable
+from webui.settings import setting_default
 from webui.store import insights as insight_store
 from webui.store.insights import MINUTE
 
 log = logging.getLogger(__name__)
 
 SAMPLE_SECONDS = 5.0
-PRUNE_SECONDS = 600.0
 
 
 @dataclass
@@ -50,12 +51,14 @@ class PoolSampler:
         replica_id: str,
         held: Callable[[], Held],
         every: float = SAMPLE_SECONDS,
+        prune_every: float = setting_default("insights_prune_seconds"),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
         self.replica_id = replica_id
         self.held = held
         self.every = every
+        self.prune_every = prune_every
         self.clock = clock
         self._minute: _Minute | None = None
         self._pruned_at = 0.0
@@ -77,7 +80,7 @@ class PoolSampler:
         if self._minute is None:
             self._minute = _Minute(start)
         self._minute.take(self.held())
-        if now - self._pruned_at >= PRUNE_SECONDS:
+        if now - self._pruned_at >= self.prune_every:
             self._pruned_at = now
             await self._write(insight_store.prune, self.engine, now_s=int(now))
 

@@ -42,15 +42,15 @@ def kind_of(name: str) -> str:
     return found
 
 
-def extract(name: str, data: bytes) -> tuple[str, str | None]:
-    """(text, title found in the file or None)."""
+def extract(name: str, data: bytes, *, pdf_seconds: float = MAX_PDF_SECONDS) -> tuple[str, str | None]:
+    """(text, title found in the file or None); a PDF's pages are read for `pdf_seconds` at most."""
     kind = kind_of(name)
     if kind == "text":
         return text_file(name, data)
     if kind == "html":
         return _html(_utf8(name, data))
     if kind == "pdf":
-        return _pdf(name, data), None
+        return _pdf(name, data, pdf_seconds), None
     return _docx(name, data), None
 
 
@@ -158,7 +158,7 @@ def _html(source: str) -> tuple[str, str | None]:
     return text, " ".join("".join(title).split()) or None
 
 
-def _pdf(name: str, data: bytes) -> str:
+def _pdf(name: str, data: bytes, seconds: float) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -169,7 +169,7 @@ def _pdf(name: str, data: bytes) -> str:
         if len(reader.pages) > MAX_PDF_PAGES:
             raise KnowledgeRefused(f"{name}: the PDF has more than {MAX_PDF_PAGES} pages")
         pages = []
-        deadline = time.monotonic() + MAX_PDF_SECONDS
+        deadline = time.monotonic() + seconds
         for page in reader.pages:
             # pypdf parses content streams in Python (~0.3 MB/s): a few KB of zipped PDF whose
             # pages share one large stream would otherwise hold a worker for hours.

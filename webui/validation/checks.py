@@ -70,9 +70,10 @@ def _not_on_the_loop() -> None:
 
 
 def problems(
-    schema: dict[str, Any] | bool, instance: Any, *, limit: int = MAX_ERRORS
+    schema: dict[str, Any] | bool, instance: Any, *, limit: int = MAX_ERRORS, seconds: float = CHECK_SECONDS
 ) -> list[ValidationError]:
-    """The problems of `instance` under `schema` (at most `limit`), found within `CHECK_SECONDS`.
+    """The problems of `instance` under `schema` (at most `limit`), found within `seconds`
+    (a check inside another keeps the outer one's deadline).
 
     SchemaUnusable when the schema cannot be used here; CheckRefused when the value is too
     large or deep to check, or the check ran out of time. Never on the event loop."""
@@ -80,11 +81,11 @@ def problems(
     checker = validator(schema)
     _check_instance(instance)
     outer = state.deadline
-    state.deadline = time.monotonic() + CHECK_SECONDS if outer is None else outer
+    state.deadline = time.monotonic() + seconds if outer is None else outer
     try:
         return list(itertools.islice(checker.iter_errors(instance), limit))
     except PastDeadline:
-        raise CheckRefused(f"could not be checked within {CHECK_SECONDS:g} s") from None
+        raise CheckRefused(f"could not be checked within {seconds:g} s") from None
     except RecursionError:
         raise CheckRefused("nested too deeply to check against this schema") from None
     finally:

@@ -39,6 +39,7 @@ from webui.audit.events import AuditName
 from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.errors import SteamharnessError
 from webui.events import EventHub, Subscription
+from webui.settings import setting_default
 from webui.store import audit as audit_store
 from webui.store import projects as project_store
 from webui.store.audit import AuditFilter, AuditRow, Cursor
@@ -51,7 +52,6 @@ router = APIRouter(prefix="/admin/audit", tags=["admin"])
 
 PAGE_SIZE = 50
 TOPIC = "audit"
-POLL_SECONDS = 1.0
 RECHECK_LOGIN_SECONDS = 60.0
 TAIL_BACKLOG = 200  # a tail that starts far behind gets at most this many of the newest rows
 ROW_TEMPLATE = "admin/_audit_row.html"
@@ -383,10 +383,10 @@ def get_tail_feed(state: StateDep) -> TailFeed:
     return TAIL_FEED.of(state)
 
 
-async def _next_wake(sub: Subscription) -> tuple[bool, float, int | None]:
+async def _next_wake(sub: Subscription, poll_seconds: float) -> tuple[bool, float, int | None]:
     """Wait for hub events or the poll interval. Returns (keep streaming, not_before,
     want_id): the freshness the next refresh needs."""
-    with anyio.move_on_after(POLL_SECONDS):
+    with anyio.move_on_after(poll_seconds):
         events = [await sub.queue.get()]
         while not sub.queue.empty():
             events.append(sub.queue.get_nowait())
@@ -395,7 +395,7 @@ async def _next_wake(sub: Subscription) -> tuple[bool, float, int | None]:
         ids = [e.data.get("id") for e in events if e is not None]
         exact = [i for i in ids if isinstance(i, int)]
         return True, time.monotonic(), max(exact) if len(exact) == len(ids) else None
-    return True, time.monotonic() - POLL_SECONDS, None
+    return True, time.monotonic() - poll_seconds, None
 
 
 async def tail_events(
@@ -405,9 +405,11 @@ async def tail_events(
     filters: AuditFilter,
     after: int | None,
     still_allowed: Callable[[], bool],
+    poll_seconds: float = setting_default("audit_tail_poll_seconds"),
 ) -> AsyncGenerator[ServerSentEvent, None]:
     """The tail's SSE events; `still_allowed` (run in a worker thread now and then)
-    re-checks the login, so a logout, a disabled account or a lost admin role ends it."""
+    re-checks the login, so a logout, a disabled account or a lost admin role ends it.
+    Rows the hub did not announce (another replica's) are looked for every `poll_seconds`."""
     with hub.subscribe(TOPIC) as sub:
         if after is None:
             await feed.refresh(not_before=time.monotonic())
@@ -424,7 +426,7 @@ async def tail_events(
                 if not await anyio.to_thread.run_sync(still_allowed):
                     return
                 recheck = time.monotonic() + RECHECK_LOGIN_SECONDS
-            wanted, not_before, want = await _next_wake(sub)
+            wanted, not_before, want = await _next_wake(sub, poll_seconds)
             if not wanted:
                 return
 
@@ -435,6 +437,7 @@ def audit_tail(
     _admin: AdminDep,
     services: ServicesDep,
     ui_auth: UiAuthDep,
+    state: StateDep,
     feed: Annotated[TailFeed, Depends(get_tail_feed)],
     form: FilterDep,
     after: Annotated[int | None, Query(ge=0, description="Only events with a higher id")] = None,
@@ -455,5 +458,6 @@ def audit_tail(
         filters=form.filters,
         after=after,
         still_allowed=still_admin,
+        poll_seconds=state.settings.audit_tail_poll_seconds,
     )
     return EventSourceResponse(events, send_timeout=10)

@@ -62,6 +62,7 @@ from webui.host.service import HostService
 from webui.interactions.owner import Party
 from webui.interactions.service import ACTIONS
 from webui.services import Services
+from webui.settings import setting_default
 from webui.store import runs as run_store
 from webui.store.interactions import InteractionWithRun
 from webui.web import forms
@@ -102,9 +103,6 @@ PAGE = "conversations/list.html"
 TIMELINE = "conversations/_timeline.html"
 CHANNEL = "browser"
 PING_SECONDS = 15
-# How often an open stream re-checks its login: a logged-out session stops receiving
-# forms, and changed project grants take effect without a reload.
-RECHECK_SECONDS = 30.0
 SEND_TIMEOUT_SECONDS = 30.0
 OVERRIDE_VALUES = frozenset({"true", "on", "1"})
 
@@ -345,10 +343,17 @@ _TICK = object()
 
 
 async def conversation_stream(
-    feed: Feed, hub: EventHub, user: UiUser, recheck: Callable[[], UiUser | None]
+    feed: Feed,
+    hub: EventHub,
+    user: UiUser,
+    recheck: Callable[[], UiUser | None],
+    *,
+    recheck_seconds: float = setting_default("stream_login_recheck_seconds"),
 ) -> AsyncGenerator[ServerSentEvent]:
     """The named events of one tab. Subscribes before the snapshot is read, so nothing
-    falls between them; the `with` unsubscribes however the stream ends."""
+    falls between them; the `with` unsubscribes however the stream ends. `recheck` (the
+    login as it is now) is asked every `recheck_seconds`: a logged-out session stops
+    receiving forms, and changed project grants take effect without a reload."""
     with hub.subscribe("interactions", "runs") as sub:
         shown: set[str] = set()  # pending cards this stream has sent
         runs: set[str] = set()  # runs whose timeline this stream keeps current
@@ -366,7 +371,7 @@ async def conversation_stream(
         yield await run_db(snapshot)
         while True:
             got: Any = _TICK
-            with anyio.move_on_after(RECHECK_SECONDS):
+            with anyio.move_on_after(recheck_seconds):
                 got = await sub.queue.get()
             if got is None:
                 return  # fell behind: the browser reconnects and gets a fresh snapshot
@@ -449,7 +454,9 @@ def inbox_events(
 
     release = INBOX_SLOTS.of(state).take(user.account_id)  # over the cap: 429, nothing held
     return HeldStream(
-        conversation_stream(feed, services.hub, user, recheck),
+        conversation_stream(
+            feed, services.hub, user, recheck, recheck_seconds=state.settings.stream_login_recheck_seconds
+        ),
         release,
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT_SECONDS,

@@ -5,11 +5,12 @@ failing tools, the questions waiting, and (for administrators) the worker pool a
 Administrators see every project; anyone else sees the projects they may use, one of them
 with `?project=` (another project's id shows nothing, as if it had no runs). The page is
 whole without JavaScript; with it, `/insights/stream` pushes the page's body again when
-runs end or questions change (at most once a `SETTLE_SECONDS`, and every
-`REFRESH_SECONDS` as the window slides). What a body shows is read and rendered once per
-(window, projects, viewer kind) for every open stream (`InsightsFeed`). The questions waiting
-are listed (title, tool, run) to the account whose run asks them and to administrators; other
-members of a shared project see them counted only."""
+runs end or questions change (at most once a settle interval, and every refresh interval
+as the window slides: `insights_settle_seconds`, `insights_refresh_seconds`). What a body
+shows is read and rendered once per (window, projects, viewer kind) for every open stream
+(`InsightsFeed`). The questions waiting are listed (title, tool, run) to the account whose
+run asks them and to administrators; other members of a shared project see them counted
+only."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from webui.auth.ui import COOKIE_NAME, UiUser
 from webui.blocking import run_db
 from webui.events import EventHub
 from webui.insights import view
+from webui.settings import setting_default
 from webui.store import projects as project_store
 from webui.web.conversations import HeldStream
 from webui.web.deps import ServicesDep, StateDep, UserDep
@@ -42,12 +44,8 @@ router = APIRouter(tags=["pages"])
 
 TEMPLATE = "insights/page.html"
 BODY = "body"
-SETTLE_SECONDS = 1.0  # after an event, wait this long for its neighbours (and its record)
-REFRESH_SECONDS = 15.0
-RECHECK_LOGIN_SECONDS = 30.0
 PING_SECONDS = 15
 SEND_TIMEOUT_SECONDS = 30.0
-FRESH_SECONDS = 1.0  # a rendered body this young is reused by every stream that needs it
 KEPT_BODIES = 64
 
 WindowName = Literal["hour", "day", "week"]
@@ -131,17 +129,24 @@ def insights_page(
 
 class InsightsFeed:
     """Bodies rendered for the open streams of one app: one read and render per scope key
-    every `FRESH_SECONDS` at most, however many streams want it (single-flight)."""
+    every `fresh_seconds` at most, however many streams want it (single-flight): a body this
+    young is reused by every stream that needs it."""
 
-    def __init__(self, render: Callable[[Scope], str]) -> None:
+    def __init__(
+        self,
+        render: Callable[[Scope], str],
+        *,
+        fresh_seconds: float = setting_default("insights_fresh_seconds"),
+    ) -> None:
         self._render = render
+        self._fresh_seconds = fresh_seconds
         self._bodies: OrderedDict[tuple[Any, ...], tuple[float, str]] = OrderedDict()
         self._flights: dict[tuple[Any, ...], asyncio.Future[str]] = {}
 
     async def body(self, scope: Scope) -> str:
         key = scope.key
         kept = self._bodies.get(key)
-        if kept is not None and time.monotonic() - kept[0] < FRESH_SECONDS:
+        if kept is not None and time.monotonic() - kept[0] < self._fresh_seconds:
             return kept[1]
         flight = self._flights.get(key)
         if flight is None:
@@ -168,7 +173,7 @@ def _new_feed(state: AppState) -> InsightsFeed:
     def render(scope: Scope) -> str:
         return render_block(env, TEMPLATE, BODY, {"insights": _model(state, scope), "scope": scope})
 
-    return InsightsFeed(render)
+    return InsightsFeed(render, fresh_seconds=state.settings.insights_fresh_seconds)
 
 
 # The app's feed and its per-account cap on streams (made at first use; they hold nothing
@@ -201,9 +206,16 @@ async def insights_stream(
     user: UiUser,
     scope: Scope,
     recheck: Callable[[], UiUser | None],
+    *,
+    settle_seconds: float = setting_default("insights_settle_seconds"),
+    refresh_seconds: float = setting_default("insights_refresh_seconds"),
+    recheck_seconds: float = setting_default("stream_login_recheck_seconds"),
 ) -> AsyncGenerator[ServerSentEvent]:
     """The page's body again whenever it may have changed; ends (the browser reconnects)
-    when the stream fell behind the hub, and for good when the login ends."""
+    when the stream fell behind the hub, and for good when the login ends. After an event
+    it waits `settle_seconds` for the event's neighbours (and its record), it reads again
+    every `refresh_seconds` as the window slides, and asks `recheck` for the login every
+    `recheck_seconds`."""
     with hub.subscribe("runs", "interactions") as sub:
         sent = ""
         checked = time.monotonic()
@@ -213,18 +225,18 @@ async def insights_stream(
                 yield ServerSentEvent(html, event="insights")
                 sent = html
             woken = False
-            with anyio.move_on_after(REFRESH_SECONDS):
+            with anyio.move_on_after(refresh_seconds):
                 while not woken:
                     event = await sub.queue.get()
                     if event is None:
                         return
                     woken = _wakes_us(event, scope)
             if woken:
-                await anyio.sleep(SETTLE_SECONDS)
+                await anyio.sleep(settle_seconds)
                 while not sub.queue.empty():
                     if sub.queue.get_nowait() is None:
                         return
-            if time.monotonic() - checked >= RECHECK_LOGIN_SECONDS:
+            if time.monotonic() - checked >= recheck_seconds:
                 checked = time.monotonic()
                 fresh = await run_db(recheck)
                 if fresh is None:
@@ -252,7 +264,16 @@ def insights_events(
 
     release = SLOTS.of(state).take(user.account_id)  # over the cap: 429, nothing held
     return HeldStream(
-        insights_stream(FEED.of(state), services.hub, user, scope, recheck),
+        insights_stream(
+            FEED.of(state),
+            services.hub,
+            user,
+            scope,
+            recheck,
+            settle_seconds=state.settings.insights_settle_seconds,
+            refresh_seconds=state.settings.insights_refresh_seconds,
+            recheck_seconds=state.settings.stream_login_recheck_seconds,
+        ),
         release,
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT_SECONDS,
