@@ -49,11 +49,10 @@ from webui.errors import InvalidRequest, SteamharnessError, StoreUnavailable
 from webui.host.service import HostService
 from webui.insights.sampler import PoolSampler
 from webui.mcp.binding import base_url
-from webui.mcp.bridge import CallBridge
 from webui.mcp.event_store import BoundedEventStore
 from webui.mcp.http import McpGateway
 from webui.mcp.openapi import add_mcp_operations
-from webui.mcp.server import build_server
+from webui.mcp.server import project_server
 from webui.observability.metrics import METRICS, Held
 from webui.projects.limits import ProjectLimits
 from webui.projects.registry import ProjectRegistry
@@ -61,7 +60,7 @@ from webui.replicas import replica_id_for
 from webui.runs.env import server_base_env
 from webui.runs.isolation import worker_user
 from webui.runs.service import RunService
-from webui.services import open_services, persistent_secret, request_state_key
+from webui.services import open_services, persistent_secret
 from webui.settings import Settings
 from webui.shutdown import drain
 from webui.store import sessions as session_store
@@ -228,24 +227,7 @@ def create_app(settings: Settings, *, warm_pool: bool = False) -> FastAPI:
                 default_max_running=settings.max_running_per_project,
                 default_max_queued=settings.max_queued_per_project,
             )
-            bridge = CallBridge(
-                runs=services.runs,
-                interactions=services.interactions,
-                files=services.files,
-                audit=services.audit,
-                configs=services.configs,
-                limits=limits,
-                progress_interval=settings.progress_interval_seconds,
-                task_key=persistent_secret(settings, "task-id.key"),
-                task_after=settings.task_after_seconds,
-                task_poll_interval_ms=settings.task_poll_interval_ms,
-            )
-            server = build_server(
-                bridge=bridge,
-                state_key=request_state_key(settings),
-                state_ttl=settings.request_state_ttl_seconds,
-                metrics=settings.metrics_enabled,
-            )
+            server = project_server(services, settings, limits=limits, metrics=settings.metrics_enabled)
             manager = StreamableHTTPSessionManager(
                 app=server,
                 json_response=False,  # SSE keeps the back-channel elicitation needs

@@ -30,6 +30,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session as OrmSession
 
 from webui.errors import StorageFull, StoreUnavailable
+from webui.loop_local import loop_local
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -102,12 +103,7 @@ def in_worker_thread() -> bool:
 
 
 def _limiter(var: RunVar[anyio.CapacityLimiter], size: int) -> anyio.CapacityLimiter:
-    try:
-        return var.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(size)
-        var.set(limiter)
-        return limiter
+    return loop_local(var, lambda: anyio.CapacityLimiter(size))
 
 
 def after_commit(callback: Callable[[], None], session: object | None = None) -> None:

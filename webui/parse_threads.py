@@ -23,6 +23,8 @@ import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 
+from webui.loop_local import loop_local
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -33,12 +35,7 @@ _limiter: RunVar[anyio.CapacityLimiter] = RunVar("steamharness_parse_limiter")
 
 
 def _parse_limiter() -> anyio.CapacityLimiter:
-    try:
-        return _limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(PARSE_THREADS)
-        _limiter.set(limiter)
-        return limiter
+    return loop_local(_limiter, lambda: anyio.CapacityLimiter(PARSE_THREADS))
 
 
 async def run_parse(size: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -21,7 +21,8 @@ from mcp.server.lowlevel import Server
 from tests import prepared
 from webui.auth.saved import saved_auth_env
 from webui.mcp.binding import Binding, current_binding
-from webui.mcp.stdio import project_server, stdio_binding
+from webui.mcp.server import project_server
+from webui.mcp.stdio import stdio_binding
 from webui.runs.env import worker_env
 from webui.runs.related import LocalRelations
 from webui.services import Services, open_services

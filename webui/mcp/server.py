@@ -22,6 +22,9 @@ from webui.mcp.metering import OperationMetrics
 from webui.mcp.operations import served_requests
 from webui.mcp.results import error_result
 from webui.mcp.tasks import TASKS_EXTENSION, TaskParams, Tasks, TaskUpdateParams
+from webui.projects.limits import ProjectLimits
+from webui.services import Services, persistent_secret, request_state_key
+from webui.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,34 @@ class WorkflowServer(Server[Any]):
         once per server, but here the identity is the binding's, so each access dumps it
         afresh (a new dict, which the caller owns)."""
         return self.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def project_server(
+    services: Services, settings: Settings, *, limits: ProjectLimits | None = None, metrics: bool = False
+) -> Server[Any]:
+    """The MCP server over `services`, as `serve` and `steamharness mcp` build it: the call
+    bridge over its run service (progress and task timing from `settings`, task ids bound with
+    the data dir's key), the request state sealed with its key. `limits`: the projects' run
+    limits (HTTP; stdio has none); `metrics`: time every request for `/metrics` (`serve`). It
+    serves the binding `current_binding` holds in the context it runs in."""
+    bridge = CallBridge(
+        runs=services.runs,
+        interactions=services.interactions,
+        files=services.files,
+        audit=services.audit,
+        configs=services.configs,
+        limits=limits,
+        progress_interval=settings.progress_interval_seconds,
+        task_key=persistent_secret(settings, "task-id.key"),
+        task_after=settings.task_after_seconds,
+        task_poll_interval_ms=settings.task_poll_interval_ms,
+    )
+    return build_server(
+        bridge=bridge,
+        state_key=request_state_key(settings),
+        state_ttl=settings.request_state_ttl_seconds,
+        metrics=metrics,
+    )
 
 
 def build_server(

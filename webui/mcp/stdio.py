@@ -32,13 +32,12 @@ from webui.auth.saved import saved_auth_env
 from webui.blocking import run_db
 from webui.errors import ConfigurationNotFound
 from webui.mcp.binding import Binding, chosen_config, config_place, current_binding
-from webui.mcp.bridge import CallBridge
 from webui.mcp.catalog import Catalog, server_name
-from webui.mcp.server import build_server
+from webui.mcp.server import project_server
 from webui.projects.handler_check import check_bounds
 from webui.runs.env import worker_env
 from webui.runs.related import LocalRelations
-from webui.services import Services, open_services, persistent_secret, request_state_key
+from webui.services import Services, open_services
 from webui.settings import Settings
 from webui.terminal_text import terminal_safe
 from webui.workflows.handlers import check_handlers_async
@@ -110,28 +109,6 @@ def stdio_binding(
         relations=relations,
         version=project.version,
         config_name=chosen_config(config_name, "--config"),
-    )
-
-
-def project_server(svc: Services, settings: Settings) -> Server[Any]:
-    """The MCP server stdio serves on `svc`: the call bridge over its run service, the
-    request state sealed with the data dir's key. It serves the binding `current_binding`
-    holds in the context it runs in (tests drive it with the SDK's in-memory client)."""
-    bridge = CallBridge(
-        runs=svc.runs,
-        interactions=svc.interactions,
-        files=svc.files,
-        audit=svc.audit,
-        configs=svc.configs,
-        progress_interval=settings.progress_interval_seconds,
-        task_key=persistent_secret(settings, "task-id.key"),
-        task_after=settings.task_after_seconds,
-        task_poll_interval_ms=settings.task_poll_interval_ms,
-    )
-    return build_server(
-        bridge=bridge,
-        state_key=request_state_key(settings),
-        state_ttl=settings.request_state_ttl_seconds,
     )
 
 

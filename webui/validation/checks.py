@@ -16,6 +16,7 @@ import anyio.to_thread
 from anyio.lowlevel import RunVar
 from jsonschema.exceptions import ValidationError
 
+from webui.loop_local import loop_local
 from webui.validation.limits import (
     CHECK_SECONDS,
     CHECK_THREADS,
@@ -157,12 +158,7 @@ _checks: RunVar[_Checks] = RunVar("steamharness_checks")
 
 
 def _checks_of_loop() -> _Checks:
-    try:
-        return _checks.get()
-    except LookupError:
-        checks = _Checks()
-        _checks.set(checks)
-        return checks
+    return loop_local(_checks, _Checks)
 
 
 async def run_check(account: Hashable, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
