@@ -207,8 +207,10 @@ def test_serve_refuses_a_missing_projects_dir(tmp_path: Path, args: list[str]) -
     assert proc.returncode != 0 and "not a directory" in proc.stderr
 
 
-# The whole path through real processes, as an operator runs it (tests/processes.py).
-@pytest.mark.exec_processes
+# The whole path through real processes, as an operator runs it: thirteen commands and
+# `serve`, each a process of its own, forked from the fork server (tests/processes.py). Run
+# by exec, each would first import the whole stack (minutes for this one test on a loaded
+# machine); the exec of the installed command and of `serve` is the next test's.
 def test_a_server_whose_projects_and_key_were_made_by_the_commands_serves_every_published_one(
     tmp_path: Path,
 ) -> None:
