@@ -11,7 +11,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import HELLO, LiveServer
+from tests.support import in_process_server
 from webui.auth.throttle import AuthThrottle
 from webui.settings import Settings
 
@@ -24,7 +25,7 @@ LIMIT = 30  # the default STEAMHARNESS_BEARER_FAILURES_PER_ADDRESS
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # Trusts no proxy: every request below comes from 127.0.0.1 as the server sees it.
     env = {"STEAMHARNESS_THROTTLE_HOLD_SECONDS": "0.05"}
-    with running_server(tmp_path_factory.mktemp("key-throttle"), **env) as live:
+    with in_process_server(tmp_path_factory.mktemp("key-throttle"), **env) as live:
         yield live
     assert "Traceback" not in live.log()
 

@@ -1,5 +1,5 @@
 """A handler's hostile stdout on the MCP call that follows its run (webui/runs/worker_loop.py
-`WatchedLines`, webui/mcp/logs.py), against a real `steamharness serve`: a flood, in one
+`WatchedLines`, webui/mcp/logs.py), against the real app (in this process): a flood, in one
 write and in many, sends the cap and one exact note; a huge line arriving in many chunks is
 cut; control characters never reach the client; one session's level is its own; and a
 configuration secret the handler prints or logs, in any of its forms, reaches the client as
@@ -16,9 +16,10 @@ from urllib.parse import quote
 import httpx2
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_logging import LOGS_PROJECT, Seen, call, client, logs_project, set_level
 from tests.helpers import WAIT
+from tests.support import in_process_server
 from webui.mcp.logs import MAX_MESSAGES_PER_CALL, MESSAGE_LIMIT
 
 pytestmark = pytest.mark.anyio
@@ -84,7 +85,7 @@ def _entry(name: str) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("mcp-stdout-attacks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("mcp-stdout-attacks")) as live:
         names = ("stdout_flood", "stdout_huge", "stdout_controls", "stdout_only", "secrets")
         folder = logs_project(live.projects / "logs", HANDLERS, [_entry(n) for n in names])
         package = json.loads((folder / "package.json").read_text())

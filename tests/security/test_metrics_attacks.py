@@ -13,8 +13,9 @@ import httpx2
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.helpers import WAIT
+from tests.support import in_process_server
 from webui.settings import Settings
 
 TOKEN = "metrics-" + uuid.uuid4().hex
@@ -23,7 +24,7 @@ TOKEN = "metrics-" + uuid.uuid4().hex
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("metrics-attacks")
-    with running_server(
+    with in_process_server(
         base, STEAMHARNESS_METRICS_TOKEN=TOKEN, STEAMHARNESS_BEARER_FAILURES_PER_ADDRESS="5"
     ) as live:
         yield live
@@ -38,7 +39,7 @@ def test_a_server_without_a_token_or_admin_key_exposes_nothing(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     base = tmp_path_factory.mktemp("metrics-off")
-    with running_server(base, STEAMHARNESS_SERVER_ADMIN_KEY="", STEAMHARNESS_METRICS_TOKEN="") as live:
+    with in_process_server(base, STEAMHARNESS_SERVER_ADMIN_KEY="", STEAMHARNESS_METRICS_TOKEN="") as live:
         for authorization in (None, "Bearer", "Bearer x", f"Bearer {TOKEN}", "Bearer " + "a" * 8000):
             r = _get(live, authorization)
             assert r.status_code == 404, (authorization, r.status_code)
@@ -49,7 +50,9 @@ def test_metrics_turned_off_expose_nothing_even_to_the_token(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     base = tmp_path_factory.mktemp("metrics-disabled")
-    with running_server(base, STEAMHARNESS_METRICS_TOKEN=TOKEN, STEAMHARNESS_METRICS_ENABLED="false") as live:
+    with in_process_server(
+        base, STEAMHARNESS_METRICS_TOKEN=TOKEN, STEAMHARNESS_METRICS_ENABLED="false"
+    ) as live:
         for authorization in (f"Bearer {TOKEN}", f"Bearer {live.admin_key}"):
             r = _get(live, authorization)
             assert r.status_code == 404 and "STEAMHARNESS_METRICS_ENABLED" in r.text, r.text
