@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
-from tests import processes
+from tests import prepared, processes
 from tests.cli.test_imports import _PROBE, SERVER_ONLY
 from tests.cli_runner import run_cli
 from tests.conftest import EXAMPLES
@@ -138,7 +138,9 @@ def audit_events(data: Path) -> list[tuple[str, str | None, str | None, str | No
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+    """A data dir holding the store at the newest revision (a copy of the session's: a fresh
+    store runs every migration, seconds of disk waits on a busy machine)."""
+    return prepared.copy_prepared("store", tmp_path / "data")
 
 
 @pytest.fixture

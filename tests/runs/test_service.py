@@ -11,7 +11,6 @@ import anyio
 import pytest
 from sqlmodel import Session, select
 
-from tests import prepared
 from tests.conftest import EXAMPLES, TORTURE
 from tests.helpers import next_update, process_gone, run_to_end, start_run, wait_until_gone
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer
@@ -28,8 +27,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 @pytest.fixture
 async def svc(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
-    if database_url.startswith("sqlite:"):
-        prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     settings = Settings(data_dir=tmp_path / "data", database_url=database_url, kill_grace_seconds=0.5)
     async with open_services(settings) as services:
         yield services
