@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Final, cast
 
-from pydantic import BeforeValidator, FailFast, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, FailFast, TypeAdapter, ValidationInfo, field_validator
 from pydantic.dataclasses import dataclass
 
 from webui.errors import ProjectError
@@ -38,7 +38,7 @@ from webui.workflows.package_json import (
     unique_names,
     validated,
 )
-from webui.workflows.params import FORMAT_CHECKER, NAME_RE, OPTION_SCHEMA, Option, option_items
+from webui.workflows.params import FORMAT_CHECKER, NAME_RE, Option, Options, option_items
 
 FIELD_TYPES: Final = ("string", "number", "boolean", "select", "multiselect", "date", "secret")
 MAX_FIELDS: Final = 200
@@ -81,10 +81,7 @@ class ConfigField:
     """A configuration must give it (or its default)."""
     description: Text = None
     """Shown on the configuration page."""
-    options: Annotated[
-        tuple[Option, ...],
-        WithJsonSchema({"type": "array", "items": OPTION_SCHEMA}),
-    ] = ()
+    options: Options = ()
     """`select` and `multiselect` only (non-empty strings)."""
     default: Any = None
     """A valid value (secrets have none)."""

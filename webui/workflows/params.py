@@ -84,6 +84,10 @@ class Option:
         return self.label if self.label is not None else _display(self.value)
 
 
+# The static choices of a param or a configuration field, as the package.json reference shows them.
+Options = Annotated[tuple[Option, ...], WithJsonSchema({"type": "array", "items": OPTION_SCHEMA})]
+
+
 def is_integer(value: Any) -> bool:
     """A JSON integer as package.json spells it: an int, never a bool (JSON `true` is not
     1) and never a float (write `2`, not `2.0`)."""
@@ -173,10 +177,7 @@ class Param:
     ] = None
     """Mirror the argument as the `Mcp-Param-<header>` HTTP header (2026-07-28, SEP-2243). Single
     boolean, integer, positional, string params only; names unique without case."""
-    options: Annotated[
-        tuple[Option, ...],
-        WithJsonSchema({"type": "array", "items": OPTION_SCHEMA}),
-    ] = ()
+    options: Options = ()
     """The allowed values (not for file params)."""
     default: Any = None
     """A valid value of the param (one of its options, if it has any); file params have none."""
