@@ -132,7 +132,7 @@ def test_the_first_conclusion_holds() -> None:
     assert not live.conclude(RunStatus.TIMEOUT, {"code": "timeout"})
     assert live.concluded and live.conclusion == (RunStatus.SUCCESS, {"output": 1})
     assert not SlotPlace().held and not QuestionState().pending  # each part starts empty
-    assert Budget().timer is None and not CallFollowing().following
+    assert Budget().timer is None and not CallFollowing().as_task
 
 
 def test_the_run_service_knows_no_echo_and_a_binding_holds_no_preflight_callable() -> None:

@@ -30,7 +30,6 @@ from sqlmodel import Session, select
 from tests import prepared
 from tests.conftest import EXAMPLES
 from tests.helpers import WAIT, next_update
-from webui.audit.events import AuditName
 from webui.blocking import DatabaseBusy
 from webui.runs.outcomes import FINAL, Record
 from webui.runs.request import RunRequest
@@ -107,22 +106,20 @@ def request(
     *,
     account: int | None = None,
     limits: RunLimits | None = None,
-    audited: bool = False,
+    call: bool = False,
 ) -> RunRequest:
+    """A run; `call`: started by an MCP call, as the bridge starts it (the call on the run)."""
     entrypoint = project.entrypoint(ep)
     assert entrypoint is not None
-    call = {"actor": "user:ann", "project_id": project.id, "tool": ep, "source": "mcp"}
     return RunRequest(
         project=project,
         entrypoint=entrypoint,
         params=params,
         stored_params=params,
+        actor="user:ann",
         account_id=account,
         limits=limits or RunLimits(),
-        created_audit=(AuditName.TOOL_CALLED, {**call, "outcome": "started"}) if audited else None,
-        finished_audit=(AuditName.TOOL_COMPLETED, AuditName.TOOL_FAILED, {**call, "outcome": "started"})
-        if audited
-        else None,
+        call={"target": "latest", "client_address": "127.0.0.1"} if call else None,
     )
 
 
@@ -322,43 +319,43 @@ async def test_a_cancelled_start_gives_its_claimed_slot_back_and_wakes_the_queue
     clean(svc)
 
 
-def call_ends(svc: Services, run_id: str) -> list[str]:
+def call_ends(svc: Services, run_id: str) -> list[tuple[str, str | None, Any]]:
+    """The rows that end a call's run: one per fact, its `run.finished` carrying the call
+    (`call` in details), never a tool.completed or tool.failed beside it."""
     with Session(svc.engine) as s:
         rows = s.exec(select(AuditEvent).where(AuditEvent.run_id == run_id)).all()  # type: ignore[arg-type]
-        return [r.event for r in rows if r.event in ("tool.completed", "tool.failed")]
+        ends = ("run.finished", "tool.completed", "tool.failed")
+        return [(r.event, r.outcome, (r.details or {}).get("call")) for r in rows if r.event in ends]
 
 
 async def test_a_burst_of_followed_calls_audits_each_end_exactly_once(
     svc: Services, project: Project, tmp_path: Path
 ) -> None:
     """Half the calls follow their runs to the end, half stop following at once (as a call
-    answering early does) and write their end themselves, as the bridge does."""
+    answering early does) and read the outcome later: each call's end is written once, as its
+    run's own `run.finished`."""
     with anyio.fail_after(WAIT):
         handles = await asyncio.gather(
-            *(svc.runs.start(request(project, "echo", {"text": str(i)}, audited=True)) for i in range(10))
+            *(svc.runs.start(request(project, "echo", {"text": str(i)}, call=True)) for i in range(10))
         )
         for i, handle in enumerate(handles):
             if i % 2:
-                handle.call_ended()
-        for i, handle in enumerate(handles):
+                continue  # stopped following
             async with handle.updates() as updates:
                 while (update := await updates.get()).kind != "final":
                     pass
-            assert update.call_audited == (i % 2 == 0)
-            if not update.call_audited:
-                await svc.runs.records.audit_event(
-                    AuditName.TOOL_COMPLETED, run_id=handle.run_id, project_id=project.id, outcome="success"
-                )
+            assert update.status == "success"
+        for handle in handles[1::2]:
+            assert (await next_update(svc, handle.run_id)).status == "success"
     for handle in handles:
-        assert call_ends(svc, handle.run_id) == ["tool.completed"]
+        assert call_ends(svc, handle.run_id) == [("run.finished", "success", "tools/call")]
 
 
 async def test_a_followed_calls_end_kept_for_a_locked_database_is_written_once(
     svc: Services, project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The outcome (with the call's end) cannot be written at first: it waits in the
-    backlog, the call is told it was audited, and once the database takes it the call's
-    end is there once."""
+    """The outcome (the call's end) cannot be written at first: it waits in the backlog, the
+    call is told the outcome, and once the database takes it the call's end is there once."""
     backlog = svc.runs.records
     apply = backlog.apply
     unlocked = asyncio.Event()
@@ -372,23 +369,24 @@ async def test_a_followed_calls_end_kept_for_a_locked_database_is_written_once(
 
     monkeypatch.setattr(backlog, "apply", locked_apply)
     with anyio.fail_after(WAIT):
-        handle = await svc.runs.start(request(project, "echo", {"text": "kept"}, audited=True))
+        handle = await svc.runs.start(request(project, "echo", {"text": "kept"}, call=True))
         async with handle.updates() as updates:
             while (update := await updates.get()).kind != "final":
                 pass
-        assert (update.status, update.call_audited) == ("success", True)
+        assert (update.status, update.output) == ("success", {"text": "kept"})
         assert backlog.final(handle.run_id) is not None
         assert call_ends(svc, handle.run_id) == []
-        # Followed again while the outcome waits (from memory): still audited with it.
+        # Followed again while the outcome waits (from memory), and by id (a later call
+        # resuming the run): the same outcome, nothing written of their own.
         async with handle.updates() as again:
-            assert (await again.get()).call_audited
-        # A handle by id (a later call resuming the run) writes its own end.
+            assert ((kept := await again.get()).kind, kept.status) == ("final", "success")
         async with svc.runs.handle(handle.run_id).updates() as other:
-            assert not (await other.get()).call_audited
+            assert ((kept := await other.get()).kind, kept.status) == ("final", "success")
+        assert call_ends(svc, handle.run_id) == []
         await until(lambda: len(attempts) >= 2)  # retried by the backlog's loop
         unlocked.set()
         await until(lambda: backlog.final(handle.run_id) is None)
-    assert call_ends(svc, handle.run_id) == ["tool.completed"]
+    assert call_ends(svc, handle.run_id) == [("run.finished", "success", "tools/call")]
     clean(svc)
 
 
@@ -414,7 +412,7 @@ async def test_a_start_cancelled_while_its_run_is_inserted_leaves_no_run_running
 
     monkeypatch.setattr(run_store, "create_run", create)
     with anyio.fail_after(WAIT):
-        starting = asyncio.ensure_future(svc.runs.start(hold(project, doomed, audited=True)))
+        starting = asyncio.ensure_future(svc.runs.start(hold(project, doomed, call=True)))
         await anyio.to_thread.run_sync(entered.wait)
         starting.cancel()
         go.set()
@@ -431,7 +429,7 @@ async def test_a_start_cancelled_while_its_run_is_inserted_leaves_no_run_running
         gate.touch()
         for handle in handles:
             assert (await next_update(svc, handle.run_id)).status == "success"
-    assert call_ends(svc, run_id) == ["tool.failed"]
+    assert call_ends(svc, run_id) == [("run.finished", "cancelled", "tools/call")]
     clean(svc)
 
 
@@ -439,10 +437,11 @@ async def test_a_graceful_shutdown_writes_each_followed_calls_end_once(
     svc: Services, project: Project, tmp_path: Path
 ) -> None:
     """Runs holding slots and runs queued behind them are stopped at once: each followed
-    call's tool.failed is written with the outcome, once, and the calls are told so."""
+    call's end is written with the outcome (its run's `run.finished`), once, and the calls
+    are told it."""
     gate = tmp_path / "gate"  # never opened
     with anyio.fail_after(WAIT):
-        handles = [await svc.runs.start(hold(project, gate, audited=True)) for _ in range(SLOTS + 2)]
+        handles = [await svc.runs.start(hold(project, gate, call=True)) for _ in range(SLOTS + 2)]
         await until(lambda: svc.runs.admission.counts() == (SLOTS, 2))
         async with contextlib.AsyncExitStack() as stack:
             queues = [await stack.enter_async_context(h.updates()) for h in handles]
@@ -452,9 +451,9 @@ async def test_a_graceful_shutdown_writes_each_followed_calls_end_once(
                 while (update := await queue.get()).kind != "final":
                     pass
                 finals.append(update)
-    assert {(f.status, f.call_audited) for f in finals} == {("failed", True)}
+    assert {f.status for f in finals} == {"failed"}
     for handle in handles:
-        assert call_ends(svc, handle.run_id) == ["tool.failed"]
+        assert call_ends(svc, handle.run_id) == [("run.finished", "failed", "tools/call")]
     clean(svc)
 
 

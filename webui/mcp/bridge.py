@@ -278,7 +278,6 @@ class CallBridge:
         A task the client never learns of (the audit or the read failed: a busy database)
         would run with nobody to follow or cancel it: its run is cancelled instead."""
         assert self.tasks is not None
-        run.call_ended()
         self.runs.mark_task(run.run_id)
         try:
             await self._audit(ctx, b, AuditName.TOOL_TASK_CREATED, ep, run.run_id, "task")
@@ -424,7 +423,6 @@ class CallBridge:
                         )
                         if delivered is not None:
                             keep_run = True  # the run waits for the answer, on the same runId
-                            run.call_ended()  # a later call gets its outcome
                             if isinstance(delivered, types.CallToolResult):
                                 details = {"interactionId": update.interaction.id}
                                 await self._audit(
@@ -435,7 +433,6 @@ class CallBridge:
             finished = True
             return error_result(run_id, ep, "failed", "internal", "The run is no longer available.")
         finally:
-            run.call_ended()
             if not keep_run and not finished and run.live:
                 # The client went away mid-call (cancelled, disconnected, session closed).
                 reason = CLIENT_LEFT if left is not None and left.is_set() else CLIENT_CANCELLED

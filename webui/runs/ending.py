@@ -1,6 +1,6 @@
 """A run's end as the run service records it: the outcome its conclusion says (or, with
-none, that it ended without one), the outcome record's fields (with the call's own end while
-the call follows the run) and its span's end."""
+none, that it ended without one), the outcome record's fields (a call's end is the run's own
+`run.finished`, with the call in its fields) and its span's end."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 
 from opentelemetry.trace import StatusCode
 
-from webui.runs.handle import audited_with_outcome
 from webui.runs.live import LiveRun
 from webui.runs.types import RunStatus
 from webui.store.models import utcnow
@@ -43,15 +42,6 @@ def final_fields(live: LiveRun, outcome: Outcome) -> dict[str, Any]:
         "close_questions": live.asks.asked,
         "files": list(live.created),  # for watchers while it waits; not written
     }
-    if audited_with_outcome(live) and req.finished_audit is not None:
-        on_success, otherwise, call_fields = req.finished_audit
-        event = on_success if status == RunStatus.SUCCESS else otherwise
-        fields["call_audit"] = {
-            **call_fields,
-            "event": str(event),
-            "run_id": live.run_id,
-            "outcome": status.value,
-        }
     return fields
 
 

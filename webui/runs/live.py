@@ -8,7 +8,7 @@ it; tests/runs/test_run_state_owners.py checks it):
 - `asks` (`QuestionState`): its questions to a person or the client, and its resumption —
   webui.runs.questions and webui.runs.resuming;
 - `budget` (`Budget`): what is left of its time limit — webui.runs.budget (`RunClock`);
-- `call` (`CallFollowing`): whether the call that started it still follows it —
+- `call` (`CallFollowing`): whether the call that started it became an MCP task —
   webui.runs.handle.
 
 Its outcome is decided in one place, `conclude`: the first conclusion holds (a worker's
@@ -100,14 +100,11 @@ class Budget:
 
 @dataclass
 class CallFollowing:
-    """The call that started the run, as it follows the run (webui.runs.handle writes it)."""
+    """The call that started the run, as it follows the run (webui.runs.handle writes it).
+    The call's start and end are the run's own audit rows (`RunRequest.call`)."""
 
     # It became an MCP task: a client follows it with tasks/get.
     as_task: bool = False
-    # It still follows the run: its `finished_audit` goes with the outcome.
-    following: bool = False
-    # It did: the outcome was recorded (or kept) with the call's end.
-    audited: bool = False
 
 
 @dataclass(eq=False)

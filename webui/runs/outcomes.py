@@ -287,7 +287,7 @@ class RunRecordBacklog:
                 details={"code": error.get("code")} if error else None,
             )
             call = f.get("call_audit")
-            if call:  # the MCP call's own end (tool.completed / tool.failed), same transaction
+            if call:  # a call's own end spilled by a server from before one row per fact
                 call = dict(call)
                 self.audit.record(s, AuditName(call.pop("event")), **call)
 

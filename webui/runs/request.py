@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from webui.audit.events import AuditName
 from webui.runs.related import Relations
 from webui.runs.types import RunLimits, RunStatus
 from webui.store.models import Run
@@ -43,12 +42,6 @@ class RunRequest:
     limits: RunLimits = field(default_factory=RunLimits)
     # The configuration the run starts with (recorded with the run, read as `ctx.config`).
     config: ConfigSnapshot | None = None
-    # One more audit event (name, fields; its run id filled in) written in the transaction
-    # that creates the run: the MCP call's `tool.called`, with no transaction of its own.
-    created_audit: tuple[AuditName, dict[str, Any]] | None = None
-    # The call's own event when the run ends (on success, otherwise; fields), written in the
-    # run's final transaction while the call still follows it (`RunService.call_ended`).
-    finished_audit: tuple[AuditName, AuditName, dict[str, Any]] | None = None
     # The MCP call that starts the run (`tools/call`): its target as asked, client address
     # and user agent, written on the run's own `run.created` and `run.finished` audit events,
     # which are then the call's (one row per fact: no `tool.called`, `tool.completed` or

@@ -51,7 +51,7 @@ from webui.runs.children import ChildRuns
 from webui.runs.control import WaitCaps
 from webui.runs.ending import INTERNAL, end_span, final_fields, outcome_of
 from webui.runs.following import OtherReplicas, RemoteRuns, in_scope
-from webui.runs.handle import RunHandle, became_task, call_following, call_left
+from webui.runs.handle import RunHandle, became_task
 from webui.runs.live import Budget, LiveRun
 from webui.runs.outcomes import DEFAULT_MAX_BYTES, EVENT, FINAL, STATUS, Record, RunRecordBacklog
 from webui.runs.pool import WorkerPool
@@ -239,14 +239,10 @@ class RunService:
             self.audit.record(
                 s, AuditName.RUN_CREATED, **request.audit_fields(run_id), outcome="queued", details=traced
             )
-            if request.created_audit is not None:
-                event, fields = request.created_audit
-                self.audit.record(s, event, **{**fields, "run_id": run_id})
 
         live = LiveRun(
             request=request, run_id=run_id, span=span, budget=Budget(remaining=time_limit(request))
         )
-        call_following(live)
         live.parent = self._live.get(request.parent_run_id) if request.parent_run_id else None
         replica_slots = (self.replica_id, self.max_concurrent_runs) if self.replica_id is not None else None
         self.admission.line_up(live, run)
@@ -266,7 +262,7 @@ class RunService:
             raise
         live.task = asyncio.create_task(self._drive(live), name=f"run-{run_id}")
         METRICS.runs_started.labels(request.project.id).inc()
-        return RunHandle(run_id, self, started=live)
+        return RunHandle(run_id, self)
 
     def _created_unfollowed(self, live: LiveRun, creating: asyncio.Task[None]) -> None:
         if creating.cancelled() or creating.exception() is not None:
@@ -310,22 +306,10 @@ class RunService:
         live = self._live.get(run_id)
         return live.worker.pid if live and live.worker else None
 
-    def watch(
-        self, run_id: str, *, started: LiveRun | None = None
-    ) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]:
-        """A queue of this run's updates, starting with where it stands now. `started`: the
-        run as the caller started it; once it has ended, its final update says whether the
-        call's end was written with the outcome (`call_audited`), as it told live watchers."""
-        audited = started is not None and started.call.audited
+    def watch(self, run_id: str) -> AbstractAsyncContextManager[asyncio.Queue[RunUpdate]]:
+        """A queue of this run's updates, starting with where it stands now."""
         live = self._live.get(run_id)
-        return watching.watch_run(live, run_id, records=self.records, remote=self.remote, audited=audited)
-
-    def call_ended(self, run_id: str) -> None:
-        """The call that started the run no longer follows it (it answered early, or its
-        client left): its `finished_audit` is not written with the outcome."""
-        live = self._live.get(run_id)
-        if live is not None:
-            call_left(live)
+        return watching.watch_run(live, run_id, records=self.records, remote=self.remote)
 
     async def cancel(self, run_id: str, *, reason: str = "The run was cancelled.") -> None:
         live = self._live.get(run_id)
@@ -403,11 +387,8 @@ class RunService:
         end_span(live, status, error)
         for child_id in list(live.children):  # a child never outlives the run waiting on it
             self.spawn(self.cancel(child_id, reason=f"Its parent run {live.run_id} ended ({status})."))
-        files, audited = list(live.created), live.call.audited
         live.publish(
-            RunUpdate(
-                "final", live.run_id, status, output=output, error=error, files=files, call_audited=audited
-            )
+            RunUpdate("final", live.run_id, status, output=output, error=error, files=list(live.created))
         )
         self.admission.leave(live)
         live.done.set()

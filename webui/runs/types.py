@@ -88,8 +88,6 @@ class RunUpdate:
     error: dict[str, Any] | None = None
     # `final`: the files the run created (webui.files.store.output_view), oldest first.
     files: list[dict[str, Any]] = field(default_factory=list)
-    # `final`: the request's `finished_audit` was written with the outcome.
-    call_audited: bool = False
     # `log`: the line and what it says of itself.
     line: LogLine | None = None
 

@@ -27,17 +27,14 @@ async def watch_run(
     *,
     records: RunRecordBacklog,
     remote: RemoteRuns,
-    audited: bool,
 ) -> AsyncIterator[asyncio.Queue[RunUpdate]]:
     """A queue of the run's updates, starting with where it stands now. `live`: the run as
-    this process drives it (None: it has ended, or another replica drives it). `audited`:
-    a final update read back says the call's end was written with the outcome."""
+    this process drives it (None: it has ended, or another replica drives it)."""
     queue: asyncio.Queue[RunUpdate] = asyncio.Queue()
     if live is None:
         kept = records.final(run_id)  # ended, its outcome not written yet
         update = kept_update(run_id, kept.fields) if kept is not None else await remote.ended(run_id)
         if update is not None:
-            update.call_audited = audited
             queue.put_nowait(update)
             yield queue
             return
