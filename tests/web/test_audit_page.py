@@ -1,7 +1,8 @@
 """The admin audit log: access, filters, keyset paging, exports, the live tail.
 
 Page and export tests use the TestClient app; the tail's store and hub behaviour is tested
-on the feed and the event generator directly, and its SSE delivery against a real server."""
+on the feed and the event generator directly, and its SSE delivery over HTTP from the app
+served by uvicorn in this process (`in_process_server`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from tests.e2e.server import running_server
+from tests.support import in_process_server
 from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, rendered
 from webui.audit.events import AuditName
 from webui.audit.log import AuditLog
@@ -386,8 +387,8 @@ async def test_the_tail_wakes_on_a_hub_event_and_unsubscribes_when_closed(store:
         filters=AuditFilter(event="new"),
         after=after,
         still_allowed=lambda: True,
-    )
         poll_seconds=600.0,  # only the hub can deliver in time
+    )
     received: list[Any] = []
 
     async def consume() -> None:
@@ -419,7 +420,7 @@ def browser_login(client: httpx2.Client, name: str, password: str) -> None:
 
 
 def test_the_live_tail_delivers_a_new_event_as_a_rendered_row(tmp_path: Path) -> None:
-    with running_server(tmp_path) as server:
+    with in_process_server(tmp_path) as server:
         server.add_user("root", admin=True, password=ADMIN[1])
         with httpx2.Client(base_url=server.base_url, timeout=15) as browser:
             browser_login(browser, *ADMIN)

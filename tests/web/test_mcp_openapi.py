@@ -2,7 +2,8 @@
 server really serves as its own operation, with its JSON-RPC params and result schemas, its
 headers per protocol era and its statuses, and no method the server does not serve.
 
-What is served is asked of a live `steamharness serve`, not read from the tables the
+What is served is asked of the real app over HTTP (`in_process_server`: uvicorn in a thread of
+the test process; nothing here needs a process of its own), not read from the tables the
 document is built from: every method name the SDK's types know (both eras) is sent, and
 what does not answer -32601 is served; a notification is answered 202 whatever it is, so
 it is served where the server acts on it."""
@@ -28,10 +29,11 @@ from mcp.server.lowlevel import Server
 from mcp_types.methods import CLIENT_REQUESTS, validate_client_request
 from pydantic import BaseModel
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_capabilities import reply_to
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR
 from tests.helpers import WAIT
+from tests.support import in_process_server
 from tests.web.conftest import Web
 from webui.mcp.openapi import MCP_PATH, METHODS_TAG, method_path, method_paths
 from webui.mcp.operations import served_methods
@@ -320,8 +322,8 @@ class Probe:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """A live server serving the conformance fixture project."""
-    with running_server(tmp_path_factory.mktemp("operations")) as server:
+    """The app served over HTTP in this process, serving the conformance fixture project."""
+    with in_process_server(tmp_path_factory.mktemp("operations")) as server:
         server.add_project(FIXTURE_DIR, FIXTURE)
         yield server
 
