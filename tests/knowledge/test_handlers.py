@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
+from tests import prepared
 from tests.helpers import next_update
 from webui.knowledge.model import Actor
 from webui.runs.related import LocalRelations
@@ -108,6 +109,7 @@ async def test_a_handler_searches_and_reads_but_writes_only_where_declared(tmp_p
     owner = project(tmp_path / "owner", OWNER, OTHER, "other")
     other_dir = tmp_path / "other"
     project(other_dir, OTHER, OWNER, "owner")
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "d", kill_grace_seconds=0.2)) as svc:
         await fill(svc)
         looked = await run(svc, owner, "look", {"q": "owls hunting"}, other_dir)
@@ -140,6 +142,7 @@ async def test_a_handler_searches_and_reads_but_writes_only_where_declared(tmp_p
 
 async def test_the_knowledge_base_lives_in_the_persistent_value_store_dir_when_given(tmp_path: Path) -> None:
     values_dir = tmp_path / "values"
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     settings = Settings(data_dir=tmp_path / "d", persistent_value_store_dir=values_dir)
     async with open_services(settings) as svc:
         svc.knowledge.add(OWNER, "docs", actor=ADMIN, doc_id="here", text="kept apart")

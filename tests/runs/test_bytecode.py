@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import prepared
 from tests.conftest import EXAMPLES
 from tests.helpers import run_to_end
 from webui.errors import ProjectError
@@ -76,6 +77,7 @@ async def test_a_run_of_the_snapshot_executes_its_bytecode_not_a_compile_of_the_
     pyc = Path(importlib.util.cache_from_source(str(snapshot / "main.py")))
     pyc.write_bytes(planted_pyc(snapshot / "main.py", IMPOSTOR))
     project = load_project(snapshot)
+    prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)) as svc:
         final = await run_to_end(svc, project, "echo", {"text": "hi"})
         assert (final.status, final.output) == ("success", {"text": "from the planted bytecode"})

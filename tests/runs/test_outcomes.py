@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests import prepared
 from tests.conftest import EXAMPLES
 from tests.helpers import start_run
 from webui.blocking import DatabaseBusy
@@ -32,6 +33,7 @@ TIMEOUT = 30
 async def test_a_long_lock_keeps_the_outcome_counts_what_did_not_fit_and_writes_it_all_once_released(
     tmp_path: Path,
 ) -> None:
+    prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     settings = Settings(
         data_dir=tmp_path / "data",
         db_busy_timeout_seconds=0.1,

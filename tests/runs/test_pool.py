@@ -17,6 +17,7 @@ from typing import cast
 import anyio
 import pytest
 
+from tests import prepared
 from tests.conftest import TORTURE
 from tests.helpers import WAIT, next_update, process_gone, run_to_end, start_run, wait_until_gone
 from webui.runs import procs
@@ -55,6 +56,7 @@ def parent_of(pid: int) -> int:
 
 @pytest.fixture
 async def svc(tmp_path: Path) -> AsyncIterator[Services]:
+    prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)) as services:
         yield services
 
@@ -83,6 +85,7 @@ async def spares_of(pool: WorkerPool, count: int) -> set[int]:
 
 async def test_the_pool_has_no_zygote_until_the_first_run(tmp_path: Path, torture: Project) -> None:
     before = zygotes()
+    prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "data")) as svc:
         assert zygotes() == before and svc.pool.zygote_pid is None
         assert svc.pool.live_pids() == set()
@@ -147,6 +150,7 @@ async def test_closing_a_pool_that_never_ran_anything_starts_and_leaves_nothing(
 
 async def test_services_opened_and_closed_without_a_run_never_start_a_zygote(tmp_path: Path) -> None:
     before = zygotes()
+    prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "data")) as svc:
         assert svc.pool.zygote_pid is None
     assert zygotes() == before
@@ -171,6 +175,7 @@ async def test_a_run_after_the_zygote_died_runs_on_a_new_zygote(svc: Services, t
 
 async def test_a_warmed_pool_starts_its_zygote_and_spares_before_any_run(tmp_path: Path) -> None:
     before = zygotes()
+    prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "data"), warm_pool=True) as svc:
         spares = await spares_of(svc.pool, 2)
         (zygote,) = zygotes() - before

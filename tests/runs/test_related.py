@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests import prepared
 from tests.helpers import WAIT, next_update
 from tests.related_projects import write_projects
 from webui.runs.related import LocalRelations
@@ -50,6 +51,7 @@ async def start_delegate(svc: Services, base: Path) -> str:
 
 
 async def test_one_worker_slot_is_enough_the_parent_lends_it_to_its_child(tmp_path: Path) -> None:
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     settings = Settings(data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2)
     async with open_services(settings) as svc:
         parent = await start_delegate(svc, tmp_path / "p")
@@ -66,6 +68,7 @@ async def test_one_worker_slot_is_enough_the_parent_lends_it_to_its_child(tmp_pa
 
 
 async def test_ending_the_parent_cancels_the_child_and_closes_its_question(tmp_path: Path) -> None:
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "d", kill_grace_seconds=0.2)) as svc:
         parent = await start_delegate(svc, tmp_path / "p")
         waiting = await next_update(svc, parent, ("waiting",))
@@ -80,6 +83,7 @@ async def test_ending_the_parent_cancels_the_child_and_closes_its_question(tmp_p
 
 
 async def test_a_cancel_answer_to_the_childs_question_fails_the_parents_handler(tmp_path: Path) -> None:
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     async with open_services(Settings(data_dir=tmp_path / "d", kill_grace_seconds=0.2)) as svc:
         parent = await start_delegate(svc, tmp_path / "p")
         waiting = await next_update(svc, parent, ("waiting",))
@@ -214,6 +218,7 @@ async def test_a_run_waiting_again_while_in_line_for_its_slot_gives_the_slot_bac
             )
         ).run_id
 
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     settings = Settings(
         data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2, worker_read_paths=[str(gates)]
     )
@@ -277,6 +282,7 @@ async def in_line(tmp_path: Path) -> AsyncIterator[InLine]:
     gates = Path(tempfile.mkdtemp(prefix="sh-gates-"))
     os.chmod(gates, 0o755)  # the worker user reads it (in its filesystem view: a read path)
     race = load_project(tmp_path / "race")
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     settings = Settings(
         data_dir=tmp_path / "d", max_concurrent_runs=1, kill_grace_seconds=0.2, worker_read_paths=[str(gates)]
     )

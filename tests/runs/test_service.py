@@ -11,6 +11,7 @@ import anyio
 import pytest
 from sqlmodel import Session, select
 
+from tests import prepared
 from tests.conftest import EXAMPLES, TORTURE
 from tests.helpers import next_update, process_gone, run_to_end, start_run, wait_until_gone
 from webui.errors import InteractionClosed, InteractionConflict, InvalidAnswer
@@ -353,6 +354,7 @@ async def test_runs_orphaned_by_a_dead_process_are_marked_interrupted_at_start(
 async def test_shutdown_interrupts_live_runs_and_kills_their_workers(
     tmp_path: Path, torture: Project
 ) -> None:
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     settings = Settings(data_dir=tmp_path / "d")
     async with open_services(settings) as services:
         run_id = await start_run(services, torture, "sleep")

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from tests import prepared
 from tests.helpers import RUN_WAIT_SECONDS, start_run
 from webui.runs.outcomes import EVENT, FINAL, Record
 from webui.services import Services, open_services
@@ -72,6 +73,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 def settings(tmp_path: Path, **changes: Any) -> Settings:
     # Batches written by their size only (a timer far beyond the test): a count, not a timing.
+    if not (tmp_path / "data" / prepared.DB_FILE).exists():
+        prepared.copy_prepared("store", tmp_path / "data")  # migrated once per session
     values: dict[str, Any] = {
         "data_dir": tmp_path / "data",
         "worker_user": "",
