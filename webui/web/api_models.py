@@ -146,3 +146,86 @@ class Imported(View):
 
 class ImportedAnswer(View):
     data: Imported
+
+
+# --------------------------------------------------------------------------- knowledge_api.py
+
+
+class KnowledgeCollection(View):
+    name: str
+    language: str
+    documents: int
+    chunks: int
+    bytes: int  # of text
+    vectorBytes: int
+    createdAt: str
+
+
+class KnowledgeCollections(View):
+    collections: list[KnowledgeCollection]
+
+
+class KnowledgeCollectionMade(KnowledgeCollection):
+    created: bool  # False: it existed (200)
+
+
+class KnowledgeCollectionRemoved(View):
+    name: str
+    removedDocuments: int
+
+
+class KnowledgeDocument(View):
+    id: str
+    collection: str
+    title: str
+    metadata: dict[str, Any]
+    source: str  # "text", or the name of the file it was read from
+    digest: str  # sha256 of the text
+    bytes: int  # of text, in UTF-8
+    chunks: int
+    createdAt: str
+    updatedAt: str
+
+
+class KnowledgeDocumentText(KnowledgeDocument):
+    text: str
+
+
+class KnowledgeDocumentPage(View):
+    documents: list[KnowledgeDocument]  # without their texts
+    next: str | None  # the `after` of the next page; None: the last page
+
+
+class KnowledgeDocumentAdded(KnowledgeDocument):
+    status: Literal["added", "replaced", "updated", "unchanged"]
+
+
+class KnowledgeChunk(View):
+    position: int
+    start: int
+    end: int
+
+
+class KnowledgeHit(View):
+    documentId: str
+    collection: str
+    title: str
+    metadata: dict[str, Any]
+    chunk: KnowledgeChunk
+    score: float
+    snippet: str
+    highlights: list[list[int]]  # [start, end] in the snippet
+
+
+class KnowledgeSearchResult(View):
+    mode: Literal["text", "vector", "hybrid"]
+    approximate: bool  # more chunks matched than were ranked: only the newest were
+    hits: list[KnowledgeHit]
+
+
+class KnowledgeImported(View):
+    collections: int  # created
+    added: int
+    replaced: int
+    updated: int
+    unchanged: int

@@ -51,6 +51,16 @@ from webui.files.store import FileTooLarge
 from webui.knowledge.model import MAX_PAGE, check_name
 from webui.parse_threads import run_parse
 from webui.web import knowledge_transfer
+from webui.web.api_models import (
+    KnowledgeCollection,
+    KnowledgeCollectionMade,
+    KnowledgeCollectionRemoved,
+    KnowledgeCollections,
+    KnowledgeDocumentAdded,
+    KnowledgeDocumentPage,
+    KnowledgeDocumentText,
+    KnowledgeSearchResult,
+)
 from webui.web.deps import ServicesDep
 from webui.web.json_body import StrictBody, parse_json
 from webui.web.knowledge_access import (
@@ -78,7 +88,10 @@ router = APIRouter(prefix="/api/workflows/{project_id}/knowledge", tags=["knowle
 
 
 @router.get(
-    "/collections", summary="The knowledge base's collections, with their counts", responses=NOT_FOUND
+    "/collections",
+    summary="The knowledge base's collections, with their counts",
+    response_model=KnowledgeCollections,
+    responses=NOT_FOUND,
 )
 async def list_knowledge_collections(project_id: str, caller: Reader, services: ServicesDep) -> Any:
     return {"collections": await run_db(services.knowledge.collections, project_id)}
@@ -88,7 +101,11 @@ async def list_knowledge_collections(project_id: str, caller: Reader, services: 
     "/collections",
     summary="Create a collection {name, language?}: 201 when created, 200 when it existed",
     status_code=201,
-    responses={200: {"description": "the collection existed (created: false)"}, **WRITE},
+    response_model=KnowledgeCollectionMade,
+    responses={
+        200: {"description": "the collection existed (created: false)", "model": KnowledgeCollectionMade},
+        **WRITE,
+    },
 )
 async def create_knowledge_collection(
     request: Request,
@@ -105,14 +122,24 @@ async def create_knowledge_collection(
     return JSONResponse(view, status_code=201 if view["created"] else 200)
 
 
-@router.get("/collections/{name}", summary="One collection and its counts", responses=NOT_FOUND)
+@router.get(
+    "/collections/{name}",
+    summary="One collection and its counts",
+    response_model=KnowledgeCollection,
+    responses=NOT_FOUND,
+)
 async def show_knowledge_collection(
     project_id: str, name: CollectionName, caller: Reader, services: ServicesDep
 ) -> Any:
     return await run_db(services.knowledge.collection, project_id, name)
 
 
-@router.delete("/collections/{name}", summary="Remove a collection and every document in it", responses=WRITE)
+@router.delete(
+    "/collections/{name}",
+    summary="Remove a collection and every document in it",
+    response_model=KnowledgeCollectionRemoved,
+    responses=WRITE,
+)
 async def remove_knowledge_collection(
     request: Request, project_id: str, name: CollectionName, caller: Writer, services: ServicesDep
 ) -> Any:
@@ -127,6 +154,7 @@ async def remove_knowledge_collection(
 @router.get(
     "/documents",
     summary="A page of documents by id (without their texts); `next` is the `after` of the next page",
+    response_model=KnowledgeDocumentPage,
     responses={400: WRITE[400], **NOT_FOUND},
 )
 async def list_knowledge_documents(
@@ -165,8 +193,12 @@ def json_or_multipart(request: Request) -> None:
     "/documents",
     summary="Add a document from text (JSON) or from a file (multipart): 201 added, else 200 with its status",
     status_code=201,
+    response_model=KnowledgeDocumentAdded,
     responses={
-        200: {"description": "replaced, updated (title or metadata) or unchanged: see `status`"},
+        200: {
+            "description": "replaced, updated (title or metadata) or unchanged: see `status`",
+            "model": KnowledgeDocumentAdded,
+        },
         413: {"description": "file_too_large: the file is larger than a file may be"},
         422: {"description": "invalid_request: a multipart body without its collection or file"},
         429: {"description": "too_many_extractions: the account's (or server's) files being read at once"},
@@ -263,7 +295,12 @@ def _invalid(field: str, problem: str) -> InvalidRequest:
     return InvalidRequest(f"invalid request: body.{field}: {problem}", {f"body.{field}": problem})
 
 
-@router.get("/documents/{doc_id}", summary="One document with its text", responses=NOT_FOUND)
+@router.get(
+    "/documents/{doc_id}",
+    summary="One document with its text",
+    response_model=KnowledgeDocumentText,
+    responses=NOT_FOUND,
+)
 async def show_knowledge_document(
     project_id: str, doc_id: DocumentId, caller: Reader, services: ServicesDep
 ) -> Any:
@@ -291,6 +328,7 @@ async def remove_knowledge_document(
 @router.post(
     "/search",
     summary="The best chunks for a query, best first, with snippets and highlights",
+    response_model=KnowledgeSearchResult,
     responses={
         400: WRITE[400],
         429: {"description": "too_many_reads or embeddings_throttled (with Retry-After)"},

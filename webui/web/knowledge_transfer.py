@@ -19,6 +19,7 @@ from webui.knowledge.model import Actor
 from webui.knowledge.service import ExportCursor, KnowledgeService
 from webui.parse_threads import run_parse
 from webui.services import Services
+from webui.web.api_models import KnowledgeImported
 from webui.web.deps import ServicesDep
 from webui.web.json_body import RawBody, parse_json
 from webui.web.knowledge_access import (
@@ -82,6 +83,7 @@ async def _exported(kb: KnowledgeService, project_id: str, collection: str | Non
 @router.get(
     "/export",
     summary="Export the knowledge base (or one collection) as NDJSON: collections, then their documents",
+    response_class=Response,  # its lines are NDJSON, never one JSON document
     responses={
         200: {"content": {NDJSON: {}}, "description": "one JSON object a line"},
         429: {"description": "too_many_reads: the account's searches and exports running at once"},
@@ -162,6 +164,7 @@ def _imported(services: Services, actor: Actor, project_id: str, size: int, coun
 @router.post(
     "/import",
     summary="Import the NDJSON of an export: collections created, documents added or replaced by id",
+    response_model=KnowledgeImported,
     responses={
         400: {"description": "invalid_knowledge: the first line that cannot be used (lines before it stay)"},
         413: {"description": "too_large: past the upload cap (STEAMHARNESS_MAX_FILE_BYTES and 1 MiB)"},
