@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
-from tests import processes
+from tests import prepared, processes
 from tests.conftest import EXAMPLES, TORTURE
 from tests.helpers import WAIT, wait_until_gone
 from tests.support.memory import mcp_harness
@@ -279,6 +279,7 @@ async def test_cancelling_a_call_leaves_no_worker_process(tmp_path: Path, mode: 
 async def test_stdout_noise_from_a_handler_never_reaches_the_protocol_stream(
     tmp_path: Path, mode: str
 ) -> None:
+    prepared.copy_prepared("store", tmp_path)  # migrated once per session
     async with connect(TORTURE, tmp_path, mode) as client:
         first = payload(await client.call_tool("noisy", {}))
         second = payload(await client.call_tool("noisy", {}))
@@ -383,6 +384,7 @@ async def test_the_worker_environment_layers_saved_auth_dotenv_and_explicit_vari
         json.dumps({"serverUrl": "https://saved.example", "adminKey": "saved-key"}), encoding="utf-8"
     )
     extra = ("--auth-dir", str(auth))
+    prepared.copy_prepared("store", tmp_path / "d")  # migrated once per session
     async with connect(TORTURE, tmp_path / "d", "legacy", *extra, env={}) as client:
         saved = payload(await client.call_tool("env_probe", {}))["output"]
     async with connect(

@@ -2,7 +2,8 @@
 
 Each test runs tests/node/stdio_client.mjs (Client + StdioClientTransport from
 @modelcontextprotocol/sdk) once, with a scripted list of operations and elicitation
-answers, and checks the single JSON document it prints. Every test gets its own data dir.
+answers, and checks the single JSON document it prints. Every test gets its own data dir (the
+first an empty one, the others a copy of the session's migrated store).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests import prepared
 from tests.conftest import EXAMPLES, TORTURE
 from tests.node_client import (
     TRIP_ANSWERS,
@@ -34,7 +36,13 @@ def run_client(
     *,
     elicitation: bool = False,
     answers: list[dict[str, Any]] | None = None,
+    fresh_store: bool = False,
 ) -> Observed:
+    """The client's ops against `steamharness mcp PROJECT --data-dir DATA_DIR`: the data dir
+    holds a copy of the session's migrated store (a fresh one runs every migration at the
+    server's start, seconds of disk waits on a busy machine), or nothing with `fresh_store`."""
+    if not fresh_store:
+        prepared.copy_prepared("store", data_dir)
     args = [*steamharness_command(), "--project", str(project), "--data-dir", str(data_dir)]
     doc, stderr = run_client_script(
         node, "stdio_client.mjs", args, ops, elicitation=elicitation, answers=answers
@@ -43,7 +51,9 @@ def run_client(
 
 
 def test_interactive_project_is_served_as_workflow_id_with_one_strict_tool_per_entrypoint(node, tmp_path):
-    seen = run_client(node, EXAMPLES / "interactive", tmp_path / "data", [{"op": "listTools"}])
+    seen = run_client(
+        node, EXAMPLES / "interactive", tmp_path / "data", [{"op": "listTools"}], fresh_store=True
+    )
 
     assert_interactive_tools(seen, INTERACTIVE_SERVER_NAME)
 
