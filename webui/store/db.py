@@ -100,12 +100,21 @@ def _private_sqlite_file(path: Path) -> None:
     if str(path) in ("", ":memory:") or str(path).startswith("file:") or "?" in str(path):
         return
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+    # A file that exists is never opened here: closing any descriptor of a file drops every
+    # POSIX lock this process holds on it, SQLite's included, so another engine of this
+    # process on the same file (a command's next to a server's) would lose its locks.
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+    else:
+        if mode & 0o077:
+            os.chmod(path, 0o600)
     for suffix in ("-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(f"{path}{suffix}", 0o600)
