@@ -15,8 +15,10 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import HELLO, LiveServer
 from tests.e2e.test_http_mcp import headers, init_body, open_session, sse_json
+from tests.helpers import WAIT
+from tests.support import in_process_server
 
 TIMEOUT = 20
 
@@ -36,7 +38,7 @@ def write_lock(live: LiveServer) -> Iterator[None]:
 def bad_key_request(live: LiveServer) -> httpx2.Response:
     """Refused credentials are audited: a request that must write before it answers."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    return httpx2.post(live.mcp_url(HELLO), headers=headers("shk_000000000000_nope"), json=body, timeout=60)
+    return httpx2.post(live.mcp_url(HELLO), headers=headers("shk_000000000000_nope"), json=body, timeout=WAIT)
 
 
 def ping(live: LiveServer, key: str, sid: str) -> dict[str, object]:
@@ -48,8 +50,9 @@ def ping(live: LiveServer, key: str, sid: str) -> dict[str, object]:
 
 @pytest.fixture
 def slow_lock_server(tmp_path: Path) -> Iterator[LiveServer]:
-    # Writers wait long for the lock, so the test decides when the wait ends.
-    with running_server(tmp_path, STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="60") as live:
+    # Writers wait longer for the lock than the test can last (a hang guard, not a speed
+    # check), so the test decides when the wait ends.
+    with in_process_server(tmp_path, STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS=str(3 * WAIT)) as live:
         yield live
 
 
@@ -80,7 +83,9 @@ def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     """Writers give up after half a second. Shared by the module's tests that lock the
     database only for the block they check and write only rows of their own (their own
     account, key and session); the lock is always released when the block ends."""
-    with running_server(tmp_path_factory.mktemp("busy"), STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="0.5") as live:
+    with in_process_server(
+        tmp_path_factory.mktemp("busy"), STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS="0.5"
+    ) as live:
         yield live
 
 

@@ -1,6 +1,6 @@
 """Attack pass: a 2026-07-28 input round's retry (its sealed requestState and answers)
 replayed after the task it became has ended (the state is sealed for a time, not for one
-use). Against a real `steamharness serve` and the conformance fixture project.
+use). Against the real app (in this process) and the conformance fixture project.
 
 Each hole it found is fixed; its test now checks the fix."""
 
@@ -11,16 +11,21 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, Rpc, _run_id
+from tests.support import in_process_server
 
 REPLAYS = 5
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("attack-pass-replay")) as live:
+    with in_process_server(tmp_path_factory.mktemp("attack-pass-replay")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
+        # Its worker pool up (as `serve` starts it ahead): a first call asks its question
+        # within the seconds a call takes to become a task (task_after_seconds).
+        rpc = Rpc(live, live.create_key("warm-up"))
+        assert rpc.result(rpc.call("test_simple_text"))["content"], "the worker pool did not start"
         yield live
 
 
