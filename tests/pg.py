@@ -21,10 +21,12 @@ import itertools
 import json
 import os
 import pwd
+import queue
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -299,16 +301,79 @@ def fresh_name() -> str:
     return f"t_{worker}_{os.getpid()}_{next(_names)}"
 
 
+class _Supply:
+    """Copies of the template made, and used ones dropped, in a thread of this test process
+    while its tests run: a copy and a drop cost about a second together on a busy machine,
+    most of it PostgreSQL writing files, which need not hold up the next test.
+
+    One copy is kept ready; `take` hands it out (waiting for it, bounded) and orders the
+    next, `give_back` orders a drop. Every database is still used by one test only, and is
+    the template's copy as `CREATE DATABASE … TEMPLATE` made it. A copy or a drop that
+    failed in the thread is raised by the next `take`. What is left when the process ends
+    (the ready copy, drops not yet done) goes with the cluster at the end of the run."""
+
+    def __init__(self, cluster: PgCluster) -> None:
+        self.cluster = cluster
+        self.jobs: queue.Queue[tuple[str, str]] = queue.Queue()
+        self.ready: queue.Queue[str | BaseException] = queue.Queue()
+        self.thread = threading.Thread(target=self._work, name="pg-supply", daemon=True)
+        self.thread.start()
+        self._order()
+
+    def _order(self) -> None:
+        self.jobs.put(("create", fresh_name()))
+
+    def _work(self) -> None:
+        while True:
+            job, name = self.jobs.get()
+            try:
+                if job == "create":
+                    self.cluster.create_database(name, template=TEMPLATE)
+                    self.ready.put(name)
+                else:
+                    self.cluster.drop_database(name)
+            except BaseException as exc:  # handed to the test that takes the next copy
+                self.ready.put(exc)
+
+    def take(self) -> str:
+        got = self.ready.get(timeout=2 * START_TIMEOUT)  # a hang guard
+        if isinstance(got, BaseException):
+            raise got
+        self._order()
+        return got
+
+    def give_back(self, name: str) -> None:
+        self.jobs.put(("drop", name))
+
+
+_supplies: dict[int, _Supply] = {}
+
+
+def _supply(cluster: PgCluster) -> _Supply:
+    if cluster.port not in _supplies:
+        _supplies[cluster.port] = _Supply(cluster)
+    return _supplies[cluster.port]
+
+
 @contextlib.contextmanager
 def fresh_database(cluster: PgCluster, *, empty: bool = False) -> Iterator[str]:
     """A new database holding the tables (none when `empty`), for one test; dropped
-    afterwards (with any connection still open to it)."""
-    name = fresh_name()
-    cluster.create_database(name, template=None if empty else TEMPLATE)
+    afterwards (with any connection still open to it). The template's copies come from
+    `_Supply`, made ahead and dropped behind the tests."""
+    if empty:
+        name = fresh_name()
+        cluster.create_database(name)
+        try:
+            yield cluster.url(name)
+        finally:
+            cluster.drop_database(name)
+        return
+    supply = _supply(cluster)
+    name = supply.take()
     try:
         yield cluster.url(name)
     finally:
-        cluster.drop_database(name)
+        supply.give_back(name)
 
 
 # ------------------------------------------------------------ SQLite, and PostgreSQL where it can differ
