@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_capabilities_required import FIXTURE, FIXTURE_DIR, TOOL, Session, modern_call, runs_of
+from tests.support import in_process_server
 from webui.errors import ProjectError
 from webui.workflows.project import load_project
 
@@ -26,7 +27,7 @@ CAPS = "io.modelcontextprotocol/clientCapabilities"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("capattacks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("capattacks")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

@@ -1,6 +1,6 @@
 """A hostile sampling prompt, model reply and roots on the run's timeline (webui/runs/questions.py,
 webui/interactions/client_requests.py `asked_entry`/`answered_entry`, templates/runs/detail.html),
-against a real `steamharness serve`: the workflow's prompt and the client's reply, model name,
+against the real app (in this process): the workflow's prompt and the client's reply, model name,
 stop reason and roots carry markup, htmx attributes, control characters and hundreds of
 thousands of characters. The run page shows them as text (escaped, never markup), without
 control characters, and bounded; so does GET /api/runs/{id}."""
@@ -22,9 +22,10 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import FileUrl
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_sessions import logged_in
 from tests.helpers import WAIT
+from tests.support import in_process_server
 from webui.interactions.client_requests import ENTRY_MAX_URIS, ENTRY_NAME_CHARS, ENTRY_TEXT_CHARS
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +76,7 @@ def write_project(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("client-request-attacks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("client-request-attacks")) as live:
         live.add_project(write_project(live.projects / "hostile"), PROJECT)
         live.add_user(OWNER[0], password=OWNER[1])
         live.grant(OWNER[0], [PROJECT])

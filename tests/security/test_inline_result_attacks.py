@@ -12,16 +12,17 @@ import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_client_requests import _call, _row
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR
+from tests.support import in_process_server
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("inline-results")) as live:
+    with in_process_server(tmp_path_factory.mktemp("inline-results")) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         yield live
 

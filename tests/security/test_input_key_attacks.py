@@ -18,8 +18,9 @@ from typing import Any, cast
 
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import FIXTURE, FIXTURE_DIR, Rpc
+from tests.support import in_process_server
 from webui.mcp.questions import keyed
 from webui.store.models import Interaction
 
@@ -84,7 +85,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("input-key-attacks")
-    with running_server(base) as live:
+    with in_process_server(base) as live:
         live.add_project(FIXTURE_DIR, FIXTURE)
         live.add_project(_project(base / "hostile"), HOSTILE)
         yield live

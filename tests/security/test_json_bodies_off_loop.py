@@ -1,7 +1,7 @@
 """Large JSON bodies never freeze the server (issue 36, defect 7): the largest MCP request and
 knowledge body the caps allow, shaped to be as costly as JSON can be (millions of empty
 arrays, which the reader used to walk in Python on the event loop: seconds per MiB), while
-`/healthz` and an authenticated MCP ping keep answering. A real `steamharness serve` on
+`/healthz` and an authenticated MCP ping keep answering. The real HTTP app (in this process) on
 loopback; each probe bounded by a generous timeout, a hang guard, not a speed check.
 
 The MCP endpoint has a body cap of its own (STEAMHARNESS_MAX_MCP_BODY_BYTES): a body over it
@@ -20,9 +20,10 @@ import pytest
 from pydantic import SecretStr
 
 from tests import prepared
-from tests.e2e.server import HELLO, LiveServer, raw_request, running_server
+from tests.e2e.server import HELLO, LiveServer, raw_request
 from tests.e2e.test_http_mcp import headers, open_session, sse_json
 from tests.helpers import WAIT
+from tests.support import in_process_server
 from tests.web.conftest import running
 from webui import strict_json
 from webui.knowledge.model import MAX_JSON_CONTAINERS
@@ -40,7 +41,7 @@ PROBE_TIMEOUT = 5.0  # a hang guard: the old reader held the loop for tens of se
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     env = {"STEAMHARNESS_MAX_BODY_BYTES": str(MCP_CAP), "STEAMHARNESS_MAX_MCP_BODY_BYTES": str(MCP_CAP)}
-    with running_server(tmp_path_factory.mktemp("json-bodies"), **env) as live:
+    with in_process_server(tmp_path_factory.mktemp("json-bodies"), **env) as live:
         yield live
     assert "Traceback" not in live.log()
 

@@ -1,6 +1,6 @@
 """The MCP endpoint parses JSON-RPC as strictly as the JSON API, in both protocol eras
 (2025-11-25: an opening POST and a POST in a session; 2026-07-28: stateless), with raw HTTP
-against a real `steamharness serve`: duplicate keys, NaN and deep nesting are -32700, an
+against the real app (in this process): duplicate keys, NaN and deep nesting are -32700, an
 object (or any non-string, non-integer) id and a batch are -32600, each in plain words,
 without pydantic's internals; real SDK clients of both eras still work."""
 
@@ -12,8 +12,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import HELLO, LiveServer
 from tests.e2e.test_http_mcp import init_body, sdk_client, sse_json
+from tests.support import in_process_server
 from webui.mcp.envelope import check_body
 
 WAIT = 30.0
@@ -64,7 +65,7 @@ INVALID = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("jsonrpc-strict")) as live:
+    with in_process_server(tmp_path_factory.mktemp("jsonrpc-strict")) as live:
         yield live
     log = live.log()
     assert "Traceback" not in log and "RecursionError" not in log

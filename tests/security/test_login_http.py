@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.server import LiveServer, free_port, running_server
+from tests.e2e.server import LiveServer, free_port
 from tests.e2e.test_login import cli, login, one_error
+from tests.support import in_process_server
 from webui.auth.saved import plain_http_refusal, save_auth, saved_auth_env
 from webui.errors import ConfigError
 
@@ -20,7 +21,7 @@ REFUSED = "plain http:// to another machine"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("login-http")) as live:
+    with in_process_server(tmp_path_factory.mktemp("login-http")) as live:
         yield live
 
 

@@ -1,4 +1,4 @@
-"""Hostile log lines and log levels (webui/mcp/logs.py) against a real `steamharness serve`:
+"""Hostile log lines and log levels (webui/mcp/logs.py) against the real app (in this process):
 a handler flooding lines sends at most the cap and one note, a huge line is cut, control
 characters never reach the client, one session's level is its own (another session, of the
 same key or another account, gets nothing it did not ask for), a bad level is -32602 and
@@ -14,9 +14,10 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_http_mcp import ACCEPT, TIMEOUT, headers, open_session
 from tests.e2e.test_mcp_logging import LOGS_PROJECT, Seen, call, client, logs_project, set_level
+from tests.support import in_process_server
 from webui.mcp.logs import MAX_MESSAGES_PER_CALL, MESSAGE_LIMIT
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +27,7 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u20
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("mcp-logging-attacks")) as live:
+    with in_process_server(tmp_path_factory.mktemp("mcp-logging-attacks")) as live:
         live.add_project(logs_project(live.projects / "logs"), LOGS_PROJECT)
         yield live
 

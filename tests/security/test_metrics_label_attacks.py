@@ -29,9 +29,10 @@ from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import Rpc
 from tests.helpers import WAIT
+from tests.support import in_process_server
 from webui.observability.metrics import DRAFT
 
 PROJECT = "5d0c3e8a-7b51-4c52-9d7e-0b6f4a1e2c93"  # fixed: it names parametrized tests (xdist)
@@ -68,7 +69,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("obs-attack-metrics")
-    with running_server(
+    with in_process_server(
         base,
         STEAMHARNESS_METRICS_TOKEN=TOKEN,
         STEAMHARNESS_BEARER_FAILURES_PER_ADDRESS="1000",

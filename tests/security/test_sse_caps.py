@@ -1,6 +1,6 @@
 """One account cannot hold more live inbox streams than its cap.
 
-Against a real `steamharness serve` with STEAMHARNESS_MAX_SSE_STREAMS_PER_ACCOUNT=2: ann
+Against the real app (in this process) with STEAMHARNESS_MAX_SSE_STREAMS_PER_ACCOUNT=2: ann
 opens two streams, the third is refused at once with 429 and a message saying why (a
 complete response, no stream held); bo, another account, still opens his; when one of
 ann's tabs closes, the server gives its slot back and her next stream opens."""
@@ -14,8 +14,9 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_conversation_sse import login, sse_events
+from tests.support import in_process_server
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,7 @@ SSE = {"Accept": "text/event-stream"}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     env = {"STEAMHARNESS_MAX_SSE_STREAMS_PER_ACCOUNT": str(CAP)}
-    with running_server(tmp_path_factory.mktemp("sse-caps"), **env) as live:
+    with in_process_server(tmp_path_factory.mktemp("sse-caps"), **env) as live:
         for name in ("ann", "bo"):
             live.add_user(name, password=f"{name}-stream-password")
         yield live
