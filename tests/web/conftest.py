@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx2
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlmodel import Session, col, select
 
@@ -124,13 +126,69 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
         yield shared
 
 
+@dataclass
+class AppSlot:
+    """The module's app object for the tests that need a store of their own (see `web`):
+    the same `create_app(settings)`, started on a fresh copy of the prepared data dir for
+    each test. `app` is None while a test holds it, or once a test left its edge state used."""
+
+    settings: Settings
+    app: FastAPI | None = None
+    busy: bool = False  # a test holds it (its data dir): two at once would share one store
+
+
+def edge_untouched(app: FastAPI) -> bool:
+    """Whether the in-memory state `create_app` built outside the lifespan is as new: no
+    authentication failure counted by the throttle, no refusal tracked for the audit. (The
+    rest it built holds no state of a request: routes, templates, middleware, renderer.)"""
+    state = app_state(app)
+    throttle = state.auth_throttle
+    counters = (throttle.login_account, throttle.login_address, throttle.bearer_address)
+    tracked = state.refusals._keys  # pyright: ignore[reportPrivateUsage]  # no public view
+    return not any(len(counter) for counter in counters) and not tracked
+
+
+@pytest.fixture(scope="module")
+def own_app(tmp_path_factory: pytest.TempPathFactory) -> AppSlot:
+    return AppSlot(Settings(data_dir=tmp_path_factory.mktemp("own") / "data"))
+
+
+@contextlib.contextmanager
+def restarted(slot: AppSlot, setup: Callable[[Settings], object] | None = None) -> Iterator[Web]:
+    """The slot's app, started for the block on a fresh copy of the prepared data dir (the
+    previous test's removed first; then `setup(settings)`: the test's own rows, written
+    before the start), behind a new TestClient (an empty cookie jar). The app object is built
+    once and kept while tests leave its edge state untouched (`edge_untouched`); a test that
+    failed, or counted a failure or a refusal, has the next one build a new app."""
+    assert not slot.busy, "a test holds its module's app (`web` and a fixture of `restarted` at once)"
+    data_dir = slot.settings.data_dir
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    prepared.copy_prepared("web", data_dir)
+    if setup is not None:
+        setup(slot.settings)
+    app, slot.app, slot.busy = slot.app or create_app(slot.settings), None, True
+    try:
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            yield Web(client, slot.settings)
+            keep = edge_untouched(app)
+        if keep:
+            slot.app = app
+    finally:
+        slot.busy = False
+
+
 @pytest.fixture
-def web(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Web]:
-    """The app a page test runs on: its own (a copy of the prepared data dir, started and
-    stopped around the test), or, for a test marked `shares_app`, its module's `site` with an
-    empty cookie jar (logged out) before and after the test."""
+def web(request: pytest.FixtureRequest) -> Iterator[Web]:
+    """The app a page test runs on: for a test marked `shares_app`, its module's `site` with an
+    empty cookie jar (logged out) before and after the test; else a store of its own — a fresh
+    copy of the prepared data dir and a fresh lifespan (services, keys, worker pool, host,
+    sessions) around the test, and a new client. The app object itself (its routes, whose
+    dependencies FastAPI builds at an app's first requests — most of a new app's cost —
+    templates and middleware) is the module's (`own_app`, `restarted`): it holds nothing of a
+    request but the edge's throttle and refusal counters, and is built anew when a test used those."""
     if request.node.get_closest_marker("shares_app") is None:
-        with running(prepare(tmp_path / "data")) as own:
+        with restarted(request.getfixturevalue("own_app")) as own:
             yield own
         return
     shared: Web = request.getfixturevalue("site")

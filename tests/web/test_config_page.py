@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests import prepared
 from tests.configs.project import FIELDS, SETTINGS_PROJECT, write_settings_project
@@ -20,18 +19,19 @@ from tests.web.conftest import (
     HELLO,
     INTERACTIVE,
     USER,
+    AppSlot,
     Web,
     audit,
     details,
-    prepare,
     rendered,
+    restarted,
     services,
 )
 from webui.admin import grant_projects
-from webui.app import create_app
 from webui.configs.model import ConfigPlace, Who
 from webui.configs.places import account_place
 from webui.projects.registry import ProjectRegistry
+from webui.settings import Settings
 from webui.store.db import make_engine
 from webui.web.state import app_state
 
@@ -42,18 +42,20 @@ OTHER = ("bea", "user-password-2")
 
 
 @pytest.fixture
-def cweb(tmp_path: Path) -> Iterator[tuple[Web, Path]]:
-    settings = prepare(tmp_path / "data")
+def cweb(tmp_path: Path, own_app: AppSlot) -> Iterator[tuple[Web, Path]]:
     folder = write_settings_project(tmp_path / "settings")
-    engine = make_engine(settings.resolved_database_url)
-    registry = ProjectRegistry(engine, settings.versions_dir)
-    registry.register(folder)
-    grant_projects(engine, user=USER[0], projects=[SETTINGS_PROJECT], registry=registry)
-    prepared.add_user(engine, *OTHER, admin=False)
-    grant_projects(engine, user=OTHER[0], projects=[HELLO, INTERACTIVE], registry=registry)
-    engine.dispose()
-    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
-        yield Web(client, settings), folder
+
+    def setup(settings: Settings) -> None:
+        engine = make_engine(settings.resolved_database_url)
+        registry = ProjectRegistry(engine, settings.versions_dir)
+        registry.register(folder)
+        grant_projects(engine, user=USER[0], projects=[SETTINGS_PROJECT], registry=registry)
+        prepared.add_user(engine, *OTHER, admin=False)
+        grant_projects(engine, user=OTHER[0], projects=[HELLO, INTERACTIVE], registry=registry)
+        engine.dispose()
+
+    with restarted(own_app, setup) as web:
+        yield web, folder
 
 
 def place_of(web: Web, name: str) -> ConfigPlace:

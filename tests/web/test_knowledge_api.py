@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 from pydantic import SecretStr
 
-from tests import prepared
 from tests.knowledge.files import docx, pdf
-from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, Web, audit, engine, running
+from tests.web.conftest import ADMIN, HELLO, INTERACTIVE, LEDGER, USER, AppSlot, Web, audit, engine, restarted
 from webui.admin import create_key
 from webui.settings import Settings
 from webui.web.state import app_state
@@ -26,11 +24,17 @@ ADMIN_KEY = secrets.token_urlsafe(32)
 BASE = f"/api/workflows/{HELLO}/knowledge"
 
 
+@pytest.fixture(scope="module")
+def kb_app(tmp_path_factory: pytest.TempPathFactory) -> AppSlot:
+    data = tmp_path_factory.mktemp("kb") / "data"
+    return AppSlot(Settings(data_dir=data, server_admin_key=SecretStr(ADMIN_KEY)))
+
+
 @pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Web]:
-    """The page tests' app (an admin, `ann` granted hello and interactive) with a server admin key."""
-    data = prepared.copy_prepared("web", tmp_path / "data")
-    with running(Settings(data_dir=data, server_admin_key=SecretStr(ADMIN_KEY))) as web:
+def kb(kb_app: AppSlot) -> Iterator[Web]:
+    """The page tests' app (an admin, `ann` granted hello and interactive) with a server admin
+    key, on a store of the test's own (`restarted`)."""
+    with restarted(kb_app) as web:
         yield web
 
 

@@ -13,13 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests.conftest import EXAMPLES
-from tests.web.conftest import ADMIN, HELLO, LEDGER, USER, Web, audit, prepare, rendered, services
+from tests.web.conftest import (
+    ADMIN,
+    HELLO,
+    LEDGER,
+    USER,
+    AppSlot,
+    Web,
+    audit,
+    rendered,
+    restarted,
+    services,
+)
 from webui.admin import grant_projects
-from webui.app import create_app
 from webui.projects.registry import ProjectRegistry
+from webui.settings import Settings
 from webui.store import projects as project_store
 from webui.store import runs as run_store
 from webui.store.db import make_engine
@@ -37,20 +47,22 @@ def write_package(folder: Path, change: Any) -> None:
 
 
 @pytest.fixture
-def pweb(tmp_path: Path) -> Iterator[tuple[Web, Path]]:
+def pweb(tmp_path: Path, own_app: AppSlot) -> Iterator[tuple[Web, Path]]:
     """The web app with a copy of hello (its own id) registered, 1.0.0 published, ann granted."""
-    settings = prepare(tmp_path / "data")
     folder = tmp_path / "greeter"
     shutil.copytree(EXAMPLES / "hello", folder, ignore=shutil.ignore_patterns("__pycache__"))
     write_package(folder, lambda d: d.update(id=COPY, name="greeter"))
-    engine = make_engine(settings.resolved_database_url)
-    registry = ProjectRegistry(engine, settings.versions_dir)
-    registry.register(folder)
-    registry.publish(COPY, "1.0.0")
-    grant_projects(engine, user=USER[0], projects=[COPY], registry=registry)
-    engine.dispose()
-    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
-        yield Web(client, settings), folder
+
+    def setup(settings: Settings) -> None:
+        engine = make_engine(settings.resolved_database_url)
+        registry = ProjectRegistry(engine, settings.versions_dir)
+        registry.register(folder)
+        registry.publish(COPY, "1.0.0")
+        grant_projects(engine, user=USER[0], projects=[COPY], registry=registry)
+        engine.dispose()
+
+    with restarted(own_app, setup) as web:
+        yield web, folder
 
 
 def add_required_param(folder: Path) -> None:
