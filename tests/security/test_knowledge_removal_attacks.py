@@ -26,6 +26,8 @@ PROBE = 30.0  # a hang guard for each call
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     env = {"STEAMHARNESS_DB_BUSY_TIMEOUT_SECONDS": BUSY_TIMEOUT}
+    # A live server: its 1 s busy timeout is measured against the server's interpreter alone
+    # (in this process, on a loaded machine, its pool sampler's writes met it).
     with running_server(tmp_path_factory.mktemp("kb-removal"), **env) as live:
         yield live
 

@@ -61,6 +61,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("obs-attack-logs")
+    # A live server: what is checked is serve's own log, in its JSON format.
     with running_server(base, STEAMHARNESS_LOG_FORMAT="json") as live:
         live.add_project(_project(base / "p"), PROJECT)
         yield live

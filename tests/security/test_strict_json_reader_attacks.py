@@ -48,6 +48,8 @@ def many_members_body() -> bytes:
 
 def test_knowledge_bodies_of_one_huge_object_do_not_freeze_healthz(tmp_path: Path) -> None:
     body = many_members_body()
+    # A live server: what is checked is the parser's hold of the server's interpreter lock,
+    # which in this process the test's own client threads would share.
     with running_server(tmp_path) as server:
         url = f"{server.base_url}{BASE}/documents"
         admin = {"Authorization": f"Bearer {server.admin_key}", "Content-Type": "application/json"}

@@ -74,6 +74,7 @@ def _project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("obs-attack-traced")
+    # A live server: tracing is set up per process from OTEL_* (one global tracer provider).
     with running_server(
         base,
         OTEL_TRACES_EXPORTER="otlp",
