@@ -39,6 +39,7 @@ from tests.security.isolation_project import (
     write_victim,
     write_walker,
 )
+from tests.support import InProcessServer
 from webui.errors import ConfigError
 from webui.runs.isolation import read_paths, zygote_env
 from webui.runs.pool import WorkerPool
@@ -114,7 +115,7 @@ def tmp_tops(paths: list[str]) -> set[str]:
     return {p.split("/")[2] for p in paths if p.startswith("/tmp/")}
 
 
-# ------------------------------------------------------------------ a real server
+# ------------------------------------------------------------------ a real server (in this process)
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +159,7 @@ def live() -> Iterator[LiveServer]:
     try:
         folders = write_neighbours(base)
         admin_key = secrets.token_urlsafe(32)
-        server = LiveServer(
+        server = InProcessServer(
             data_dir=base / "data",
             projects=base / "projects",
             port=free_port(),
@@ -180,10 +181,9 @@ def live() -> Iterator[LiveServer]:
 def probes(live: LiveServer, planted: Path) -> list[str]:
     base = live.projects.parent
     shared = live.settings().resolved_shared_dir
-    assert live.proc is not None
     return [
-        # Through the server's own /proc entry: its root is the host's.
-        f"/proc/{live.proc.pid}/root{live.projects}/gamma/.env",
+        # Through the server's own /proc entry (it runs in this process): its root is the host's.
+        f"/proc/{os.getpid()}/root{live.projects}/gamma/.env",
         str(live.projects / "gamma" / ".env"),
         str(live.projects / "gamma" / "notes.txt"),
         str(live.projects / "gamma"),

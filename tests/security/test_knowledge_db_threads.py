@@ -1,4 +1,4 @@
-"""A reader cannot take every database thread of a real `steamharness serve` on loopback, and
+"""A reader cannot take every database thread of the real app on loopback (in this process), and
 a member cannot make the knowledge page read a large upload it will refuse:
 
 - searches waiting on a slow embeddings endpoint (a small HTTP server of the test that
@@ -29,10 +29,11 @@ from typing import Any, ClassVar
 import httpx2
 import pytest
 
-from tests.e2e.server import HELLO, INTERACTIVE, LEDGER, LiveServer, running_server
+from tests.e2e.server import HELLO, INTERACTIVE, LEDGER, LiveServer
 from tests.e2e.test_mcp_sessions import CSRF_RE
 from tests.helpers import WAIT
 from tests.security.knowledge_server import OPERATOR, greet, large_collection, open_session
+from tests.support import in_process_server
 from webui.audit.log import AuditLog
 from webui.auth.ui import COOKIE_NAME
 from webui.knowledge.service import KnowledgeService
@@ -104,7 +105,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, endpoint: str, spool_dir: P
         "STEAMHARNESS_KNOWLEDGE_MAX_READS_PER_ACCOUNT": str(SEARCHES),
         "TMPDIR": str(spool_dir),
     }
-    with running_server(tmp_path_factory.mktemp("kb-threads"), **env) as live:
+    with in_process_server(tmp_path_factory.mktemp("kb-threads"), **env) as live:
         yield live
     assert "Traceback" not in live.log()
 
@@ -179,7 +180,6 @@ def test_an_export_is_streamed_without_a_spool_in_the_temporary_folder(
     server: LiveServer, spool_dir: Path
 ) -> None:
     body = large_collection(server, INTERACTIVE, "manuals", EXPORT_DOCUMENTS)
-    assert server.proc is not None
     url = f"{server.base_url}/api/workflows/{INTERACTIVE}/knowledge/export"
     admin = {"Authorization": f"Bearer {server.admin_key}"}
     received = bytearray()
@@ -188,7 +188,8 @@ def test_an_export_is_streamed_without_a_spool_in_the_temporary_folder(
         pieces = r.iter_bytes()
         received += next(pieces)
         # The first bytes are here and most of the export is not: nothing of it is on disk.
-        spooled = [path for path in open_files(server.proc.pid) if path.startswith(str(spool_dir))]
+        # The server runs in this process: its open descriptors are this process's.
+        spooled = [path for path in open_files(os.getpid()) if path.startswith(str(spool_dir))]
         assert spooled == [], spooled
         for piece in pieces:
             received += piece

@@ -24,11 +24,12 @@ import httpx2
 import pytest
 
 from tests.cli_runner import run_cli
-from tests.e2e.server import HELLO, LiveServer, running_server
+from tests.e2e.server import HELLO, LiveServer
 from tests.e2e.test_http_mcp import headers, open_session, sse_json
 from tests.helpers import WAIT
 from tests.knowledge.files import form_bomb_pdf, pdf
 from tests.knowledge.test_cli import clean_env, refused, write_project
+from tests.support import in_process_server
 from webui.blocking import run_db
 from webui.errors import KnowledgeRefused, TooManyExtractions
 from webui.knowledge.reader import FileReader, FileText, ReadLimits
@@ -141,7 +142,7 @@ def test_the_cli_reads_the_file_in_the_same_bounded_child(tmp_path: Path) -> Non
     assert listed.returncode == 0 and "bomb" not in listed.stdout, listed
 
 
-# ------------------------------------------------------------------ a live server
+# ------------------------------------------------------------------ a real server (in this process)
 
 
 def wait_until(check: Callable[[], object], bound: float = WAIT) -> None:
@@ -174,7 +175,7 @@ def extracting(server_pid: int) -> list[int]:
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[LiveServer]:
-    with running_server(
+    with in_process_server(
         tmp_path,
         STEAMHARNESS_KNOWLEDGE_EXTRACT_SECONDS=str(SECONDS),
         STEAMHARNESS_KNOWLEDGE_EXTRACT_WAIT_SECONDS="0",  # past the cap: refused at once
@@ -218,12 +219,11 @@ def test_thirteen_form_bombs_by_one_key_hold_nothing_of_another_account(live: Li
     alice = live.create_key("alice")
     sid = open_session(live, alice)
     assert echo(live, alice, sid, "before") == {"text": "before"}  # its worker pool is up
-    assert live.proc is not None
     bomb = form_bomb_pdf()
     with concurrent.futures.ThreadPoolExecutor(max_workers=UPLOADS) as pool:
         attack = [pool.submit(upload, live, mallory, f"bomb{n}.pdf", bomb) for n in range(UPLOADS)]
         # While mallory's files are being read (their children are there to see):
-        wait_until(lambda: extracting(live.proc.pid), bound=CALL)  # type: ignore[union-attr]
+        wait_until(lambda: extracting(os.getpid()), bound=CALL)  # the server runs in this process
         for _ in range(5):
             health = httpx2.get(f"{live.base_url}/healthz", timeout=PROBE)
             assert health.status_code == 200 and health.json()["status"] == "ok"
@@ -242,4 +242,4 @@ def test_thirteen_form_bombs_by_one_key_hold_nothing_of_another_account(live: Li
     for r in over:
         assert r.json()["error"]["code"] == "too_many_extractions" and r.headers["retry-after"].isdigit()
     assert documents(live, bob) == ["owls.pdf"]  # nothing of the bombs was stored
-    wait_until(lambda: not extracting(live.proc.pid), bound=CALL)  # type: ignore[union-attr]
+    wait_until(lambda: not extracting(os.getpid()), bound=CALL)

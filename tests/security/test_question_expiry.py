@@ -1,5 +1,5 @@
 """A question nobody answers expires after `STEAMHARNESS_QUESTION_TIMEOUT_SECONDS`, against
-a real `steamharness serve`: the interaction is closed as expired (its expiry is in the
+the real app (in this process): the interaction is closed as expired (its expiry is in the
 row), its run fails with `question_expired`, the audit says both, the worker's waiting place
 is free again, and an answer that comes too late gets a clear refusal."""
 
@@ -13,8 +13,9 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.server import INTERACTIVE, LiveServer, running_server
+from tests.e2e.server import INTERACTIVE, LiveServer
 from tests.e2e.test_http_mcp import payload, sdk_client
+from tests.support import in_process_server
 
 # On PostgreSQL the expiry is one conditional update racing other replicas' answers:
 # both dialects (tests/pg.py).
@@ -26,7 +27,7 @@ BOUND = 120
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
-    with running_server(
+    with in_process_server(
         tmp_path_factory.mktemp("expiry"),
         server_database_url,
         STEAMHARNESS_QUESTION_TIMEOUT_SECONDS=str(QUESTION_TIMEOUT),

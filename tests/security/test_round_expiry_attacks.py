@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.server import LiveServer, running_server
+from tests.e2e.server import LiveServer
 from tests.e2e.test_mcp_tasks import Rpc
+from tests.support import in_process_server
 
 PROJECT = str(uuid.uuid4())
 TIMEOUT = 4
@@ -47,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         ],
     }
     (root / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
-    with running_server(
+    with in_process_server(
         base,
         STEAMHARNESS_QUESTION_TIMEOUT_SECONDS=str(TIMEOUT),
         STEAMHARNESS_MAX_CONCURRENT_RUNS="1",
