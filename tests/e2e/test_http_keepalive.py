@@ -21,6 +21,7 @@ from tests.e2e.server import TORTURE, LiveServer, running_server
 from tests.e2e.test_http_mcp import TIMEOUT, payload, sdk_client
 from tests.helpers import strictly_increasing
 from tests.node_client import call, finish_client_script, start_client_script, tool_payload
+from tests.support.inprocess import in_process_server
 
 CLIENT_TIMEOUT_MS = 5000
 PERSON_THINKS_SECONDS = 20  # four of the client's request time-outs
@@ -186,7 +187,8 @@ async def test_a_long_step_over_http_is_kept_alive_in_both_eras(server: LiveServ
 @pytest.mark.anyio
 async def test_behind_a_load_balancer_the_hint_names_the_public_url(tmp_path: Path) -> None:
     public = "https://mcp.example.com"
-    with running_server(tmp_path, STEAMHARNESS_PUBLIC_URL=f"{public}/") as live:
+    # The hint's text only: the app in this process (the module's live server is the transport pass).
+    with in_process_server(tmp_path, STEAMHARNESS_PUBLIC_URL=f"{public}/") as live:
         key = live.create_key("lena")
         async with sdk_client(live.mcp_url(TORTURE), key, "legacy") as client:
             result = await client.call_tool("ask_once", {})

@@ -1,5 +1,6 @@
-"""`steamharness login` / `logout` as real CLI processes against a real server, and what a
-saved login gives the handlers of `steamharness mcp`."""
+"""`steamharness login` / `logout` as real CLI processes against the real app on loopback (in
+this process, tests/support/inprocess.py), and what a saved login gives the handlers of
+`steamharness mcp`."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import pytest
 
 from tests import processes
 from tests.conftest import FIXTURES
-from tests.e2e.server import STEAMHARNESS, LiveServer, free_port, running_server
+from tests.e2e.server import STEAMHARNESS, LiveServer, free_port
 from tests.helpers import WAIT
 from tests.mcp.test_stdio_protocol import connect, payload
+from tests.support.inprocess import in_process_server
 
 TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 SERVER_CLIENT = FIXTURES / "server_client"
@@ -25,7 +27,8 @@ SERVER_CLIENT = FIXTURES / "server_client"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("login"), server_database_url) as live:
+    # The commands are the subject (real processes); the app in this process answers them.
+    with in_process_server(tmp_path_factory.mktemp("login"), server_database_url) as live:
         yield live
 
 

