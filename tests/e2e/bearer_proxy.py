@@ -63,6 +63,9 @@ class Forwarded:
     protocol_version: str | None
     status: int | None
     client_left: bool = False
+    # When the proxy had the whole request (wall clock, as the suite's result directory names):
+    # a batch of scenarios in one suite process is told apart by when each ran.
+    at: float = field(default_factory=time.time)
 
 
 @dataclass
