@@ -35,7 +35,10 @@ WAITING_PER_ACCOUNT = 3
 WAITING_IN_ALL = 5
 QUEUED = 3
 THREADS = 10
-CHILDREN_PER_THREAD = 10
+# Each thread starts its children one after the other: the first wave of 30 (3 parents x 10
+# threads against 2 slots) is what would deadlock, the later ones that a finished child's
+# slot comes back; a few per thread show both (every child run costs a worker).
+CHILDREN_PER_THREAD = 3
 PARENTS = MAX_RUNNING + 1
 # Far below the stall this attacks (the 3600 s default time limit), far above a fair wait.
 PROMPT = 60

@@ -20,9 +20,17 @@ from webui.workflows.project import Project, load_project
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def svc(tmp_path: Path) -> AsyncIterator[Services]:
-    async with open_services(Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)) as services:
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Module-wide, so the run service below serves every test of the module on one loop."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def svc(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Services]:
+    """One run service and worker pool for the module (each test's runs are its own)."""
+    data_dir = tmp_path_factory.mktemp("worker-frames") / "data"
+    async with open_services(Settings(data_dir=data_dir, kill_grace_seconds=0.5)) as services:
         yield services
 
 

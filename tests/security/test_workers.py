@@ -50,9 +50,18 @@ TIMEOUT = WAIT  # a bound, not a speed check (tests/helpers.py)
 # ------------------------------------------------------------------------------ in-process
 
 
-@pytest.fixture
-async def svc(tmp_path: Path) -> AsyncIterator[Services]:
-    async with open_services(Settings(data_dir=tmp_path / "data", kill_grace_seconds=0.5)) as services:
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Module-wide, so the run service below serves every test of the module on one loop."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def svc(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Services]:
+    """One run service and worker pool for the module's in-process tests (opening them costs
+    seconds on a loaded machine): each test starts runs of its own and asserts on those."""
+    data_dir = tmp_path_factory.mktemp("workers") / "data"
+    async with open_services(Settings(data_dir=data_dir, kill_grace_seconds=0.5)) as services:
         yield services
 
 
