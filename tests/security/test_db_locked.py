@@ -31,7 +31,8 @@ from tests.security.test_shutdown import exited, sigterm
 from webui.runs.outcomes import PENDING_FILE
 from webui.runs.types import WRITE_ATTEMPTS
 
-pytestmark = pytest.mark.anyio
+# Locked on both dialects, one server per dialect for the module (tests/pg.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.dialects]
 
 HERE = Path(__file__).resolve().parent
 OUTCOMES = "4d7e2a10-6b3c-4f85-9e21-c0a8b7d6e5f4"
@@ -158,13 +159,23 @@ async def finish_while_locked(live: LiveServer, tmp_path: Path) -> tuple[Lock, s
     return lock, body["runId"], body
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
-    url: str | None = None
-    if request.param == "postgresql":
-        url = request.getfixturevalue("postgresql_url")
-    with outcomes_server(tmp_path, url, STEAMHARNESS_PENDING_RECORDS_DRAIN_SECONDS="0.5").running() as server:
-        yield server
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, server_database_url: str | None) -> Iterator[LiveServer]:
+    """One server per dialect for the module (each test's runs are its own)."""
+    tmp_path = tmp_path_factory.mktemp("db-locked")
+    with outcomes_server(
+        tmp_path, server_database_url, STEAMHARNESS_PENDING_RECORDS_DRAIN_SECONDS="0.5"
+    ).running() as live:
+        yield live
+
+
+@pytest.fixture
+def live(server: LiveServer) -> LiveServer:
+    """The module's server, running: a test that stopped it and failed before starting it
+    again leaves it stopped, and the next test starts it."""
+    if server.proc is None:
+        server.start()
+    return server
 
 
 async def test_a_run_finishing_under_a_long_lock_gives_its_real_result_and_is_recorded_once_released(
