@@ -258,7 +258,8 @@ class EraRun:
         checks_file = result / "checks.json"
         assert checks_file.is_file(), f"{scenario} at {self.era} wrote no checks.json in {result}\n{report}"
         checks: list[dict[str, Any]] = json.loads(checks_file.read_text())
-        assert [c for c in checks if c["status"] in ("FAILURE", "WARNING")] == [], report
+        failed = [c for c in checks if c["status"] in ("FAILURE", "WARNING")]
+        assert failed == [], f"{scenario} at {self.era}: {json.dumps(failed, indent=1)[:6000]}\n{report}"
         start, end = _started(result).timestamp(), checks_file.stat().st_mtime
         forwarded = [f for f in self.forwarded if start <= f.at <= end]
         return Outcome(checks=checks, forwarded=forwarded)
