@@ -16,6 +16,11 @@ without `--spec-version` (the suite runs them at 2026-07-28). A scenario passes 
 checks.json holds no FAILURE and no WARNING and at least one SUCCESS (and, run alone, when
 the CLI exits 0); one missing from its era's run fails, by name.
 
+A few checks of the suite read a response stream for a fixed half second and fail when no
+frame came in that window (`WINDOW_ONLY`): on a loaded machine a call that forks its
+worker can miss it. A scenario whose only failures are those is run once more, alone; any
+other failure, or the same one twice, fails the test.
+
 `SCENARIOS` is the release's list (a test checks it against `conformance list`, so a new
 release's scenarios cannot be missed); `EXCLUDED` are the scenarios this server does not
 take, each with its reason (docs/reference/conformance.md). The suite is pinned to
@@ -164,6 +169,17 @@ EXCLUDED: dict[str, str] = {
 PENDING: dict[str, str] = {}
 # The suite itself skips it: it says it needs subscriptions/listen (SEP-2575), and sends nothing.
 SKIPPED_BY_THE_SUITE = {"tasks-status-notifications"}
+# What a check of the suite says when its fixed read window (500–600 ms, not --timeout)
+# closed before the server's first frame: a time bound of the suite's, not a wrong answer.
+WINDOW_ONLY = (
+    "Failed to receive progressive stream chunk execution frames",
+    "Logging target endpoint context dropped or failed to yield frame structures",
+)
+
+
+def window_only(failed: list[dict[str, Any]]) -> bool:
+    """Every failed check failed only because its read window closed before any frame."""
+    return bool(failed) and all(any(text in json.dumps(c) for text in WINDOW_ONLY) for c in failed)
 
 
 # The eras in the order of their timeline, the extension scenarios last.
@@ -264,6 +280,14 @@ class EraRun:
         forwarded = [f for f in self.forwarded if start <= f.at <= end]
         return Outcome(checks=checks, forwarded=forwarded)
 
+    def failed(self, scenario: str) -> list[dict[str, Any]]:
+        """The scenario's failed checks ([] when it did not run: `outcome` says so)."""
+        checks_file = next(iter(self.results.get(scenario, [])), Path("/nonexistent")) / "checks.json"
+        if not checks_file.is_file():
+            return []
+        checks: list[dict[str, Any]] = json.loads(checks_file.read_text())
+        return [c for c in checks if c["status"] in ("FAILURE", "WARNING")]
+
     def report(self, scenario: str) -> str:
         """The suite's output for this scenario (its section of the run's stdout) and the server's log."""
         sections = re.split(r"^=== Running scenario: ", ANSI.sub("", self.stdout), flags=re.M)
@@ -296,7 +320,10 @@ class EraRuns:
     def outcome(self, scenario: str, era: str) -> Outcome:
         if era not in self.runs:
             self.runs[era] = self.run(era)
-        return self.runs[era].outcome(scenario)
+        run = self.runs[era]
+        if window_only(run.failed(scenario)):  # once more, alone (see the module's docstring)
+            return run_scenario(self.node, self.target, scenario, self.out_root / f"again-{scenario}", era)
+        return run.outcome(scenario)
 
     def run(self, era: str) -> EraRun:
         # Every scenario the release declares at this era runs (those EXCLUDED too, unread).
@@ -542,3 +569,11 @@ def test_bearer_proxy_closes_the_upstream_stream_when_its_client_leaves():
             assert next(line for line in response.iter_lines() if line) == "data: open"
 
         assert upstream.client_left.wait(HOLD_TIMEOUT), "the upstream stream outlived the proxy's client"
+
+
+def test_only_a_closed_read_window_earns_a_scenario_a_second_run():
+    window = {"id": "a", "status": "FAILURE", "errorMessage": WINDOW_ONLY[0]}
+    logging = {"id": "b", "status": "FAILURE", "errorMessage": WINDOW_ONLY[1]}
+    wrong = {"id": "c", "status": "FAILURE", "errorMessage": "Server emitted an independent request"}
+    assert window_only([window, logging])
+    assert not window_only([window, wrong]) and not window_only([wrong]) and not window_only([])
