@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import shutil
@@ -38,24 +39,82 @@ DEFAULT_TIMEOUT_MS = 15_000
 expect.set_options(timeout=DEFAULT_TIMEOUT_MS)
 
 
-# Module scope, not session: Playwright's sync API keeps an event loop running in this
-# thread while it is open, which would break every async test collected after it.
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Playwright]:
-    with sync_playwright() as p:
-        yield p
+# One Playwright driver and one Chromium per test process (xdist worker), shared by every
+# browser module it runs: starting them (a Node process, then the browser) costs seconds of
+# CPU each and far more wall time on a loaded machine. Nothing else is shared: each test gets
+# a fresh context and page (`context`, `page`), so no test sees another's cookies, storage or
+# tabs. Playwright's sync API marks its event loop as running in this thread between its
+# calls; `pytest_runtest_setup`/`pytest_runtest_teardown` below mark it only while a browser
+# test runs, so the async tests this process runs next find no running loop.
+@dataclass
+class Driver:
+    playwright: Playwright
+    loop: asyncio.AbstractEventLoop
+    launched: Browser | None = None
+
+    def browser(self) -> Browser:
+        """The process's Chromium, launched again if it went away (a crash fails one module)."""
+        if self.launched is None or not self.launched.is_connected():
+            executable = shutil.which("chromium") or shutil.which("chromium-browser")
+            if executable is None:
+                pytest.fail(
+                    "Debian's chromium is missing: apt-get install chromium chromium-driver"
+                    " (scripts/test does)"
+                )
+            self.launched = self.playwright.chromium.launch(
+                executable_path=executable, args=CHROMIUM_FLAGS, headless=True
+            )
+        return self.launched
+
+
+DRIVER = pytest.StashKey[Driver]()
+
+
+@pytest.fixture(scope="session")
+def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+    manager = sync_playwright()
+    p = manager.start()
+    loop = asyncio.get_running_loop()  # marked running by the sync API after its calls
+    started = Driver(p, loop)
+    request.config.stash[DRIVER] = started
+    yield started
+    del request.config.stash[DRIVER]
+    asyncio._set_running_loop(loop)  # its last calls
+    try:
+        if started.launched is not None and started.launched.is_connected():
+            started.launched.close()
+    finally:
+        p.stop()
+        asyncio._set_running_loop(None)
 
 
 @pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.fail(
-            "Debian's chromium is missing: apt-get install chromium chromium-driver (scripts/test does)"
-        )
-    browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS, headless=True)
-    yield browser
-    browser.close()
+def playwright(driver: Driver) -> Playwright:
+    return driver.playwright
+
+
+@pytest.fixture(scope="module")
+def browser(driver: Driver) -> Browser:
+    return driver.browser()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A browser test's setup, call and teardown see the driver's loop as running, as the
+    sync API expects between its calls (it is not started yet before the first one)."""
+    started = item.config.stash.get(DRIVER, None)
+    if started is not None:
+        asyncio._set_running_loop(started.loop)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    """After a browser test (its module's and the session's fixtures closed with it, if
+    it was their last), no loop runs in this thread any more."""
+    try:
+        return (yield)
+    finally:
+        asyncio._set_running_loop(None)
 
 
 @pytest.fixture
