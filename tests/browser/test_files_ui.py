@@ -165,7 +165,7 @@ def test_a_question_with_file_fields_is_answered_with_the_file_picker(ui: Page, 
     assert len(set(extra_ids)) == 2 and form_id not in extra_ids
 
     card.get_by_role("button", name="Accept").click()
-    expect(card).to_have_attribute("data-status", "answered")
+    expect(card).to_have_attribute("data-status", "answered", timeout=WAIT_MS)  # the answer resumes a worker
     expect(card.get_by_role("status")).to_contain_text("Answered in the browser by user:fiona")
     # The run's output (the timeline's `pre`) arrives after the answer shows: wait for it.
     output_block = card.locator(".timeline pre")
@@ -187,7 +187,7 @@ def test_nothing_is_waiting_returns_when_the_last_question_is_answered_and_times
     ui.evaluate("window.__sameDocument = true")
     card.get_by_label("Meeting time").fill("2026-03-01T09:30")
     card.get_by_role("button", name="Accept").click()
-    expect(card).to_have_attribute("data-status", "answered")
+    expect(card).to_have_attribute("data-status", "answered", timeout=WAIT_MS)  # the answer resumes a worker
     expect(empty).to_be_visible()
     assert ui.evaluate("window.__sameDocument === true"), "the page was reloaded"
     # 09:30 in India (+05:30) is 04:00 UTC

@@ -6,7 +6,7 @@ in a tool's `inputSchema` and in an `elicitation/create` `requestedSchema`. Buil
 attribute and marked safe, it became live htmx: an administrator opening the page created an
 admin account with the CSRF header `<body hx-headers>` supplies.
 
-- In headless Chromium against the real app (in this process) whose host runs the hostile
+- In headless Chromium against a real `steamharness serve` whose host runs the hostile
   server (tests/fixtures/hostile_server.py): the administrator opens the host conversation,
   calls the tool, opens the Inbox; no account is created, the page holds no element
   with the injected attributes, and both refusals name the field.
@@ -35,12 +35,11 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Page, expect
 
 from tests import processes
-from tests.browser.conftest import Console, browser, checked, context, page, playwright  # noqa: F401
+from tests.browser.conftest import Console, browser, checked, context, driver, page, playwright  # noqa: F401
 from tests.conftest import FIXTURES
-from tests.e2e.server import LiveServer
+from tests.e2e.server import LiveServer, running_server
 from tests.fixtures.hostile_server import ATTACK_NAME, HOSTILE
 from tests.helpers import page_templates
-from tests.support import in_process_server
 from webui.web import forms
 
 ADMIN_NAME = "hana"
@@ -61,7 +60,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     (root / "config.yaml").write_text(f"defaults:\n  mcp_servers: [{SERVER_ID}]\n", "utf-8")
     # STEAMHARNESS_HOST_SERVER_USER "": the hostile server is this interpreter, which may live
     # where the unprivileged host user cannot run it (its isolation: test_host_isolation.py).
-    with in_process_server(tmp, STEAMHARNESS_ROOT=str(root), STEAMHARNESS_HOST_SERVER_USER="") as live:
+    with running_server(tmp, STEAMHARNESS_ROOT=str(root), STEAMHARNESS_HOST_SERVER_USER="") as live:
         live.add_user(ADMIN_NAME, admin=True, password=ADMIN_PASSWORD)
         yield live
 
