@@ -106,8 +106,13 @@ class Lingering:
             self.abort_linger()
 
     def abort_linger(self) -> None:
+        """Closes the real transport now, lingering or not."""
         self.stop()
         self._transport.close()
+
+    def closed(self) -> bool:
+        """The real transport is closing (a lingering connection is not, yet)."""
+        return self._transport.is_closing()
 
     def stop(self) -> None:
         if self._timer is not None:
@@ -132,7 +137,6 @@ class EdgeH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._raw_transport = transport
         self._lingering = Lingering(transport, self)
         self.transport = cast(asyncio.Transport, self._lingering)
         self._watch_headers()
@@ -251,10 +255,9 @@ class EdgeH11Protocol(H11Protocol):
 
     def _close(self, why: str) -> None:
         """Closes at once (no lingering): the client is too slow or sends too much."""
-        if not self._raw_transport.is_closing():
+        if not self._lingering.closed():
             self.logger.info(why)
-            self._lingering.stop()
-            self._raw_transport.close()
+            self._lingering.abort_linger()
 
 
 def edge_protocol(
